@@ -1,0 +1,48 @@
+//===- Dialects.h - the tile and simt dialects ------------------*- C++ -*-===//
+//
+// Include this (MLIR-heavy) header only from the few translation units that
+// work on IR: the DSL builder, the passes, the interpreter and the emitter.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_IR_DIALECTS_H
+#define TILEJIT_IR_DIALECTS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "tilejit/ir/TileEnums.h.inc"
+
+#include "tilejit/ir/TileDialect.h.inc"
+#define GET_TYPEDEF_CLASSES
+#include "tilejit/ir/TileTypes.h.inc"
+#define GET_OP_CLASSES
+#include "tilejit/ir/TileOps.h.inc"
+
+#include "tilejit/ir/SimtDialect.h.inc"
+#define GET_OP_CLASSES
+#include "tilejit/ir/SimtOps.h.inc"
+
+namespace mlir {
+class DialectRegistry;
+}
+
+namespace tilejit {
+
+/// Attribute names on a kernel's func.func.
+namespace attr {
+constexpr const char *kKernel = "tile.kernel";         // unit: this is a kernel
+constexpr const char *kNumWarps = "tile.num_warps";    // i64
+constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
+constexpr const char *kThreads = "simt.threads";       // i64, set by layout
+} // namespace attr
+
+/// Registers tile, simt and the upstream dialects tilejit programs use
+/// (func, arith, math, scf, vector).
+void registerTilejitDialects(mlir::DialectRegistry &registry);
+
+} // namespace tilejit
+
+#endif // TILEJIT_IR_DIALECTS_H

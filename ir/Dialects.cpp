@@ -1,0 +1,117 @@
+//===- Dialects.cpp - tile and simt dialect definitions and verifiers -----===//
+#include "tilejit/ir/Dialects.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace tilejit;
+
+#include "tilejit/ir/TileEnums.cpp.inc"
+
+#include "tilejit/ir/TileDialect.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "tilejit/ir/TileTypes.cpp.inc"
+#define GET_OP_CLASSES
+#include "tilejit/ir/TileOps.cpp.inc"
+
+#include "tilejit/ir/SimtDialect.cpp.inc"
+#define GET_OP_CLASSES
+#include "tilejit/ir/SimtOps.cpp.inc"
+
+void tile::TileDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "tilejit/ir/TileTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "tilejit/ir/TileOps.cpp.inc"
+      >();
+}
+
+void simt::SimtDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "tilejit/ir/SimtOps.cpp.inc"
+      >();
+}
+
+void tilejit::registerTilejitDialects(DialectRegistry &registry) {
+  registry.insert<tile::TileDialect, simt::SimtDialect, func::FuncDialect,
+                  arith::ArithDialect, math::MathDialect, scf::SCFDialect,
+                  vector::VectorDialect>();
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+static Type elementOf(Type t) {
+  if (auto shaped = dyn_cast<ShapedType>(t))
+    return shaped.getElementType();
+  return t;
+}
+
+/// Shape of a scalar-or-tile type: {} for scalars, {N} for tiles.
+static ArrayRef<int64_t> shapeOf(Type t) {
+  if (auto shaped = dyn_cast<ShapedType>(t))
+    return shaped.getShape();
+  return {};
+}
+
+LogicalResult tile::ArangeOp::verify() {
+  if (getType().getNumElements() < 1)
+    return emitOpError("needs at least one element");
+  return success();
+}
+
+LogicalResult tile::SplatOp::verify() {
+  if (getSrc().getType() != getType().getElementType())
+    return emitOpError("scalar type ")
+           << getSrc().getType() << " differs from the tile's element type "
+           << getType().getElementType();
+  return success();
+}
+
+/// Checks shared by load and store: value/mask/offsets agree in shape and
+/// the value's element type is the pointer's.
+static LogicalResult verifyAccess(Operation *op, tile::PtrType ptr,
+                                  Type offsets, Type value, Value mask) {
+  if (shapeOf(offsets) != shapeOf(value))
+    return op->emitOpError("offsets shape and value shape differ: ")
+           << offsets << " vs " << value;
+  if (elementOf(value) != ptr.getElementType())
+    return op->emitOpError("value element type ")
+           << elementOf(value) << " differs from the pointer's "
+           << ptr.getElementType();
+  if (mask && shapeOf(mask.getType()) != shapeOf(offsets))
+    return op->emitOpError("mask shape differs from the offsets shape");
+  return success();
+}
+
+LogicalResult tile::LoadOp::verify() {
+  if (getOther() && getOther().getType() != getPtr().getType().getElementType())
+    return emitOpError("'other' must have the pointer's element type");
+  return verifyAccess(*this, getPtr().getType(), getOffsets().getType(),
+                      getType(), getMask());
+}
+
+LogicalResult tile::StoreOp::verify() {
+  return verifyAccess(*this, getPtr().getType(), getOffsets().getType(),
+                      getValue().getType(), getMask());
+}
+
+LogicalResult tile::ReduceOp::verify() {
+  if (getSrc().getType().getElementType() != getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the tile's element type "
+           << getSrc().getType().getElementType();
+  return success();
+}

@@ -1,0 +1,90 @@
+//===- SimtOps.td - the simt dialect ---------------------------*- tablegen -*-===//
+//
+// Per-thread code after layout assignment: a tile `tensor<N x T>` of a program
+// with P threads becomes `vector<N/P x T>` in each thread (thread t owns the
+// contiguous elements [t*N/P, (t+1)*N/P)). Scalars stay uniform. Cross-thread
+// communication is explicit (simt.block_reduce: warp shuffles, then shared
+// memory across warps). The CUDA emitter prints this level.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_SIMT_OPS_TD
+#define TILEJIT_SIMT_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "TileBase.td"
+include "TileDialect.td"
+
+def Simt_Dialect : Dialect {
+  let name = "simt";
+  let cppNamespace = "::tilejit::simt";
+  let summary = "Per-thread (SIMT) code with explicit cross-thread operations";
+  let dependentDialects = ["::tilejit::tile::TileDialect"];
+}
+
+class Simt_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Simt_Dialect, mnemonic, traits>;
+
+def Simt_Elem : AnyTypeOf<[I1, I32, I64, BF16, F16, F32]>;
+def Simt_Index : AnyTypeOf<[I32, I64, VectorOfRankAndType<[1], [I32, I64]>]>;
+def Simt_Mask : AnyTypeOf<[I1, VectorOfRankAndType<[1], [I1]>]>;
+def Simt_Value : AnyTypeOf<[Simt_Elem, VectorOfRankAndType<[1], [I1, I32, I64, BF16, F16, F32]>]>;
+
+def Simt_ThreadIdOp : Simt_Op<"thread_id", [Pure]> {
+  let summary = "index of this thread in its block (threadIdx.x)";
+  let results = (outs I32:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Simt_BlockIdOp : Simt_Op<"block_id", [Pure]> {
+  let summary = "index of this block along a grid axis (blockIdx)";
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<0>, IntMaxValue<2>]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+def Simt_GridDimOp : Simt_Op<"grid_dim", [Pure]> {
+  let summary = "number of blocks along a grid axis (gridDim)";
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<0>, IntMaxValue<2>]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+def Simt_BlockReduceOp : Simt_Op<"block_reduce", [AllTypesMatch<["src", "result"]>]> {
+  let summary = "combine one scalar per thread across the block; all threads get the result";
+  let description = [{
+    Lowered to warp shuffles (butterfly) and, with more than one warp, a
+    shared-memory exchange between warps with barriers. Every thread of the
+    block must reach it (it is a barrier).
+  }];
+  let arguments = (ins ReduceKind:$kind, AnyTypeOf<[I32, I64, F32]>:$src);
+  let results = (outs AnyTypeOf<[I32, I64, F32]>:$result);
+  let assemblyFormat = "$kind $src attr-dict `:` type($src)";
+}
+
+def Simt_LoadOp : Simt_Op<"load", [AttrSizedOperandSegments,
+                                   MemoryEffects<[MemRead]>]> {
+  let summary = "per-thread masked load of ptr[offsets]";
+  let arguments = (ins Tile_PtrType:$ptr, Simt_Index:$offsets,
+                   Optional<Simt_Mask>:$mask, Optional<Simt_Elem>:$other);
+  let results = (outs Simt_Value:$result);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` (`mask` $mask^)? (`other` $other^)? attr-dict `:`
+    qualified(type($ptr)) `[` type($offsets) `]` (`mask` type($mask)^)?
+    (`other` type($other)^)? `->` type($result)
+  }];
+}
+
+def Simt_StoreOp : Simt_Op<"store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "per-thread masked store into ptr[offsets]";
+  let arguments = (ins Tile_PtrType:$ptr, Simt_Index:$offsets, Simt_Value:$value,
+                   Optional<Simt_Mask>:$mask);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` `,` $value (`mask` $mask^)? attr-dict `:`
+    qualified(type($ptr)) `[` type($offsets) `]` `,` type($value)
+    (`mask` type($mask)^)?
+  }];
+}
+
+#endif // TILEJIT_SIMT_OPS_TD

@@ -1,0 +1,118 @@
+//===- TileOps.td - the tile dialect ---------------------------*- tablegen -*-===//
+//
+// The tile dialect is what the C++ DSL builds: one program instance works on
+// 1-D tiles (builtin `tensor<N x T>`, N a compile-time constant) and on uniform
+// scalars. Elementwise math uses arith/math on tensors, control flow uses scf.
+// Memory is reached through `!tile.ptr<T>` (a global-memory pointer) plus
+// element offsets, as in Triton, but without tensors of pointers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_TILE_OPS_TD
+#define TILEJIT_TILE_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "TileBase.td"
+include "TileDialect.td"
+
+class Tile_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Tile_Dialect, mnemonic, traits>;
+
+// Element types that can live in memory and in tiles.
+def Tile_Elem : AnyTypeOf<[I1, I32, I64, BF16, F16, F32]>;
+def Tile_Index : AnyTypeOf<[I32, I64, 1DTensorOf<[I32, I64]>]>;
+def Tile_Mask : AnyTypeOf<[I1, 1DTensorOf<[I1]>]>;
+def Tile_Value : AnyTypeOf<[Tile_Elem, 1DTensorOf<[I1, I32, I64, BF16, F16, F32]>]>;
+
+def Tile_ProgramIdOp : Tile_Op<"program_id", [Pure]> {
+  let summary = "index of this program instance along a grid axis (0..2)";
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<0>, IntMaxValue<2>]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+def Tile_NumProgramsOp : Tile_Op<"num_programs", [Pure]> {
+  let summary = "number of program instances along a grid axis (0..2)";
+  let arguments = (ins ConfinedAttr<I32Attr, [IntMinValue<0>, IntMaxValue<2>]>:$axis);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$axis attr-dict `:` type($result)";
+}
+
+def Tile_ConstexprOp : Tile_Op<"constexpr", [Pure]> {
+  let summary = "a named compile-time parameter, folded by tile-specialize";
+  let description = [{
+    Reads the value of compile-time parameter `name` (e.g. BLOCK_SIZE) from the
+    enclosing kernel's `tile.constexprs` dictionary. Tile shapes are already
+    specialized by the builder; this op keeps scalar uses symbolic in the
+    printed tile IR until specialization.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyTypeOf<[I32, I64]>:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Tile_ArangeOp : Tile_Op<"arange", [Pure]> {
+  let summary = "the tile [0, 1, ..., N-1]";
+  let results = (outs 1DTensorOf<[I32]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_SplatOp : Tile_Op<"splat", [Pure]> {
+  let summary = "broadcast a scalar to every element of a tile";
+  let arguments = (ins Tile_Elem:$src);
+  let results = (outs 1DTensorOf<[I1, I32, I64, BF16, F16, F32]>:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_AddPtrOp : Tile_Op<"addptr", [Pure, AllTypesMatch<["ptr", "result"]>]> {
+  let summary = "advance a pointer by a number of elements (not bytes)";
+  let arguments = (ins Tile_PtrType:$ptr, AnyTypeOf<[I32, I64]>:$offset);
+  let results = (outs Tile_PtrType:$result);
+  let assemblyFormat = "$ptr `,` $offset attr-dict `:` qualified(type($ptr)) `,` type($offset)";
+}
+
+def Tile_LoadOp : Tile_Op<"load", [AttrSizedOperandSegments,
+                                   MemoryEffects<[MemRead]>]> {
+  let summary = "masked gather of ptr[offsets]";
+  let description = [{
+    Loads `ptr[offsets]` (element offsets, scalar or tile). Where `mask` is
+    false the memory is not touched and the result is `other` (zero when
+    absent). The result has the pointer's element type and the offsets' shape.
+  }];
+  let arguments = (ins Tile_PtrType:$ptr, Tile_Index:$offsets,
+                   Optional<Tile_Mask>:$mask, Optional<Tile_Elem>:$other);
+  let results = (outs Tile_Value:$result);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` (`mask` $mask^)? (`other` $other^)? attr-dict `:`
+    qualified(type($ptr)) `[` type($offsets) `]` (`mask` type($mask)^)?
+    (`other` type($other)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_StoreOp : Tile_Op<"store", [MemoryEffects<[MemWrite]>]> {
+  let summary = "masked scatter of value into ptr[offsets]";
+  let arguments = (ins Tile_PtrType:$ptr, Tile_Index:$offsets, Tile_Value:$value,
+                   Optional<Tile_Mask>:$mask);
+  let assemblyFormat = [{
+    $ptr `[` $offsets `]` `,` $value (`mask` $mask^)? attr-dict `:`
+    qualified(type($ptr)) `[` type($offsets) `]` `,` type($value)
+    (`mask` type($mask)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
+  let summary = "reduce a 1-D tile to a scalar";
+  let arguments = (ins ReduceKind:$kind,
+                   1DTensorOf<[I32, I64, F32]>:$src);
+  let results = (outs AnyTypeOf<[I32, I64, F32]>:$result);
+  let assemblyFormat = "$kind $src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // TILEJIT_TILE_OPS_TD
