@@ -4,13 +4,14 @@
 // result. Used by the lit tests in tests/lit.
 //
 //===----------------------------------------------------------------------===//
-#include "tilejit/ir/Dialects.h"
+#include "tilejit/compiler/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
+  tilejit::registerTilejitPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerLoopInvariantCodeMotionPass();

@@ -1,0 +1,54 @@
+//===- Passes.td - tilejit's passes ----------------------------*- tablegen -*-===//
+//
+// One pass per file in compiler/; the order they run in is in Pipeline.cpp.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_PASSES_TD
+#define TILEJIT_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TileVerify : Pass<"tile-verify", "mlir::ModuleOp"> {
+  let summary = "Check kernel-level rules the op verifiers cannot see";
+  let description = [{
+    Every kernel (func.func with `tile.kernel`) has `tile.num_warps` in
+    {1, 2, 4, 8, 16, 32}, returns nothing, takes only `!tile.ptr`, i32, i64 and
+    f32 arguments, uses only tiles whose size is a power of two and a multiple
+    of the program's thread count (32 * num_warps), and uses only ops of the
+    tile, arith, math, scf and func dialects. Errors name the kernel and the op.
+  }];
+}
+
+def TileSpecialize : Pass<"tile-specialize", "mlir::ModuleOp"> {
+  let summary = "Replace tile.constexpr with the kernel's compile-time values";
+  let description = [{
+    Folds each `tile.constexpr "NAME"` into an arith.constant taken from the
+    kernel's `tile.constexprs` dictionary. A name missing from it is an error.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def TileAssignLayout : Pass<"tile-assign-layout", "mlir::ModuleOp"> {
+  let summary = "Choose how tiles are spread over the threads of a program";
+  let description = [{
+    Sets `simt.threads` (32 * tile.num_warps) on every kernel. A tile of N
+    elements is held as N / threads contiguous elements per thread (blocked
+    layout), so a thread's loads of consecutive offsets are contiguous.
+  }];
+}
+
+def TileLowerToSimt : Pass<"tile-lower-to-simt", "mlir::ModuleOp"> {
+  let summary = "Lower tile programs to per-thread SIMT code";
+  let description = [{
+    Converts tiles to per-thread vectors (tensor<N x T> -> vector<N/P x T>),
+    tile.arange to the thread's own indices, tile.reduce to a thread-local
+    vector.reduction followed by simt.block_reduce, tile.load/store to
+    simt.load/store, tile.program_id to simt.block_id; arith/math/scf follow
+    the new types. Needs tile-assign-layout first.
+  }];
+  let dependentDialects = ["tilejit::simt::SimtDialect",
+                           "mlir::vector::VectorDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+#endif // TILEJIT_PASSES_TD

@@ -1,0 +1,39 @@
+// RUN: tilejit-opt %s --tile-verify --split-input-file --verify-diagnostics
+
+func.func @ok(%p: !tile.ptr<f32>, %n: i32) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  %r = tile.arange : tensor<256xi32>
+  %x = tile.load %p[%r] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+  tile.store %p[%r], %x : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{kernel 'warps': tile.num_warps must be a power of two in [1, 32]}}
+func.func @warps(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 3 : i64} {
+  return
+}
+
+// -----
+
+func.func @small_tile(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  // expected-error @+1 {{in kernel 'small_tile': tile 'tensor<64xi32>' must be 1-D with a power-of-two size that is a multiple of 32 * num_warps = 128}}
+  %r = tile.arange : tensor<64xi32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{kernel 'badarg': argument 0 has type 'f64'}}
+func.func @badarg(%x: f64) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  return
+}
+
+// -----
+
+func.func @bad_load(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  %r = tile.arange : tensor<32xi32>
+  // expected-error @+1 {{value element type 'bf16' differs from the pointer's 'f32'}}
+  %x = tile.load %p[%r] : !tile.ptr<f32>[tensor<32xi32>] -> tensor<32xbf16>
+  return
+}
