@@ -1,11 +1,336 @@
-// Placeholder being replaced by the SIMT lowering (in progress).
+//===- TileLowerToSimt.cpp - tile programs to per-thread SIMT code --------===//
+//
+// A program instance of P = simt.threads threads works on 1-D tiles. The
+// layout is blocked: thread t holds the K = N / P contiguous elements
+// [t*K, t*K+K) of a tile of N elements, as a vector<K x T>. Blocked rather
+// than cyclic because a thread's elements are then adjacent in memory (its
+// loads and stores of consecutive offsets can be vectorized) and a reduction
+// is a thread-local vector.reduction followed by one block-wide combine.
+//
+// The lowering is a dialect conversion, one kernel (func.func) at a time since
+// P is fixed per kernel: tensor<N x T> -> vector<K x T>; the tile ops become
+// simt/vector ops; arith/math ops on tiles are re-created on vectors; scf ops
+// follow the new types. Scalars, pointers and tile.addptr are uniform and stay.
+// Every thread executes the same control flow (the lowering is uniform), so
+// simt.block_reduce, a barrier, is reached by all threads.
+//
+//===----------------------------------------------------------------------===//
 #include "tilejit/compiler/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Transforms/DialectConversion.h"
+
 namespace tilejit {
 #define GEN_PASS_DEF_TILELOWERTOSIMT
-#include "tilejit/compiler/Passes.h.inc"
+#include "compiler/Passes.h.inc"
+} // namespace tilejit
+
+using namespace mlir;
+
+namespace tilejit {
 namespace {
-struct TileLowerToSimtPass : public impl::TileLowerToSimtBase<TileLowerToSimtPass> {
-  void runOnOperation() override { signalPassFailure(); }
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+/// tensor<N x T> -> vector<N/P x T> for a kernel of P threads; every other
+/// type is unchanged.
+struct SimtTypeConverter : public TypeConverter {
+  explicit SimtTypeConverter(int64_t threads) : threads(threads) {
+    addConversion([](Type type) { return type; });
+    addConversion([this](RankedTensorType type) -> Type {
+      if (type.getRank() != 1 || type.getDimSize(0) % this->threads != 0)
+        return nullptr;
+      return VectorType::get({type.getDimSize(0) / this->threads},
+                             type.getElementType());
+    });
+  }
+
+  int64_t threads;
 };
+
+static bool hasTensorType(Operation *op) {
+  auto isTensor = [](Type t) { return isa<TensorType>(t); };
+  return llvm::any_of(op->getOperandTypes(), isTensor) ||
+         llvm::any_of(op->getResultTypes(), isTensor);
+}
+
+/// The vector type a tile result converts to, or a match failure.
+static FailureOr<VectorType> convertedVector(const TypeConverter &converter,
+                                             Value tile,
+                                             ConversionPatternRewriter &rw) {
+  auto vec = dyn_cast_or_null<VectorType>(converter.convertType(tile.getType()));
+  if (!vec)
+    return rw.notifyMatchFailure(tile.getLoc(), "tile type not convertible");
+  return vec;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile ops
+//===----------------------------------------------------------------------===//
+
+/// tile.program_id -> simt.block_id.
+struct ProgramIdLowering : public OpConversionPattern<tile::ProgramIdOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::ProgramIdOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<simt::BlockIdOp>(op, op.getType(),
+                                                 op.getAxisAttr());
+    return success();
+  }
+};
+
+/// tile.num_programs -> simt.grid_dim.
+struct NumProgramsLowering : public OpConversionPattern<tile::NumProgramsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::NumProgramsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<simt::GridDimOp>(op, op.getType(),
+                                                 op.getAxisAttr());
+    return success();
+  }
+};
+
+/// tile.arange -> broadcast(thread_id * K) + [0, 1, ..., K-1].
+struct ArangeLowering : public OpConversionPattern<tile::ArangeOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::ArangeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    FailureOr<VectorType> vec =
+        convertedVector(*getTypeConverter(), op.getResult(), rewriter);
+    if (failed(vec))
+      return failure();
+    Location loc = op.getLoc();
+    int64_t k = vec->getNumElements();
+    Type i32 = rewriter.getI32Type();
+    Value tid = simt::ThreadIdOp::create(rewriter, loc, i32);
+    Value kCst = arith::ConstantOp::create(rewriter, loc,
+                                           rewriter.getI32IntegerAttr(k));
+    Value base = arith::MulIOp::create(rewriter, loc, tid, kCst);
+    Value baseVec = vector::BroadcastOp::create(rewriter, loc, *vec, base);
+    SmallVector<int32_t> iota(k);
+    for (int64_t i = 0; i < k; ++i)
+      iota[i] = static_cast<int32_t>(i);
+    Value iotaVec = arith::ConstantOp::create(
+        rewriter, loc, DenseElementsAttr::get(*vec, ArrayRef<int32_t>(iota)));
+    rewriter.replaceOpWithNewOp<arith::AddIOp>(op, baseVec, iotaVec);
+    return success();
+  }
+};
+
+/// tile.splat -> vector.broadcast.
+struct SplatLowering : public OpConversionPattern<tile::SplatOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::SplatOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    FailureOr<VectorType> vec =
+        convertedVector(*getTypeConverter(), op.getResult(), rewriter);
+    if (failed(vec))
+      return failure();
+    rewriter.replaceOpWithNewOp<vector::BroadcastOp>(op, *vec,
+                                                     adaptor.getSrc());
+    return success();
+  }
+};
+
+/// tile.load -> simt.load on the thread's own offsets/mask.
+struct LoadLowering : public OpConversionPattern<tile::LoadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::LoadOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Type type = getTypeConverter()->convertType(op.getType());
+    if (!type)
+      return rewriter.notifyMatchFailure(op, "result type not convertible");
+    rewriter.replaceOpWithNewOp<simt::LoadOp>(
+        op, type, adaptor.getPtr(), adaptor.getOffsets(), adaptor.getMask(),
+        adaptor.getOther());
+    return success();
+  }
+};
+
+/// tile.store -> simt.store (a scalar store is guarded by the emitter).
+struct StoreLowering : public OpConversionPattern<tile::StoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::StoreOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<simt::StoreOp>(
+        op, adaptor.getPtr(), adaptor.getOffsets(), adaptor.getValue(),
+        adaptor.getMask());
+    return success();
+  }
+};
+
+/// tile.reduce -> vector.reduction over the thread's elements, then
+/// simt.block_reduce across the block.
+struct ReduceLowering : public OpConversionPattern<tile::ReduceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::ReduceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    bool isFloat = isa<FloatType>(op.getType());
+    vector::CombiningKind kind;
+    switch (op.getKind()) {
+    case ReduceKind::Sum:
+      kind = vector::CombiningKind::ADD;
+      break;
+    case ReduceKind::Max:
+      kind = isFloat ? vector::CombiningKind::MAXIMUMF
+                     : vector::CombiningKind::MAXSI;
+      break;
+    case ReduceKind::Min:
+      kind = isFloat ? vector::CombiningKind::MINIMUMF
+                     : vector::CombiningKind::MINSI;
+      break;
+    }
+    Value local = vector::ReductionOp::create(rewriter, op.getLoc(), kind,
+                                              adaptor.getSrc());
+    rewriter.replaceOpWithNewOp<simt::BlockReduceOp>(op, op.getType(),
+                                                     op.getKind(), local);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// arith / math on tiles
+//===----------------------------------------------------------------------===//
+
+/// A dense splat tile constant -> the same splat as a vector.
+struct SplatConstantLowering : public OpConversionPattern<arith::ConstantOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(arith::ConstantOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto dense = dyn_cast<SplatElementsAttr>(op.getValue());
+    if (!dense)
+      return rewriter.notifyMatchFailure(op, "only splat tile constants");
+    FailureOr<VectorType> vec =
+        convertedVector(*getTypeConverter(), op.getResult(), rewriter);
+    if (failed(vec))
+      return failure();
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(
+        op, DenseElementsAttr::get(*vec, dense.getSplatValue<Attribute>()));
+    return success();
+  }
+};
+
+/// Any other arith/math op on tiles: the same op (same attributes, e.g. cmp
+/// predicates and fastmath flags) on the converted operands and types.
+struct ElementwiseLowering : public ConversionPattern {
+  ElementwiseLowering(const TypeConverter &converter, MLIRContext *ctx)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
+
+  LogicalResult
+  matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (!isa_and_nonnull<arith::ArithDialect, math::MathDialect>(
+            op->getDialect()) ||
+        isa<arith::ConstantOp>(op) || op->getNumRegions() != 0 ||
+        !hasTensorType(op))
+      return failure();
+    FailureOr<Operation *> lowered =
+        convertOpResultTypes(op, operands, *getTypeConverter(), rewriter);
+    if (failed(lowered))
+      return failure();
+    rewriter.replaceOp(op, (*lowered)->getResults());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct TileLowerToSimtPass
+    : public impl::TileLowerToSimtBase<TileLowerToSimtPass> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> funcs;
+    getOperation().walk([&](func::FuncOp func) { funcs.push_back(func); });
+    for (func::FuncOp func : funcs)
+      if (failed(lowerFunc(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult lowerFunc(func::FuncOp func) {
+    bool usesTiles = func->hasAttr(attr::kKernel);
+    func.walk([&](Operation *op) {
+      if (isa_and_nonnull<tile::TileDialect>(op->getDialect()) ||
+          hasTensorType(op))
+        usesTiles = true;
+    });
+    if (!usesTiles)
+      return success();
+
+    auto threads = func->getAttrOfType<IntegerAttr>(attr::kThreads);
+    if (!threads || threads.getInt() <= 0)
+      return func.emitOpError("kernel '")
+             << func.getSymName() << "' has no valid '" << attr::kThreads
+             << "' attribute; run tile-assign-layout first";
+    int64_t p = threads.getInt();
+
+    // Check tile shapes and constants up front so that a bad one gets a clear
+    // error rather than a generic conversion failure.
+    WalkResult shapes = func.walk([&](Operation *op) {
+      if (auto cst = dyn_cast<arith::ConstantOp>(op);
+          cst && isa<TensorType>(cst.getType()) &&
+          !isa<SplatElementsAttr>(cst.getValue())) {
+        op->emitOpError("in kernel '")
+            << func.getSymName() << "': only splat tile constants are supported";
+        return WalkResult::interrupt();
+      }
+      for (Type t : llvm::concat<Type>(op->getOperandTypes(),
+                                       op->getResultTypes())) {
+        if (!isa<TensorType>(t))
+          continue;
+        auto tensor = dyn_cast<RankedTensorType>(t);
+        if (!tensor || tensor.getRank() != 1 ||
+            tensor.getDimSize(0) % p != 0) {
+          op->emitOpError("in kernel '")
+              << func.getSymName() << "': tile type " << t
+              << " is not a 1-D tile whose size is a multiple of the "
+              << p << " threads";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (shapes.wasInterrupted())
+      return failure();
+
+    MLIRContext *ctx = &getContext();
+    SimtTypeConverter converter(p);
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<simt::SimtDialect, vector::VectorDialect,
+                           func::FuncDialect>();
+    target.addIllegalOp<tile::ArangeOp, tile::SplatOp, tile::LoadOp,
+                        tile::StoreOp, tile::ReduceOp, tile::ProgramIdOp,
+                        tile::NumProgramsOp>();
+    target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp>();
+    target.addDynamicallyLegalDialect<arith::ArithDialect, math::MathDialect>(
+        [](Operation *op) { return !hasTensorType(op); });
+
+    RewritePatternSet patterns(ctx);
+    patterns.add<ProgramIdLowering, NumProgramsLowering, ArangeLowering,
+                 SplatLowering, LoadLowering, StoreLowering, ReduceLowering,
+                 SplatConstantLowering, ElementwiseLowering>(converter, ctx);
+    scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
+                                                         target);
+
+    if (failed(applyPartialConversion(func, target, std::move(patterns))))
+      return func.emitOpError("could not lower kernel '")
+             << func.getSymName() << "' to SIMT code";
+    return success();
+  }
+};
+
 } // namespace
 } // namespace tilejit

@@ -1,0 +1,38 @@
+// RUN: tilejit-opt %s --tile-assign-layout | FileCheck %s
+
+// simt.threads = 32 * tile.num_warps on every kernel; the body is unchanged.
+
+// CHECK-LABEL: func.func @one_warp(
+// CHECK-SAME:      simt.threads = 32 : i64
+// CHECK:         tile.arange : tensor<64xi32>
+func.func @one_warp(%p: !tile.ptr<i32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  %a = tile.arange : tensor<64xi32>
+  tile.store %p[%a], %a : !tile.ptr<i32>[tensor<64xi32>], tensor<64xi32>
+  return
+}
+
+// CHECK-LABEL: func.func @four_warps(
+// CHECK-SAME:      simt.threads = 128 : i64
+func.func @four_warps(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  return
+}
+
+// CHECK-LABEL: func.func @eight_warps(
+// CHECK-SAME:      simt.threads = 256 : i64
+func.func @eight_warps(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 8 : i64, tile.constexprs = {BLOCK_SIZE = 4096 : i64}} {
+  return
+}
+
+// CHECK-LABEL: func.func @thirty_two_warps(
+// CHECK-SAME:      simt.threads = 1024 : i64
+func.func @thirty_two_warps(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 32 : i64} {
+  return
+}
+
+// Not a kernel: no layout.
+// CHECK-LABEL: func.func @helper(
+// CHECK-NOT:     simt.threads
+// CHECK:         return
+func.func @helper(%a: i32) -> i32 {
+  return %a : i32
+}
