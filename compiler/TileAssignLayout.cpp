@@ -13,7 +13,7 @@
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILEASSIGNLAYOUT
-#include "tilejit/compiler/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 } // namespace tilejit
 
 using namespace mlir;

@@ -5,7 +5,7 @@
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILESPECIALIZE
-#include "tilejit/compiler/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 } // namespace tilejit
 
 using namespace mlir;

@@ -12,7 +12,7 @@
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILEVERIFY
-#include "tilejit/compiler/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 } // namespace tilejit
 
 using namespace mlir;

@@ -13,33 +13,33 @@
 using namespace mlir;
 using namespace tilejit;
 
-#include "tilejit/ir/TileEnums.cpp.inc"
+#include "ir/TileEnums.cpp.inc"
 
-#include "tilejit/ir/TileDialect.cpp.inc"
+#include "ir/TileDialect.cpp.inc"
 #define GET_TYPEDEF_CLASSES
-#include "tilejit/ir/TileTypes.cpp.inc"
+#include "ir/TileTypes.cpp.inc"
 #define GET_OP_CLASSES
-#include "tilejit/ir/TileOps.cpp.inc"
+#include "ir/TileOps.cpp.inc"
 
-#include "tilejit/ir/SimtDialect.cpp.inc"
+#include "ir/SimtDialect.cpp.inc"
 #define GET_OP_CLASSES
-#include "tilejit/ir/SimtOps.cpp.inc"
+#include "ir/SimtOps.cpp.inc"
 
 void tile::TileDialect::initialize() {
   addTypes<
 #define GET_TYPEDEF_LIST
-#include "tilejit/ir/TileTypes.cpp.inc"
+#include "ir/TileTypes.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST
-#include "tilejit/ir/TileOps.cpp.inc"
+#include "ir/TileOps.cpp.inc"
       >();
 }
 
 void simt::SimtDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
-#include "tilejit/ir/SimtOps.cpp.inc"
+#include "ir/SimtOps.cpp.inc"
       >();
 }
 

@@ -13,17 +13,17 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "tilejit/ir/TileEnums.h.inc"
+#include "ir/TileEnums.h.inc"
 
-#include "tilejit/ir/TileDialect.h.inc"
+#include "ir/TileDialect.h.inc"
 #define GET_TYPEDEF_CLASSES
-#include "tilejit/ir/TileTypes.h.inc"
+#include "ir/TileTypes.h.inc"
 #define GET_OP_CLASSES
-#include "tilejit/ir/TileOps.h.inc"
+#include "ir/TileOps.h.inc"
 
-#include "tilejit/ir/SimtDialect.h.inc"
+#include "ir/SimtDialect.h.inc"
 #define GET_OP_CLASSES
-#include "tilejit/ir/SimtOps.h.inc"
+#include "ir/SimtOps.h.inc"
 
 namespace mlir {
 class DialectRegistry;

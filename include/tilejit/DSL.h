@@ -1,0 +1,211 @@
+//===- DSL.h - the embedded C++ DSL for tile programs -----------*- C++ -*-===//
+//
+// Kernel authors write straight-line C++ over tiles and scalars; the builder
+// records it as a tile-dialect kernel. This header deliberately includes no
+// MLIR so kernel specs compile fast; values are opaque handles.
+//
+//   KernelBuilder k("row_sum", config);
+//   Value x = k.pointerArg("x", DType::F32), V = k.scalarArg("V", DType::I32);
+//   Var acc = k.constant(0.0, DType::F32);          // loop-carried, no iter_args
+//   k.forRange(0, V, BLOCK, [&](Value i) {
+//     Value offs = i + k.arange(BLOCK);
+//     acc = acc + k.load(x, offs, offs < V, 0.0).sum();
+//   });
+//
+// Mixed operands are promoted: scalars broadcast to tiles, i32 widens to i64,
+// bf16/f16 widen to f32; mixing integers with floats needs an explicit .to().
+// Mistakes (shape or dtype mismatches, values used outside their loop, bad
+// parameters) throw tilejit::Error naming the kernel, the operation and the
+// kernel-spec source line.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_DSL_H
+#define TILEJIT_DSL_H
+
+#include "tilejit/DType.h"
+#include "tilejit/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace tilejit {
+
+class TileModule;
+
+namespace dsl {
+
+class KernelBuilder;
+
+/// Source position of a DSL call, captured by default arguments so that IR
+/// locations (and NVRTC errors through #line) point at the kernel spec.
+struct SourceLoc {
+  const char *file;
+  int line;
+  static SourceLoc here(const char *file = __builtin_FILE(),
+                        int line = __builtin_LINE()) {
+    return {file, line};
+  }
+};
+
+/// A scalar, a 1-D tile, or a pointer, owned by a KernelBuilder.
+class Value {
+public:
+  Value() = default;
+  bool valid() const { return impl_ != nullptr; }
+  bool isTile() const;
+  bool isPointer() const;
+  /// Number of elements (1 for scalars).
+  int64_t size() const;
+  /// Element type (for a pointer: the pointee type).
+  DType dtype() const;
+
+  /// Conversion to another element type (extf/truncf/sitofp/extsi/...).
+  Value to(DType type) const;
+  /// Reductions of a tile to a scalar (accumulate in the tile's type).
+  Value sum() const;
+  Value max() const;
+  Value min() const;
+
+  KernelBuilder &builder() const;
+  void *raw() const { return impl_; }
+  Value(KernelBuilder *kb, void *impl) : kb_(kb), impl_(impl) {}
+
+protected:
+  KernelBuilder *kb_ = nullptr;
+  void *impl_ = nullptr;
+};
+
+/// A mutable value. Assigning to a Var inside forRange/ifThen bodies makes it
+/// loop-carried (or an if result) without hand-written iter_args.
+class Var : public Value {
+public:
+  Var(Value init);
+  Var(const Var &) = delete;
+  ~Var();
+  Var &operator=(Value v);
+  Var &operator=(const Var &v) { return *this = static_cast<Value>(v); }
+};
+
+// Arithmetic and comparisons; a double operand becomes a constant of the
+// other operand's type.
+Value operator+(Value a, Value b);
+Value operator-(Value a, Value b);
+Value operator*(Value a, Value b);
+Value operator/(Value a, Value b);
+Value operator%(Value a, Value b);
+Value operator-(Value a);
+Value operator<(Value a, Value b);
+Value operator<=(Value a, Value b);
+Value operator>(Value a, Value b);
+Value operator>=(Value a, Value b);
+Value operator==(Value a, Value b);
+Value operator!=(Value a, Value b);
+Value operator&&(Value a, Value b);
+Value operator||(Value a, Value b);
+Value operator!(Value a);
+#define TILEJIT_DSL_SCALAR_OVERLOADS(op)                                       \
+  Value operator op(Value a, double b);                                        \
+  Value operator op(double a, Value b);
+TILEJIT_DSL_SCALAR_OVERLOADS(+)
+TILEJIT_DSL_SCALAR_OVERLOADS(-)
+TILEJIT_DSL_SCALAR_OVERLOADS(*)
+TILEJIT_DSL_SCALAR_OVERLOADS(/)
+TILEJIT_DSL_SCALAR_OVERLOADS(<)
+TILEJIT_DSL_SCALAR_OVERLOADS(<=)
+TILEJIT_DSL_SCALAR_OVERLOADS(>)
+TILEJIT_DSL_SCALAR_OVERLOADS(>=)
+TILEJIT_DSL_SCALAR_OVERLOADS(==)
+TILEJIT_DSL_SCALAR_OVERLOADS(!=)
+#undef TILEJIT_DSL_SCALAR_OVERLOADS
+
+Value max(Value a, Value b); // NaN-propagating, as torch.maximum
+Value min(Value a, Value b);
+Value exp(Value a);
+Value exp2(Value a);
+Value log(Value a);
+Value abs(Value a);
+Value sqrt(Value a);
+Value tanh(Value a);
+/// Three-way sign of a float value: -1, 0 or +1 (sign(0) = 0, as torch.sign).
+Value sign(Value a);
+/// cond ? a : b, elementwise (cond is i1; scalars broadcast).
+Value where(Value cond, Value a, Value b);
+Value where(Value cond, Value a, double b);
+Value where(Value cond, double a, Value b);
+
+/// Compile-time parameters of one build of a kernel: named integers such as
+/// BLOCK_SIZE and num_warps, plus the dtype of the kernel's data.
+struct Config {
+  std::map<std::string, int64_t> params;
+  DType dtype = DType::F32;
+  int64_t get(const std::string &name) const;
+  /// "BLOCK_SIZE=4096,num_warps=8,dtype=bf16" (deterministic order).
+  std::string str() const;
+};
+
+/// Builds one kernel. Arguments must be declared before they are used;
+/// everything else reads like the math.
+class KernelBuilder {
+public:
+  KernelBuilder(const std::string &kernelName, const Config &config);
+  ~KernelBuilder();
+  KernelBuilder(const KernelBuilder &) = delete;
+
+  const std::string &name() const;
+  const Config &config() const;
+  /// Value of compile-time parameter `name` (throws if the config lacks it).
+  int64_t param(const std::string &name) const;
+  /// The same parameter as an i32/i64 scalar in the IR (a tile.constexpr).
+  Value paramValue(const std::string &name, DType type = DType::I32,
+                   SourceLoc loc = SourceLoc::here());
+
+  Value pointerArg(const std::string &name, DType elementType);
+  Value scalarArg(const std::string &name, DType type);
+
+  Value programId(int axis = 0, SourceLoc loc = SourceLoc::here());
+  Value numPrograms(int axis = 0, SourceLoc loc = SourceLoc::here());
+  /// The i32 tile [0, 1, ..., n-1].
+  Value arange(int64_t n, SourceLoc loc = SourceLoc::here());
+  Value constant(double v, DType type, SourceLoc loc = SourceLoc::here());
+  /// A tile of n copies of scalar `v`.
+  Value full(int64_t n, Value v, SourceLoc loc = SourceLoc::here());
+  /// ptr[offsets]; lanes where mask is false read `other` and touch nothing.
+  Value load(Value ptr, Value offsets, SourceLoc loc = SourceLoc::here());
+  Value load(Value ptr, Value offsets, Value mask, double other,
+             SourceLoc loc = SourceLoc::here());
+  void store(Value ptr, Value offsets, Value value,
+             SourceLoc loc = SourceLoc::here());
+  void store(Value ptr, Value offsets, Value value, Value mask,
+             SourceLoc loc = SourceLoc::here());
+
+  /// for (i = lo; i < hi; i += step) body(i). Vars assigned in the body are
+  /// carried through the loop.
+  void forRange(Value lo, Value hi, Value step,
+                const std::function<void(Value)> &body,
+                SourceLoc loc = SourceLoc::here());
+  void forRange(int64_t lo, Value hi, int64_t step,
+                const std::function<void(Value)> &body,
+                SourceLoc loc = SourceLoc::here());
+  /// if (cond) thenBody() else elseBody(); Vars assigned in either branch
+  /// hold the taken branch's value afterwards.
+  void ifThen(Value cond, const std::function<void()> &thenBody,
+              const std::function<void()> &elseBody = nullptr,
+              SourceLoc loc = SourceLoc::here());
+
+  /// Verifies the kernel and hands over the module (the builder is spent).
+  TileModule finish();
+
+  struct Impl;
+  Impl &impl() { return *impl_; }
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace dsl
+} // namespace tilejit
+
+#endif // TILEJIT_DSL_H

@@ -1,0 +1,823 @@
+//===- DSL.cpp - the C++ DSL records tile-dialect IR ----------------------===//
+//
+// Values are mlir::Value handles (their opaque pointers) owned by the
+// builder's module. Vars live in a list on the builder: when a loop or an if is
+// built, every live Var is threaded through it as an iter_arg / result (the
+// ones a body never assigns are removed again by canonicalization).
+//
+//===----------------------------------------------------------------------===//
+#include "tilejit/DSL.h"
+
+#include "tilejit/TileModule.h"
+#include "tilejit/ir/Dialects.h"
+#include "tilejit/ir/TileModuleImpl.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+using mlir::OpBuilder;
+using mlir::Type;
+using MValue = mlir::Value;
+
+namespace tilejit {
+namespace dsl {
+
+int64_t Config::get(const std::string &name) const {
+  auto it = params.find(name);
+  if (it == params.end())
+    throw Error("compile-time parameter '" + name + "' is not set (have: " +
+                str() + ")");
+  return it->second;
+}
+
+std::string Config::str() const {
+  std::ostringstream os;
+  for (auto &[k, v] : params)
+    os << k << "=" << v << ",";
+  os << "dtype=" << dtypeName(dtype);
+  return os.str();
+}
+
+struct KernelBuilder::Impl {
+  std::string name;
+  Config config;
+  std::shared_ptr<mlir::MLIRContext> ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp func;
+  OpBuilder b;
+  mlir::Location loc;
+  std::vector<Var *> liveVars;
+  bool finished = false;
+
+  Impl(const std::string &name, const Config &config,
+       std::shared_ptr<mlir::MLIRContext> context)
+      : name(name), config(config), ctx(std::move(context)), b(ctx.get()),
+        loc(mlir::UnknownLoc::get(ctx.get())) {}
+
+  [[noreturn]] void fail(const std::string &what) const {
+    std::string where;
+    if (auto fl = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
+      where = " at " + fl.getFilename().str() + ":" +
+              std::to_string(fl.getLine());
+    throw Error("kernel '" + name + "'" + where + ": " + what);
+  }
+
+  void at(SourceLoc l) {
+    loc = mlir::FileLineColLoc::get(ctx.get(), l.file, l.line, 0);
+  }
+
+  void checkOpen() const {
+    if (finished)
+      fail("the kernel was already finished");
+  }
+
+  /// The mlir::Value behind `v`, checked to be usable at the insertion point.
+  MValue use(Value v) const {
+    checkOpen();
+    if (!v.valid())
+      fail("use of an empty Value");
+    if (&v.builder().impl() != this)
+      fail("value comes from another kernel builder");
+    MValue mv = MValue::getFromOpaquePointer(v.raw());
+    mlir::Region *here = b.getInsertionBlock()->getParent();
+    if (!mv.getParentRegion()->isAncestor(here))
+      fail("a value defined inside a loop or if body is used outside it; "
+           "assign it to a Var declared before the loop");
+    return mv;
+  }
+
+  Value wrap(KernelBuilder *kb, MValue v) const {
+    return Value(kb, v.getAsOpaquePointer());
+  }
+
+  Type elementType(DType t) {
+    switch (t) {
+    case DType::I1: return b.getI1Type();
+    case DType::I32: return b.getI32Type();
+    case DType::I64: return b.getI64Type();
+    case DType::BF16: return b.getBF16Type();
+    case DType::F16: return b.getF16Type();
+    case DType::F32: return b.getF32Type();
+    }
+    fail("unknown dtype");
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Type helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+Type elementOf(Type t) {
+  if (auto p = mlir::dyn_cast<tile::PtrType>(t))
+    return p.getElementType();
+  if (auto s = mlir::dyn_cast<mlir::ShapedType>(t))
+    return s.getElementType();
+  return t;
+}
+
+int64_t sizeOf(Type t) {
+  if (auto s = mlir::dyn_cast<mlir::RankedTensorType>(t))
+    return s.getNumElements();
+  return 1;
+}
+
+bool isTileType(Type t) { return mlir::isa<mlir::RankedTensorType>(t); }
+
+DType dtypeOf(Type t) {
+  t = elementOf(t);
+  if (t.isInteger(1)) return DType::I1;
+  if (t.isInteger(32)) return DType::I32;
+  if (t.isInteger(64)) return DType::I64;
+  if (t.isBF16()) return DType::BF16;
+  if (t.isF16()) return DType::F16;
+  return DType::F32;
+}
+
+std::string typeStr(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// Same shape as `like` (scalar or tile) with element type `elem`.
+Type withElement(Type like, Type elem) {
+  if (auto s = mlir::dyn_cast<mlir::RankedTensorType>(like))
+    return mlir::RankedTensorType::get(s.getShape(), elem);
+  return elem;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Core conversions shared by every operator
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+KernelBuilder &builderOf(Value a, Value b) {
+  if (a.valid())
+    return a.builder();
+  if (b.valid())
+    return b.builder();
+  throw Error("operation on empty Values");
+}
+
+/// Converts v's element type to `elem` (same shape).
+MValue castTo(KernelBuilder::Impl &k, MValue v, Type elem) {
+  Type from = elementOf(v.getType());
+  if (from == elem)
+    return v;
+  Type to = withElement(v.getType(), elem);
+  OpBuilder &b = k.b;
+  auto fw = [](Type t) { return mlir::cast<mlir::FloatType>(t).getWidth(); };
+  if (from.isFloat() && elem.isFloat()) {
+    if (fw(from) == 16 && fw(elem) == 16) // bf16 <-> f16 goes through f32
+      return castTo(k, castTo(k, v, b.getF32Type()), elem);
+    if (fw(from) < fw(elem))
+      return mlir::arith::ExtFOp::create(b, k.loc, to, v);
+    return mlir::arith::TruncFOp::create(b, k.loc, to, v);
+  }
+  if (from.isInteger() && elem.isInteger()) {
+    if (from.getIntOrFloatBitWidth() < elem.getIntOrFloatBitWidth())
+      return from.isInteger(1)
+                 ? MValue(mlir::arith::ExtUIOp::create(b, k.loc, to, v))
+                 : MValue(mlir::arith::ExtSIOp::create(b, k.loc, to, v));
+    return mlir::arith::TruncIOp::create(b, k.loc, to, v);
+  }
+  if (from.isInteger() && elem.isFloat())
+    return from.isInteger(1)
+               ? MValue(mlir::arith::UIToFPOp::create(b, k.loc, to, v))
+               : MValue(mlir::arith::SIToFPOp::create(b, k.loc, to, v));
+  if (from.isFloat() && elem.isInteger() && !elem.isInteger(1))
+    return mlir::arith::FPToSIOp::create(b, k.loc, to, v);
+  k.fail("cannot convert " + typeStr(from) + " to " + typeStr(elem));
+}
+
+/// Broadcasts a scalar to a tile of n elements.
+MValue splatTo(KernelBuilder::Impl &k, MValue v, int64_t n) {
+  if (isTileType(v.getType()))
+    return v;
+  auto t = mlir::RankedTensorType::get({n}, v.getType());
+  return tile::SplatOp::create(k.b, k.loc, t, v);
+}
+
+/// The wider of two element types of the same kind; mixing kinds is an error.
+Type commonElement(KernelBuilder::Impl &k, Type a, Type b, const char *op) {
+  if (a == b)
+    return a;
+  if (a.isFloat() && b.isFloat()) {
+    if (a.getIntOrFloatBitWidth() == b.getIntOrFloatBitWidth())
+      return k.b.getF32Type(); // bf16 with f16
+    return a.getIntOrFloatBitWidth() > b.getIntOrFloatBitWidth() ? a : b;
+  }
+  if (a.isInteger() && b.isInteger())
+    return a.getIntOrFloatBitWidth() > b.getIntOrFloatBitWidth() ? a : b;
+  k.fail(std::string("operands of '") + op + "' mix " + typeStr(a) + " and " +
+         typeStr(b) + "; convert one with .to()");
+}
+
+/// Brings two operands to one shape and element type.
+std::pair<MValue, MValue> promote(KernelBuilder::Impl &k, MValue a, MValue b,
+                                  const char *op) {
+  if (mlir::isa<tile::PtrType>(a.getType()) ||
+      mlir::isa<tile::PtrType>(b.getType()))
+    k.fail(std::string("'") + op + "' on a pointer");
+  int64_t na = sizeOf(a.getType()), nb = sizeOf(b.getType());
+  bool ta = isTileType(a.getType()), tb = isTileType(b.getType());
+  if (ta && tb && na != nb)
+    k.fail(std::string("operands of '") + op + "' have tile sizes " +
+           std::to_string(na) + " and " + std::to_string(nb));
+  Type elem = commonElement(k, elementOf(a.getType()), elementOf(b.getType()),
+                            op);
+  a = castTo(k, a, elem);
+  b = castTo(k, b, elem);
+  if (ta != tb) {
+    a = splatTo(k, a, std::max(na, nb));
+    b = splatTo(k, b, std::max(na, nb));
+  }
+  return {a, b};
+}
+
+MValue scalarConstant(KernelBuilder::Impl &k, double v, Type elem) {
+  mlir::TypedAttr attr;
+  if (elem.isFloat())
+    attr = k.b.getFloatAttr(elem, v);
+  else if (elem.isInteger(1))
+    attr = k.b.getBoolAttr(v != 0);
+  else
+    attr = k.b.getIntegerAttr(elem, static_cast<int64_t>(v));
+  return mlir::arith::ConstantOp::create(k.b, k.loc, attr);
+}
+
+/// Element type used for math functions: bf16/f16 compute in f32.
+MValue asFloat32(KernelBuilder::Impl &k, MValue v, const char *op) {
+  Type e = elementOf(v.getType());
+  if (!e.isFloat())
+    k.fail(std::string("'") + op + "' needs a float operand, got " +
+           typeStr(e));
+  return e.isF32() ? v : castTo(k, v, k.b.getF32Type());
+}
+
+template <typename FloatOp, typename IntOp>
+Value binary(Value a, Value b, const char *name) {
+  KernelBuilder &kb = builderOf(a, b);
+  auto &k = kb.impl();
+  auto [x, y] = promote(k, k.use(a), k.use(b), name);
+  MValue r;
+  if (elementOf(x.getType()).isFloat())
+    r = FloatOp::create(k.b, k.loc, x, y);
+  else
+    r = IntOp::create(k.b, k.loc, x, y);
+  return k.wrap(&kb, r);
+}
+
+Value compare(Value a, Value b, mlir::arith::CmpFPredicate fp,
+              mlir::arith::CmpIPredicate ip, const char *name) {
+  KernelBuilder &kb = builderOf(a, b);
+  auto &k = kb.impl();
+  auto [x, y] = promote(k, k.use(a), k.use(b), name);
+  MValue r;
+  if (elementOf(x.getType()).isFloat())
+    r = mlir::arith::CmpFOp::create(k.b, k.loc, fp, x, y);
+  else
+    r = mlir::arith::CmpIOp::create(k.b, k.loc, ip, x, y);
+  return k.wrap(&kb, r);
+}
+
+template <typename Op> Value unaryMath(Value a, const char *name) {
+  auto &k = a.builder().impl();
+  MValue x = asFloat32(k, k.use(a), name);
+  return k.wrap(&a.builder(), Op::create(k.b, k.loc, x));
+}
+
+Value logical(Value a, Value b, bool isAnd) {
+  KernelBuilder &kb = builderOf(a, b);
+  auto &k = kb.impl();
+  auto [x, y] = promote(k, k.use(a), k.use(b), isAnd ? "&&" : "||");
+  if (!elementOf(x.getType()).isInteger(1))
+    k.fail("'&&' and '||' need i1 (comparison) operands");
+  MValue r = isAnd ? MValue(mlir::arith::AndIOp::create(k.b, k.loc, x, y))
+                   : MValue(mlir::arith::OrIOp::create(k.b, k.loc, x, y));
+  return k.wrap(&kb, r);
+}
+
+/// A scalar constant of v's element type, at the current location.
+Value withConstant(Value v, double c) {
+  auto &k = v.builder().impl();
+  Type elem = elementOf(k.use(v).getType());
+  return k.wrap(&v.builder(), scalarConstant(k, c, elem));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Value
+//===----------------------------------------------------------------------===//
+
+KernelBuilder &Value::builder() const {
+  if (!kb_)
+    throw Error("use of an empty tilejit::dsl::Value");
+  return *kb_;
+}
+
+static Type typeOf(const Value &v) {
+  return MValue::getFromOpaquePointer(v.raw()).getType();
+}
+
+bool Value::isTile() const { return valid() && isTileType(typeOf(*this)); }
+bool Value::isPointer() const {
+  return valid() && mlir::isa<tile::PtrType>(typeOf(*this));
+}
+int64_t Value::size() const { return sizeOf(typeOf(*this)); }
+DType Value::dtype() const { return dtypeOf(typeOf(*this)); }
+
+Value Value::to(DType type) const {
+  auto &k = builder().impl();
+  MValue v = k.use(*this);
+  if (mlir::isa<tile::PtrType>(v.getType()))
+    k.fail("cannot convert a pointer with .to()");
+  return k.wrap(kb_, castTo(k, v, k.elementType(type)));
+}
+
+static Value reduce(const Value &v, ReduceKind kind, const char *name) {
+  auto &k = v.builder().impl();
+  MValue x = k.use(v);
+  if (!isTileType(x.getType()))
+    k.fail(std::string(".") + name + "() of a scalar");
+  Type e = elementOf(x.getType());
+  if (e.isInteger(1))
+    k.fail(std::string(".") + name + "() of an i1 tile; convert it first");
+  if (e.isFloat() && !e.isF32())
+    x = castTo(k, x, k.b.getF32Type());
+  auto r = tile::ReduceOp::create(k.b, k.loc, elementOf(x.getType()),
+                                  ReduceKindAttr::get(k.ctx.get(), kind), x);
+  return k.wrap(&v.builder(), r);
+}
+
+Value Value::sum() const { return reduce(*this, ReduceKind::Sum, "sum"); }
+Value Value::max() const { return reduce(*this, ReduceKind::Max, "max"); }
+Value Value::min() const { return reduce(*this, ReduceKind::Min, "min"); }
+
+//===----------------------------------------------------------------------===//
+// Var
+//===----------------------------------------------------------------------===//
+
+Var::Var(Value init) : Value(init) {
+  builder().impl().liveVars.push_back(this);
+}
+
+Var::~Var() {
+  if (!kb_)
+    return;
+  auto &vars = kb_->impl().liveVars;
+  vars.erase(std::remove(vars.begin(), vars.end(), this), vars.end());
+}
+
+Var &Var::operator=(Value v) {
+  auto &k = builder().impl();
+  Type want = typeOf(*this), got = k.use(v).getType();
+  if (want != got)
+    k.fail("assigning a " + typeStr(got) + " to a Var of type " +
+           typeStr(want) + "; convert with .to() first");
+  impl_ = v.raw();
+  return *this;
+}
+
+//===----------------------------------------------------------------------===//
+// Operators and functions
+//===----------------------------------------------------------------------===//
+
+Value operator+(Value a, Value b) {
+  if (a.isPointer()) { // pointer arithmetic, in elements
+    auto &k = a.builder().impl();
+    MValue p = k.use(a), off = k.use(b);
+    if (isTileType(off.getType()) || !elementOf(off.getType()).isInteger() ||
+        elementOf(off.getType()).isInteger(1))
+      k.fail("a pointer can only be advanced by an i32/i64 scalar; tile "
+             "offsets go into load/store");
+    return k.wrap(&a.builder(), tile::AddPtrOp::create(k.b, k.loc, p.getType(), p, off));
+  }
+  return binary<mlir::arith::AddFOp, mlir::arith::AddIOp>(a, b, "+");
+}
+Value operator-(Value a, Value b) {
+  return binary<mlir::arith::SubFOp, mlir::arith::SubIOp>(a, b, "-");
+}
+Value operator*(Value a, Value b) {
+  return binary<mlir::arith::MulFOp, mlir::arith::MulIOp>(a, b, "*");
+}
+Value operator/(Value a, Value b) {
+  return binary<mlir::arith::DivFOp, mlir::arith::DivSIOp>(a, b, "/");
+}
+Value operator%(Value a, Value b) {
+  return binary<mlir::arith::RemFOp, mlir::arith::RemSIOp>(a, b, "%");
+}
+Value operator-(Value a) { return withConstant(a, 0) - a; }
+
+using mlir::arith::CmpFPredicate;
+using mlir::arith::CmpIPredicate;
+Value operator<(Value a, Value b) {
+  return compare(a, b, CmpFPredicate::OLT, CmpIPredicate::slt, "<");
+}
+Value operator<=(Value a, Value b) {
+  return compare(a, b, CmpFPredicate::OLE, CmpIPredicate::sle, "<=");
+}
+Value operator>(Value a, Value b) {
+  return compare(a, b, CmpFPredicate::OGT, CmpIPredicate::sgt, ">");
+}
+Value operator>=(Value a, Value b) {
+  return compare(a, b, CmpFPredicate::OGE, CmpIPredicate::sge, ">=");
+}
+Value operator==(Value a, Value b) {
+  return compare(a, b, CmpFPredicate::OEQ, CmpIPredicate::eq, "==");
+}
+Value operator!=(Value a, Value b) {
+  return compare(a, b, CmpFPredicate::UNE, CmpIPredicate::ne, "!=");
+}
+Value operator&&(Value a, Value b) { return logical(a, b, true); }
+Value operator||(Value a, Value b) { return logical(a, b, false); }
+Value operator!(Value a) {
+  auto &k = a.builder().impl();
+  if (!elementOf(k.use(a).getType()).isInteger(1))
+    k.fail("'!' needs an i1 (comparison) operand");
+  return a != withConstant(a, 1);
+}
+
+#define TILEJIT_DSL_SCALAR_OVERLOADS(op)                                       \
+  Value operator op(Value a, double b) { return a op withConstant(a, b); }     \
+  Value operator op(double a, Value b) { return withConstant(b, a) op b; }
+TILEJIT_DSL_SCALAR_OVERLOADS(+)
+TILEJIT_DSL_SCALAR_OVERLOADS(-)
+TILEJIT_DSL_SCALAR_OVERLOADS(*)
+TILEJIT_DSL_SCALAR_OVERLOADS(/)
+TILEJIT_DSL_SCALAR_OVERLOADS(<)
+TILEJIT_DSL_SCALAR_OVERLOADS(<=)
+TILEJIT_DSL_SCALAR_OVERLOADS(>)
+TILEJIT_DSL_SCALAR_OVERLOADS(>=)
+TILEJIT_DSL_SCALAR_OVERLOADS(==)
+TILEJIT_DSL_SCALAR_OVERLOADS(!=)
+#undef TILEJIT_DSL_SCALAR_OVERLOADS
+
+Value max(Value a, Value b) {
+  return binary<mlir::arith::MaximumFOp, mlir::arith::MaxSIOp>(a, b, "max");
+}
+Value min(Value a, Value b) {
+  return binary<mlir::arith::MinimumFOp, mlir::arith::MinSIOp>(a, b, "min");
+}
+Value exp(Value a) { return unaryMath<mlir::math::ExpOp>(a, "exp"); }
+Value exp2(Value a) { return unaryMath<mlir::math::Exp2Op>(a, "exp2"); }
+Value log(Value a) { return unaryMath<mlir::math::LogOp>(a, "log"); }
+Value abs(Value a) { return unaryMath<mlir::math::AbsFOp>(a, "abs"); }
+Value sqrt(Value a) { return unaryMath<mlir::math::SqrtOp>(a, "sqrt"); }
+Value tanh(Value a) { return unaryMath<mlir::math::TanhOp>(a, "tanh"); }
+
+Value sign(Value a) {
+  auto &k = a.builder().impl();
+  Value x = a.builder().impl().wrap(&a.builder(), asFloat32(k, k.use(a), "sign"));
+  return where(x > 0.0, 1.0, where(x < 0.0, -1.0, withConstant(x, 0.0)));
+}
+
+Value where(Value cond, Value a, Value b) {
+  KernelBuilder &kb = builderOf(a, b);
+  auto &k = kb.impl();
+  MValue c = k.use(cond);
+  if (!elementOf(c.getType()).isInteger(1))
+    k.fail("where() needs an i1 (comparison) condition");
+  auto [x, y] = promote(k, k.use(a), k.use(b), "where");
+  int64_t n = std::max(sizeOf(c.getType()), sizeOf(x.getType()));
+  bool tile = isTileType(c.getType()) || isTileType(x.getType());
+  if (tile) {
+    if (sizeOf(c.getType()) != sizeOf(x.getType()) && isTileType(c.getType()) &&
+        isTileType(x.getType()))
+      k.fail("where() condition and values have different tile sizes");
+    c = splatTo(k, c, n);
+    x = splatTo(k, x, n);
+    y = splatTo(k, y, n);
+  }
+  return k.wrap(&kb, mlir::arith::SelectOp::create(k.b, k.loc, c, x, y));
+}
+Value where(Value cond, Value a, double b) {
+  return where(cond, a, withConstant(a, b));
+}
+Value where(Value cond, double a, Value b) {
+  return where(cond, withConstant(b, a), b);
+}
+
+//===----------------------------------------------------------------------===//
+// KernelBuilder
+//===----------------------------------------------------------------------===//
+
+KernelBuilder::KernelBuilder(const std::string &kernelName,
+                             const Config &config)
+    : impl_(std::make_unique<Impl>(kernelName, config, makeTilejitContext())) {
+  auto &k = *impl_;
+  k.module = mlir::ModuleOp::create(k.loc);
+  k.b.setInsertionPointToEnd(k.module->getBody());
+  k.func = mlir::func::FuncOp::create(k.b, k.loc, kernelName,
+                                      k.b.getFunctionType({}, {}));
+  mlir::Block *entry = k.func.addEntryBlock();
+  k.b.setInsertionPointToEnd(entry);
+  auto ret = mlir::func::ReturnOp::create(k.b, k.loc);
+  k.b.setInsertionPoint(ret);
+
+  int64_t warps = config.params.count("num_warps") ? config.get("num_warps")
+                                                   : 4;
+  llvm::SmallVector<mlir::NamedAttribute> constexprs;
+  for (auto &[name, v] : config.params)
+    constexprs.push_back(k.b.getNamedAttr(name, k.b.getI64IntegerAttr(v)));
+  k.func->setAttr(attr::kKernel, k.b.getUnitAttr());
+  k.func->setAttr(attr::kNumWarps, k.b.getI64IntegerAttr(warps));
+  k.func->setAttr(attr::kConstexprs, k.b.getDictionaryAttr(constexprs));
+}
+
+KernelBuilder::~KernelBuilder() = default;
+
+const std::string &KernelBuilder::name() const { return impl_->name; }
+const Config &KernelBuilder::config() const { return impl_->config; }
+
+int64_t KernelBuilder::param(const std::string &name) const {
+  auto it = impl_->config.params.find(name);
+  if (it == impl_->config.params.end())
+    impl_->fail("compile-time parameter '" + name + "' is not set");
+  return it->second;
+}
+
+Value KernelBuilder::paramValue(const std::string &name, DType type,
+                                SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  param(name);
+  if (type != DType::I32 && type != DType::I64)
+    k.fail("paramValue('" + name + "') must be i32 or i64");
+  return k.wrap(this, tile::ConstexprOp::create(k.b, k.loc,
+                                                k.elementType(type), name));
+}
+
+static Value addArgument(KernelBuilder &kb, Type t) {
+  auto &k = kb.impl();
+  k.checkOpen();
+  unsigned index = k.func.getNumArguments();
+  if (failed(k.func.insertArgument(index, t, {}, k.loc)))
+    k.fail("cannot add argument");
+  return k.wrap(&kb, k.func.getArgument(index));
+}
+
+Value KernelBuilder::pointerArg(const std::string &name, DType elementType) {
+  if (elementType == DType::I1)
+    impl_->fail("pointer argument '" + name + "' to i1 is not supported");
+  return addArgument(*this,
+                     tile::PtrType::get(impl_->ctx.get(),
+                                        impl_->elementType(elementType)));
+}
+
+Value KernelBuilder::scalarArg(const std::string &name, DType type) {
+  if (type != DType::I32 && type != DType::I64 && type != DType::F32)
+    impl_->fail("scalar argument '" + name + "' must be i32, i64 or f32");
+  return addArgument(*this, impl_->elementType(type));
+}
+
+Value KernelBuilder::programId(int axis, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  if (axis < 0 || axis > 2)
+    k.fail("programId axis must be 0, 1 or 2");
+  return k.wrap(this, tile::ProgramIdOp::create(k.b, k.loc, k.b.getI32Type(),
+                                                axis));
+}
+
+Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  if (axis < 0 || axis > 2)
+    k.fail("numPrograms axis must be 0, 1 or 2");
+  return k.wrap(this, tile::NumProgramsOp::create(k.b, k.loc,
+                                                  k.b.getI32Type(), axis));
+}
+
+Value KernelBuilder::arange(int64_t n, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  k.checkOpen();
+  if (n <= 0)
+    k.fail("arange(" + std::to_string(n) + ") needs a positive size");
+  auto t = mlir::RankedTensorType::get({n}, k.b.getI32Type());
+  return k.wrap(this, tile::ArangeOp::create(k.b, k.loc, t));
+}
+
+Value KernelBuilder::constant(double v, DType type, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  k.checkOpen();
+  return k.wrap(this, scalarConstant(k, v, k.elementType(type)));
+}
+
+Value KernelBuilder::full(int64_t n, Value v, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue s = k.use(v);
+  if (isTileType(s.getType()))
+    k.fail("full() takes a scalar");
+  return k.wrap(this, splatTo(k, s, n));
+}
+
+/// Checks a pointer and i32/i64 offsets for load/store.
+static std::pair<MValue, MValue> access(KernelBuilder::Impl &k, Value ptr,
+                                        Value offsets, const char *op) {
+  MValue p = k.use(ptr), off = k.use(offsets);
+  if (!mlir::isa<tile::PtrType>(p.getType()))
+    k.fail(std::string(op) + "() needs a pointer, got " + typeStr(p.getType()));
+  Type e = elementOf(off.getType());
+  if (!e.isInteger(32) && !e.isInteger(64))
+    k.fail(std::string(op) + "() offsets must be i32 or i64, got " +
+           typeStr(off.getType()));
+  return {p, off};
+}
+
+static MValue maskFor(KernelBuilder::Impl &k, Value mask, MValue offsets,
+                      const char *op) {
+  MValue m = k.use(mask);
+  if (!elementOf(m.getType()).isInteger(1))
+    k.fail(std::string(op) + "() mask must be i1 (a comparison), got " +
+           typeStr(m.getType()));
+  if (isTileType(offsets.getType()))
+    m = splatTo(k, m, sizeOf(offsets.getType()));
+  if (sizeOf(m.getType()) != sizeOf(offsets.getType()) ||
+      isTileType(m.getType()) != isTileType(offsets.getType()))
+    k.fail(std::string(op) + "() mask and offsets have different shapes");
+  return m;
+}
+
+Value KernelBuilder::load(Value ptr, Value offsets, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  auto [p, off] = access(k, ptr, offsets, "load");
+  Type elem = mlir::cast<tile::PtrType>(p.getType()).getElementType();
+  auto r = tile::LoadOp::create(k.b, k.loc, withElement(off.getType(), elem),
+                                p, off, MValue(), MValue());
+  return k.wrap(this, r);
+}
+
+Value KernelBuilder::load(Value ptr, Value offsets, Value mask, double other,
+                          SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  auto [p, off] = access(k, ptr, offsets, "load");
+  MValue m = maskFor(k, mask, off, "load");
+  Type elem = mlir::cast<tile::PtrType>(p.getType()).getElementType();
+  MValue o = scalarConstant(k, other, elem);
+  auto r = tile::LoadOp::create(k.b, k.loc, withElement(off.getType(), elem),
+                                p, off, m, o);
+  return k.wrap(this, r);
+}
+
+static void storeImpl(KernelBuilder &kb, Value ptr, Value offsets, Value value,
+                      const Value *mask) {
+  auto &k = kb.impl();
+  auto [p, off] = access(k, ptr, offsets, "store");
+  MValue v = k.use(value);
+  if (isTileType(v.getType()) && !isTileType(off.getType()))
+    k.fail("store() of a tile needs tile offsets");
+  if (isTileType(v.getType()) && sizeOf(v.getType()) != sizeOf(off.getType()))
+    k.fail("store() value and offsets have different tile sizes");
+  v = castTo(k, v, mlir::cast<tile::PtrType>(p.getType()).getElementType());
+  if (isTileType(off.getType()))
+    v = splatTo(k, v, sizeOf(off.getType()));
+  MValue m = mask ? maskFor(k, *mask, off, "store") : MValue();
+  tile::StoreOp::create(k.b, k.loc, p, off, v, m);
+}
+
+void KernelBuilder::store(Value ptr, Value offsets, Value value,
+                          SourceLoc loc) {
+  impl_->at(loc);
+  storeImpl(*this, ptr, offsets, value, nullptr);
+}
+
+void KernelBuilder::store(Value ptr, Value offsets, Value value, Value mask,
+                          SourceLoc loc) {
+  impl_->at(loc);
+  storeImpl(*this, ptr, offsets, value, &mask);
+}
+
+/// Current values of `vars`, as the operands of a yield.
+static llvm::SmallVector<MValue> currentValues(KernelBuilder::Impl &k,
+                                               llvm::ArrayRef<Var *> vars,
+                                               llvm::ArrayRef<Type> types) {
+  llvm::SmallVector<MValue> values;
+  for (auto [var, type] : llvm::zip(vars, types)) {
+    MValue v = k.use(*var);
+    if (v.getType() != type)
+      k.fail("a Var changed type inside a loop or if body (" + typeStr(type) +
+             " -> " + typeStr(v.getType()) + ")");
+    values.push_back(v);
+  }
+  return values;
+}
+
+void KernelBuilder::forRange(Value lo, Value hi, Value step,
+                             const std::function<void(Value)> &body,
+                             SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue l = k.use(lo), h = k.use(hi), s = k.use(step);
+  for (MValue v : {l, h, s})
+    if (isTileType(v.getType()) || !v.getType().isInteger() ||
+        v.getType().isInteger(1))
+      k.fail("forRange bounds and step must be i32/i64 scalars");
+  Type t = commonElement(k, commonElement(k, l.getType(), h.getType(), "for"),
+                         s.getType(), "for");
+  l = castTo(k, l, t);
+  h = castTo(k, h, t);
+  s = castTo(k, s, t);
+
+  std::vector<Var *> carried = k.liveVars;
+  llvm::SmallVector<MValue> inits;
+  llvm::SmallVector<Type> types;
+  for (Var *v : carried) {
+    inits.push_back(k.use(*v));
+    types.push_back(inits.back().getType());
+  }
+  auto forOp = mlir::scf::ForOp::create(k.b, k.loc, l, h, s, inits);
+  OpBuilder::InsertionGuard guard(k.b);
+  mlir::Block *blk = forOp.getBody();
+  if (!blk->empty())
+    blk->back().erase(); // the default empty yield
+  k.b.setInsertionPointToEnd(blk);
+  for (auto [var, arg] : llvm::zip(carried, forOp.getRegionIterArgs()))
+    *var = k.wrap(this, arg);
+  body(k.wrap(this, forOp.getInductionVar()));
+  auto yields = currentValues(k, carried, types);
+  mlir::scf::YieldOp::create(k.b, k.loc, yields);
+  for (auto [var, res] : llvm::zip(carried, forOp.getResults()))
+    var->Value::operator=(k.wrap(this, res));
+}
+
+void KernelBuilder::forRange(int64_t lo, Value hi, int64_t step,
+                             const std::function<void(Value)> &body,
+                             SourceLoc loc) {
+  impl_->at(loc);
+  DType t = hi.dtype();
+  forRange(constant(lo, t, loc), hi, constant(step, t, loc), body, loc);
+}
+
+void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenBody,
+                           const std::function<void()> &elseBody,
+                           SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue c = k.use(cond);
+  if (isTileType(c.getType()) || !c.getType().isInteger(1))
+    k.fail("ifThen needs a scalar i1 condition");
+  std::vector<Var *> carried = k.liveVars;
+  llvm::SmallVector<MValue> before;
+  llvm::SmallVector<Type> types;
+  for (Var *v : carried) {
+    before.push_back(k.use(*v));
+    types.push_back(before.back().getType());
+  }
+  auto ifOp = mlir::scf::IfOp::create(k.b, k.loc, types, c,
+                                      /*addThenBlock=*/true,
+                                      /*addElseBlock=*/true);
+  auto buildBranch = [&](mlir::Block *blk, const std::function<void()> &fn) {
+    OpBuilder::InsertionGuard guard(k.b);
+    if (!blk->empty())
+      blk->back().erase();
+    k.b.setInsertionPointToEnd(blk);
+    for (auto [var, v] : llvm::zip(carried, before))
+      var->Value::operator=(k.wrap(this, v));
+    if (fn)
+      fn();
+    mlir::scf::YieldOp::create(k.b, k.loc, currentValues(k, carried, types));
+  };
+  buildBranch(ifOp.thenBlock(), thenBody);
+  buildBranch(ifOp.elseBlock(), elseBody);
+  for (auto [var, res] : llvm::zip(carried, ifOp.getResults()))
+    var->Value::operator=(k.wrap(this, res));
+}
+
+TileModule KernelBuilder::finish() {
+  auto &k = *impl_;
+  k.checkOpen();
+  collectDiagnostics(*k.ctx, "kernel '" + k.name + "' failed verification",
+                     [&] { return mlir::verify(*k.module); });
+  k.finished = true;
+  auto impl = std::make_shared<TileModule::Impl>();
+  impl->context = k.ctx;
+  impl->module = std::move(k.module);
+  impl->kernelName = k.name;
+  return TileModule(impl);
+}
+
+} // namespace dsl
+} // namespace tilejit

@@ -1,0 +1,167 @@
+//===- FusedCeTvd.cpp - CE+TVD forward and backward in the DSL ------------===//
+#include "kernels_spec/FusedCeTvd.h"
+
+#include <limits>
+
+using namespace tilejit::dsl;
+
+namespace tilejit {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+std::vector<ParamSpec> rowKernelParams() {
+  return {{"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 4096,
+           "vocab elements per tile"},
+          {"num_warps", {4, 8, 16}, 8, "warps per program"}};
+}
+
+/// A row-max that never produces -inf - -inf: while the whole row seen so far
+/// is -inf the shift is 0 (exp(-inf - 0) = 0 keeps the sums right).
+Value safeShift(Value m) { return where(m == kNegInf, 0.0, m); }
+
+/// Online softmax normalizer: folds tile x into the running (max m, sum d).
+void onlineUpdate(Var &m, Var &d, Value x) {
+  Value mNew = max(m, x.max());
+  Value shift = safeShift(mNew);
+  d = d * exp(m - shift) + exp(x - shift).sum();
+  m = mNew;
+}
+
+TileModule buildForward(const Config &c) {
+  KernelBuilder k("fused_ce_tvd_fwd", c);
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value student = k.pointerArg("student", c.dtype);
+  Value teacher = k.pointerArg("teacher", c.dtype);
+  Value target = k.pointerArg("target", DType::I64);
+  Value ceOut = k.pointerArg("ce", DType::F32);
+  Value tvdOut = k.pointerArg("tvd", DType::F32);
+  Value lseSOut = k.pointerArg("lse_s", DType::F32);
+  Value lseTOut = k.pointerArg("lse_t", DType::F32);
+  Value sigmaOut = k.pointerArg("sigma", DType::F32);
+  Value badTarget = k.pointerArg("bad_target", DType::I32);
+  Value V = k.scalarArg("V", DType::I32);
+  Value rowStride = k.scalarArg("row_stride", DType::I64);
+  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+
+  Value row = k.programId(0);
+  Value rowOffset = row.to(DType::I64) * rowStride;
+  Value s = student + rowOffset, t = teacher + rowOffset;
+  Value y = k.load(target, row);
+  Value ignored = y == ignoreIndex;
+  Value inRange = y >= 0.0 && y < V.to(DType::I64);
+
+  Var ce = k.constant(0, DType::F32), tvd = k.constant(0, DType::F32);
+  Var lseS = k.constant(0, DType::F32), lseT = k.constant(0, DType::F32);
+  Var sigma = k.constant(0, DType::F32);
+  k.ifThen(!ignored && !inRange, [&] {
+    k.store(badTarget, k.constant(0, DType::I32), row + 1.0);
+  });
+  k.ifThen(!ignored && inRange, [&] {
+    // Pass 1: max and sum-exp of both rows in one sweep.
+    Var mS = k.constant(kNegInf, DType::F32), dS = k.constant(0, DType::F32);
+    Var mT = k.constant(kNegInf, DType::F32), dT = k.constant(0, DType::F32);
+    k.forRange(0, V, BLOCK, [&](Value i) {
+      Value offs = i + k.arange(BLOCK);
+      Value mask = offs < V;
+      onlineUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
+      onlineUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
+    });
+    lseS = mS + log(dS);
+    lseT = mT + log(dT);
+
+    // Pass 2: TVD and sigma from p and q, computed identically for both so
+    // that a teacher equal to the student gives exactly zero.
+    Value shiftS = safeShift(lseS), shiftT = safeShift(lseT);
+    Var absSum = k.constant(0, DType::F32), sig = k.constant(0, DType::F32);
+    k.forRange(0, V, BLOCK, [&](Value i) {
+      Value offs = i + k.arange(BLOCK);
+      Value mask = offs < V;
+      Value p = exp(k.load(s, offs, mask, kNegInf).to(DType::F32) - shiftS);
+      Value q = exp(k.load(t, offs, mask, kNegInf).to(DType::F32) - shiftT);
+      absSum = absSum + abs(p - q).sum();
+      sig = sig + (p * sign(p - q)).sum();
+    });
+    tvd = 0.5 * absSum;
+    sigma = sig;
+    // Differences against the row max keep the gap when logits share a
+    // large offset (semantics.md §1).
+    Value sy = k.load(s, y).to(DType::F32);
+    ce = log(dS) - (sy - mS);
+  });
+  k.store(ceOut, row, ce);
+  k.store(tvdOut, row, tvd);
+  k.store(lseSOut, row, lseS);
+  k.store(lseTOut, row, lseT);
+  k.store(sigmaOut, row, sigma);
+  return k.finish();
+}
+
+TileModule buildBackward(const Config &c) {
+  KernelBuilder k("fused_ce_tvd_bwd", c);
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value student = k.pointerArg("student", c.dtype);
+  Value teacher = k.pointerArg("teacher", c.dtype);
+  Value target = k.pointerArg("target", DType::I64);
+  Value lseSIn = k.pointerArg("lse_s", DType::F32);
+  Value lseTIn = k.pointerArg("lse_t", DType::F32);
+  Value sigmaIn = k.pointerArg("sigma", DType::F32);
+  Value gCeIn = k.pointerArg("g_ce", DType::F32);
+  Value gTvdIn = k.pointerArg("g_tvd", DType::F32);
+  Value grad = k.pointerArg("grad", c.dtype);
+  Value V = k.scalarArg("V", DType::I32);
+  Value rowStride = k.scalarArg("row_stride", DType::I64);
+  Value gradStride = k.scalarArg("grad_stride", DType::I64);
+  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+
+  Value row = k.programId(0);
+  Value row64 = row.to(DType::I64);
+  Value s = student + row64 * rowStride, t = teacher + row64 * rowStride;
+  Value g = grad + row64 * gradStride;
+  Value y = k.load(target, row);
+  Value valid = y != ignoreIndex && y >= 0.0 && y < V.to(DType::I64);
+  k.ifThen(
+      valid,
+      [&] {
+        Value shiftS = safeShift(k.load(lseSIn, row));
+        Value shiftT = safeShift(k.load(lseTIn, row));
+        Value sigma = k.load(sigmaIn, row);
+        Value gCe = k.load(gCeIn, row), gTvd = k.load(gTvdIn, row);
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          Value mask = offs < V;
+          Value p = exp(k.load(s, offs, mask, kNegInf).to(DType::F32) - shiftS);
+          Value q = exp(k.load(t, offs, mask, kNegInf).to(DType::F32) - shiftT);
+          // p_y - 1 is formed in fp32 before the store rounds it.
+          Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
+          Value dce = gCe * (p - onehot);
+          Value dtvd = gTvd * 0.5 * p * (sign(p - q) - sigma);
+          k.store(g, offs, dce + dtvd, mask);
+        });
+      },
+      [&] {
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          k.store(g, offs, k.constant(0, DType::F32), offs < V);
+        });
+      });
+  return k.finish();
+}
+
+const std::vector<DType> kDtypes = {DType::BF16, DType::F16, DType::F32};
+
+} // namespace
+
+KernelSpec fusedCeTvdForwardSpec() {
+  return {"fused_ce_tvd_fwd",
+          "CE+TVD forward: per-row ce, tvd and saved lse_s, lse_t, sigma",
+          rowKernelParams(), kDtypes, buildForward};
+}
+
+KernelSpec fusedCeTvdBackwardSpec() {
+  return {"fused_ce_tvd_bwd",
+          "CE+TVD backward: student gradient from per-row g_ce, g_tvd",
+          rowKernelParams(), kDtypes, buildBackward};
+}
+
+} // namespace tilejit

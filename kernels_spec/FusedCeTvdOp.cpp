@@ -1,0 +1,309 @@
+//===- FusedCeTvdOp.cpp - host side of the CE+TVD kernels -----------------===//
+#include "kernels_spec/FusedCeTvdOp.h"
+
+#include "codegen/Nvrtc.h"
+#include "kernels_spec/reference/CeTvdReference.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/HostFloat.h"
+#include "tilejit/Interpreter.h"
+#include "tilejit/KernelSpec.h"
+#include "tilejit/Log.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace tilejit {
+namespace {
+
+/// The buffers of one forward + backward, in the kernels' argument order.
+enum Buf {
+  Student, Teacher, Target, Ce, Tvd, LseS, LseT, Sigma, BadTarget, GCe, GTvd,
+  Grad, NumBufs
+};
+const std::vector<Buf> kForwardBufs = {Student, Teacher, Target, Ce, Tvd,
+                                       LseS,    LseT,    Sigma,  BadTarget};
+const std::vector<Buf> kBackwardBufs = {Student, Teacher, Target, LseS, LseT,
+                                        Sigma,   GCe,     GTvd,   Grad};
+
+/// Host memory for every buffer (inputs point into the caller's vectors).
+struct HostBuffers {
+  std::array<void *, NumBufs> data{};
+  std::array<DType, NumBufs> dtype{};
+  std::array<int64_t, NumBufs> count{};
+  int32_t badTarget = 0;
+  std::vector<float> gCe, gTvd;
+
+  void set(Buf b, const void *p, DType t, int64_t n) {
+    data[b] = const_cast<void *>(p);
+    dtype[b] = t;
+    count[b] = n;
+  }
+  size_t bytes(Buf b) const { return count[b] * dtypeSize(dtype[b]); }
+};
+
+void validate(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
+              const std::vector<float> &gTvd) {
+  if (in.BT <= 0)
+    throw Error("fused_ce_tvd: empty batch (BT = " + std::to_string(in.BT) +
+                ")");
+  if (in.V <= 0 || in.V > std::numeric_limits<int32_t>::max())
+    throw Error("fused_ce_tvd: vocab V = " + std::to_string(in.V) +
+                " must be in [1, 2^31)");
+  size_t elems = static_cast<size_t>(in.BT) * in.V * dtypeSize(in.dtype);
+  if (in.student.size() != elems || in.teacher.size() != elems)
+    throw Error("fused_ce_tvd: student/teacher must hold BT * V = " +
+                std::to_string(in.BT * in.V) + " " + dtypeName(in.dtype) +
+                " elements");
+  if (static_cast<int64_t>(in.target.size()) != in.BT ||
+      static_cast<int64_t>(gCe.size()) != in.BT ||
+      static_cast<int64_t>(gTvd.size()) != in.BT)
+    throw Error("fused_ce_tvd: target, g_ce and g_tvd must have BT = " +
+                std::to_string(in.BT) + " entries");
+}
+
+/// Points every buffer at `in` / `out` storage.
+HostBuffers hostBuffers(const ref::CeTvdInputs &in,
+                        const std::vector<float> &gCe,
+                        const std::vector<float> &gTvd, CeTvdOutputs &out) {
+  HostBuffers h;
+  int64_t n = in.BT * in.V;
+  for (auto *v : {&out.ce, &out.tvd, &out.lseS, &out.lseT, &out.sigma})
+    v->assign(in.BT, 0.f);
+  out.grad.assign(n * dtypeSize(in.dtype), 0);
+  h.gCe = gCe;
+  h.gTvd = gTvd;
+  h.set(Student, in.student.data(), in.dtype, n);
+  h.set(Teacher, in.teacher.data(), in.dtype, n);
+  h.set(Target, in.target.data(), DType::I64, in.BT);
+  h.set(Ce, out.ce.data(), DType::F32, in.BT);
+  h.set(Tvd, out.tvd.data(), DType::F32, in.BT);
+  h.set(LseS, out.lseS.data(), DType::F32, in.BT);
+  h.set(LseT, out.lseT.data(), DType::F32, in.BT);
+  h.set(Sigma, out.sigma.data(), DType::F32, in.BT);
+  h.set(BadTarget, &h.badTarget, DType::I32, 1);
+  h.set(GCe, h.gCe.data(), DType::F32, in.BT);
+  h.set(GTvd, h.gTvd.data(), DType::F32, in.BT);
+  h.set(Grad, out.grad.data(), in.dtype, n);
+  return h;
+}
+
+void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
+  if (badTarget == 0)
+    return;
+  int64_t row = badTarget - 1;
+  throw Error("fused_ce_tvd: target " + std::to_string(in.target[row]) +
+              " at row " + std::to_string(row) + " is outside [0, " +
+              std::to_string(in.V) + ") and is not ignore_index (" +
+              std::to_string(ref::kCeTvdIgnoreIndex) + ")");
+}
+
+TileModule buildKernel(const char *name, const ref::CeTvdInputs &in,
+                       const CeTvdRunOptions &options) {
+  const KernelSpec &spec = findKernel(name);
+  return spec.build(spec.config(in.dtype, options.overrides));
+}
+
+} // namespace
+
+void defaultUpstream(int64_t BT, std::vector<float> &gCe,
+                     std::vector<float> &gTvd) {
+  gCe.resize(BT);
+  gTvd.resize(BT);
+  for (int64_t r = 0; r < BT; ++r) {
+    gCe[r] = 1.0f + 0.25f * (r % 3);
+    gTvd[r] = 0.5f + 0.125f * (r % 5);
+  }
+}
+
+CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
+                         const std::vector<float> &gCe,
+                         const std::vector<float> &gTvd,
+                         const CeTvdRunOptions &options) {
+  validate(in, gCe, gTvd);
+  CeTvdOutputs out;
+  out.device = "cpu";
+  HostBuffers h = hostBuffers(in, gCe, gTvd, out);
+  auto args = [&](const std::vector<Buf> &bufs, bool backward) {
+    std::vector<InterpArg> a;
+    for (Buf b : bufs)
+      a.push_back(InterpBuffer{h.data[b], h.dtype[b], h.count[b]});
+    a.push_back(static_cast<int32_t>(in.V));
+    a.push_back(in.V); // row_stride
+    if (backward)
+      a.push_back(in.V); // grad_stride
+    a.push_back(ref::kCeTvdIgnoreIndex);
+    return a;
+  };
+  Grid grid{in.BT, 1, 1};
+  TileModule fwd = buildKernel("fused_ce_tvd_fwd", in, options);
+  optimizeTile(fwd);
+  interpret(fwd.operation(), fwd.kernelName(), grid, args(kForwardBufs, false));
+  throwIfBadTarget(in, h.badTarget);
+  TileModule bwd = buildKernel("fused_ce_tvd_bwd", in, options);
+  optimizeTile(bwd);
+  interpret(bwd.operation(), bwd.kernelName(), grid, args(kBackwardBufs, true));
+  return out;
+}
+
+namespace {
+
+/// Median time of `iterations` launches of `launch`, in ms (CUDA events).
+double timeLaunches(int iterations, const std::function<void()> &launch) {
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(1, iterations); ++i) {
+    cuda::Event start, stop;
+    start.record();
+    launch();
+    stop.record();
+    stop.synchronize();
+    ms.push_back(cuda::Event::elapsedMs(start, stop));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+} // namespace
+
+CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
+                         const std::vector<float> &gCe,
+                         const std::vector<float> &gTvd,
+                         const CeTvdRunOptions &options) {
+  validate(in, gCe, gTvd);
+  cuda::Device device = cuda::Device::open();
+  CompileOptions copts;
+  copts.arch = options.arch.empty() ? device.archString() : options.arch;
+  CompiledKernel fwdK =
+      compile(buildKernel("fused_ce_tvd_fwd", in, options), copts);
+  CompiledKernel bwdK =
+      compile(buildKernel("fused_ce_tvd_bwd", in, options), copts);
+  cuda::Module fwdM = cuda::Module::fromCubin(fwdK.cubin);
+  cuda::Module bwdM = cuda::Module::fromCubin(bwdK.cubin);
+  cuda::Function fwdF = fwdM.function(fwdK.name);
+  cuda::Function bwdF = bwdM.function(bwdK.name);
+
+  CeTvdOutputs out;
+  out.device = device.name();
+  HostBuffers h = hostBuffers(in, gCe, gTvd, out);
+  std::vector<cuda::DeviceBuffer> dev;
+  for (int b = 0; b < NumBufs; ++b)
+    dev.emplace_back(h.bytes(static_cast<Buf>(b)));
+  for (Buf b : {Student, Teacher, Target, GCe, GTvd})
+    dev[b].copyFromHost(h.data[b], h.bytes(b));
+  dev[BadTarget].memset(0);
+
+  int32_t V32 = static_cast<int32_t>(in.V);
+  int64_t stride = in.V, ignore = ref::kCeTvdIgnoreIndex;
+  std::array<CUdeviceptr, NumBufs> ptrs;
+  for (int b = 0; b < NumBufs; ++b)
+    ptrs[b] = dev[b].ptr();
+  auto args = [&](const std::vector<Buf> &bufs, bool backward) {
+    std::vector<void *> a;
+    for (Buf b : bufs)
+      a.push_back(&ptrs[b]);
+    a.push_back(&V32);
+    a.push_back(&stride);
+    if (backward)
+      a.push_back(&stride);
+    a.push_back(&ignore);
+    return a;
+  };
+  auto fwdArgs = args(kForwardBufs, false);
+  auto bwdArgs = args(kBackwardBufs, true);
+  cuda::Dim3 grid{static_cast<unsigned>(in.BT)};
+  auto launchFwd = [&] {
+    cuda::launch(fwdF, grid, {static_cast<unsigned>(fwdK.threads)}, 0,
+                 nullptr, fwdArgs);
+  };
+  auto launchBwd = [&] {
+    cuda::launch(bwdF, grid, {static_cast<unsigned>(bwdK.threads)}, 0,
+                 nullptr, bwdArgs);
+  };
+  launchFwd();
+  cuda::synchronize();
+  dev[BadTarget].copyToHost(&h.badTarget, sizeof(int32_t));
+  throwIfBadTarget(in, h.badTarget);
+  launchBwd();
+  cuda::synchronize();
+  out.forwardMs = timeLaunches(options.iterations, launchFwd);
+  out.backwardMs = timeLaunches(options.iterations, launchBwd);
+  for (Buf b : {Ce, Tvd, LseS, LseT, Sigma, Grad})
+    dev[b].copyToHost(h.data[b], h.bytes(b));
+  return out;
+}
+
+CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
+                      const std::vector<float> &gTvd, const CeTvdOutputs &out,
+                      std::vector<int64_t> rows) {
+  if (rows.empty())
+    for (int64_t r = 0; r < in.BT; ++r)
+      rows.push_back(r);
+  // Gather the sampled rows so the (slow) fp64 reference only sees those.
+  size_t rowBytes = in.V * dtypeSize(in.dtype);
+  int64_t n = rows.size();
+  std::vector<uint8_t> s(n * rowBytes), t(n * rowBytes);
+  std::vector<int64_t> y(n);
+  std::vector<double> gc(n), gt(n);
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(in.student.begin() + rows[i] * rowBytes, rowBytes,
+                s.begin() + i * rowBytes);
+    std::copy_n(in.teacher.begin() + rows[i] * rowBytes, rowBytes,
+                t.begin() + i * rowBytes);
+    y[i] = in.target[rows[i]];
+    gc[i] = gCe[rows[i]];
+    gt[i] = gTvd[rows[i]];
+  }
+  ref::CeTvdForward f = ref::ceTvdForward(s.data(), t.data(), in.dtype,
+                                          y.data(), n, in.V, in.V);
+  std::vector<double> g(n * in.V);
+  ref::ceTvdBackward(s.data(), t.data(), in.dtype, y.data(), n, in.V, in.V,
+                     gc.data(), gt.data(), g.data());
+
+  // Tolerances: fp32 accumulation over V terms for the per-row values; the
+  // gradient is rounded to the input dtype on store.
+  double rtol = in.dtype == DType::BF16  ? 1.0 / 128
+                : in.dtype == DType::F16 ? 1.0 / 1024
+                                         : 1e-5;
+  const double atol = 1e-6;
+  CeTvdCheck c;
+  c.rowsChecked = n;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = rows[i];
+    auto upd = [](double &m, double got, double want) {
+      m = std::max(m, std::fabs(got - want));
+    };
+    upd(c.ceErr, out.ce[r], f.ce[i]);
+    upd(c.tvdErr, out.tvd[r], f.tvd[i]);
+    upd(c.lseErr, out.lseS[r], f.lseS[i]);
+    upd(c.lseErr, out.lseT[r], f.lseT[i]);
+    upd(c.sigmaErr, out.sigma[r], f.sigma[i]);
+    for (int64_t v = 0; v < in.V; ++v) {
+      double got = loadAsDouble(out.grad.data(), in.dtype, r * in.V + v);
+      double want = g[i * in.V + v];
+      c.gradErr = std::max(c.gradErr, std::fabs(got - want) /
+                                          (atol + rtol * std::fabs(want)));
+    }
+  }
+  // fp32 sums over up to ~2e5 terms in a different order than the
+  // reference: ce and lse are O(10), tvd and sigma O(1).
+  const double lseTol = 1e-4, probTol = 2e-5;
+  c.passed = c.ceErr <= lseTol && c.lseErr <= lseTol && c.tvdErr <= probTol &&
+             c.sigmaErr <= probTol && c.gradErr <= 1.0;
+  std::ostringstream os;
+  os << "checked " << n << " rows against the fp64 reference\n"
+     << "  max |ce - ref|    = " << c.ceErr << " (tol " << lseTol << ")\n"
+     << "  max |lse - ref|   = " << c.lseErr << " (tol " << lseTol << ")\n"
+     << "  max |tvd - ref|   = " << c.tvdErr << " (tol " << probTol << ")\n"
+     << "  max |sigma - ref| = " << c.sigmaErr << " (tol " << probTol << ")\n"
+     << "  max grad error    = " << c.gradErr << " x (atol " << atol
+     << " + rtol " << rtol << " |ref|)\n"
+     << "  " << (c.passed ? "PASS" : "FAIL");
+  c.summary = os.str();
+  return c;
+}
+
+} // namespace tilejit

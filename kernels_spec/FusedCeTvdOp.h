@@ -1,0 +1,66 @@
+//===- FusedCeTvdOp.h - run the CE+TVD kernels on the CPU or GPU -*- C++ -*-===//
+//
+// The host side of the unreduced CE+TVD loss (shared/semantics.md §1): builds
+// and compiles fused_ce_tvd_fwd/bwd, launches them with one program per row,
+// and checks the results against the fp64 reference.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_KERNELS_SPEC_FUSEDCETVDOP_H
+#define TILEJIT_KERNELS_SPEC_FUSEDCETVDOP_H
+
+#include "kernels_spec/reference/Inputs.h"
+
+#include <string>
+#include <vector>
+
+namespace tilejit {
+
+struct CeTvdRunOptions {
+  std::vector<std::string> overrides; ///< NAME=VALUE for both kernels
+  std::string arch;                   ///< GPU: empty = the device's own
+  int iterations = 10;                ///< GPU: timed launches of each kernel
+};
+
+/// Outputs of one forward + backward. Per-row vectors have BT entries; grad
+/// is (BT, V) in the input dtype, contiguous.
+struct CeTvdOutputs {
+  std::vector<float> ce, tvd, lseS, lseT, sigma;
+  std::vector<uint8_t> grad;
+  double forwardMs = 0, backwardMs = 0; ///< GPU: median kernel time
+  std::string device;                   ///< "cpu" or the GPU's name
+};
+
+/// Per-row upstream gradients used by `tilejit run` (vary by row so that a
+/// kernel that ignores them fails the check).
+void defaultUpstream(int64_t BT, std::vector<float> &gCe,
+                     std::vector<float> &gTvd);
+
+/// Runs both kernels in the CPU interpreter. Throws tilejit::Error for bad
+/// shapes, an out-of-range target, or a kernel error.
+CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
+                         const std::vector<float> &gCe,
+                         const std::vector<float> &gTvd,
+                         const CeTvdRunOptions &options);
+
+/// Compiles for the GPU in front of us and runs both kernels there. Throws
+/// tilejit::Error when there is no GPU/driver, and as runCeTvdCpu.
+CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
+                         const std::vector<float> &gCe,
+                         const std::vector<float> &gTvd,
+                         const CeTvdRunOptions &options);
+
+/// Largest errors against the fp64 reference, on `rows` (all when empty).
+struct CeTvdCheck {
+  double ceErr = 0, tvdErr = 0, lseErr = 0, sigmaErr = 0; ///< max |abs|
+  double gradErr = 0;  ///< max |g - ref| / (atol + rtol |ref|), <= 1 passes
+  int64_t rowsChecked = 0;
+  bool passed = false;
+  std::string summary; ///< human-readable, one line per quantity
+};
+CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
+                      const std::vector<float> &gTvd, const CeTvdOutputs &out,
+                      std::vector<int64_t> rows = {});
+
+} // namespace tilejit
+
+#endif // TILEJIT_KERNELS_SPEC_FUSEDCETVDOP_H

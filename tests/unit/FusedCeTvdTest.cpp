@@ -1,0 +1,281 @@
+//===- FusedCeTvdTest.cpp - the CE+TVD kernels against the fp64 reference -===//
+//
+// CPU interpreter runs of the DSL kernels (every CI run), NVRTC + ptxas for
+// every configuration, and the same checks on the GPU when there is one.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Nvrtc.h"
+#include "kernels_spec/FusedCeTvdOp.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/HostFloat.h"
+#include "tilejit/KernelSpec.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace tilejit;
+
+namespace {
+
+struct Shape {
+  int64_t BT, V;
+  DType dtype;
+  std::vector<std::string> overrides;
+};
+
+std::string shapeName(const Shape &s) {
+  std::string n = "BT" + std::to_string(s.BT) + "_V" + std::to_string(s.V) +
+                  "_" + dtypeName(s.dtype);
+  for (auto &o : s.overrides)
+    n += "_" + o;
+  for (char &c : n)
+    if (!isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  return n;
+}
+
+class CeTvdInterpreter : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(CeTvdInterpreter, MatchesReference) {
+  const Shape &s = GetParam();
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(s.BT, s.V, s.dtype, 7);
+  std::vector<float> gCe, gTvd;
+  defaultUpstream(s.BT, gCe, gTvd);
+  CeTvdRunOptions options;
+  options.overrides = s.overrides;
+  CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, options);
+  CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
+  EXPECT_TRUE(c.passed) << c.summary;
+  EXPECT_EQ(c.rowsChecked, s.BT);
+}
+
+// V = 1, V not a multiple of BLOCK_SIZE, several tiles per row, every dtype.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CeTvdInterpreter,
+    ::testing::Values(
+        Shape{7, 1, DType::F32, {"BLOCK_SIZE=1024", "num_warps=4"}},
+        Shape{7, 3, DType::BF16, {"BLOCK_SIZE=1024", "num_warps=4"}},
+        Shape{14, 1000, DType::F32, {"BLOCK_SIZE=1024", "num_warps=4"}},
+        Shape{8, 5000, DType::BF16, {"BLOCK_SIZE=1024", "num_warps=8"}},
+        Shape{8, 4096, DType::F16, {"BLOCK_SIZE=2048", "num_warps=4"}},
+        Shape{9, 30001, DType::BF16, {}}),
+    [](const auto &info) { return shapeName(info.param); });
+
+/// Inputs of one numerics.json case: logits written as numbers or "-inf".
+llvm::json::Object loadCase(const std::string &id) {
+  auto buf = llvm::MemoryBuffer::getFile(TILEJIT_TEST_DATA_DIR
+                                         "/numerics.json");
+  EXPECT_TRUE(bool(buf));
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  EXPECT_TRUE(bool(json));
+  for (auto &c : *json->getAsObject()->getArray("cases"))
+    if (c.getAsObject()->getString("id") == id)
+      return *c.getAsObject();
+  ADD_FAILURE() << "no case " << id;
+  return {};
+}
+
+double number(const llvm::json::Value &v) {
+  if (auto s = v.getAsString())
+    return *s == "-inf" ? -INFINITY : INFINITY;
+  return *v.getAsNumber();
+}
+
+std::vector<double> numbers(const llvm::json::Value *v) {
+  std::vector<double> out;
+  for (auto &x : *v->getAsArray())
+    out.push_back(number(x));
+  return out;
+}
+
+/// A one-row f32 problem from explicit logits.
+ref::CeTvdInputs oneRow(const std::vector<double> &s,
+                        const std::vector<double> &t, int64_t target,
+                        DType dtype = DType::F32) {
+  ref::CeTvdInputs in;
+  in.BT = 1;
+  in.V = s.size();
+  in.dtype = dtype;
+  in.student.resize(in.V * dtypeSize(dtype));
+  in.teacher.resize(in.V * dtypeSize(dtype));
+  for (int64_t v = 0; v < in.V; ++v) {
+    storeFromDouble(in.student.data(), dtype, v, s[v]);
+    storeFromDouble(in.teacher.data(), dtype, v, t[v]);
+  }
+  in.target = {target};
+  return in;
+}
+
+double gradAt(const CeTvdOutputs &out, DType dtype, int64_t i) {
+  return loadAsDouble(out.grad.data(), dtype, i);
+}
+
+CeTvdOutputs runOne(const ref::CeTvdInputs &in, float gCe, float gTvd) {
+  return runCeTvdCpu(in, {gCe}, {gTvd}, {{"BLOCK_SIZE=1024", "num_warps=4"}});
+}
+
+TEST(CeTvdNumerics, AllNegInfButTargetAndVeryNegative) {
+  for (const char *id : {"ce-all-neg-inf-but-target", "ce-all-very-negative"}) {
+    llvm::json::Object c = loadCase(id);
+    auto s = numbers(&(*c.getArray("student"))[0]);
+    auto t = numbers(&(*c.getArray("teacher"))[0]);
+    int64_t y = *(*c.getArray("target"))[0].getAsInteger();
+    auto *expect = c.getObject("expect");
+    auto grad = numbers(&(*expect->getArray("grad_student_with_g_ce_1_g_tvd_1"))[0]);
+    for (DType dt : {DType::F32, DType::BF16}) {
+      CeTvdOutputs out = runOne(oneRow(s, t, y, dt), 1, 1);
+      EXPECT_NEAR(out.ce[0], number((*expect->getArray("ce"))[0]), 1e-6) << id;
+      EXPECT_NEAR(out.tvd[0], number((*expect->getArray("tvd"))[0]), 1e-6) << id;
+      for (size_t v = 0; v < grad.size(); ++v) {
+        EXPECT_FALSE(std::isnan(gradAt(out, dt, v))) << id;
+        EXPECT_NEAR(gradAt(out, dt, v), grad[v], 1e-2 * std::fabs(grad[v]) + 1e-7)
+            << id << " v=" << v;
+      }
+    }
+  }
+}
+
+TEST(CeTvdNumerics, TvdTiesUseThreeWaySign) {
+  llvm::json::Object c = loadCase("tvd-ties");
+  auto s = numbers(&(*c.getArray("student"))[0]);
+  auto t = numbers(&(*c.getArray("teacher"))[0]);
+  auto *expect = c.getObject("expect");
+  CeTvdOutputs out = runOne(oneRow(s, t, 0), 0, 1);
+  EXPECT_NEAR(out.tvd[0], *expect->getNumber("tvd"), 1e-6);
+  auto grad = numbers(expect->get("grad_student_g_ce_0_g_tvd_1"));
+  for (size_t v = 0; v < grad.size(); ++v)
+    EXPECT_NEAR(gradAt(out, DType::F32, v), grad[v], 1e-6) << "v=" << v;
+}
+
+TEST(CeTvdNumerics, LargeCommonOffsetKeepsTheGap) {
+  llvm::json::Object c = loadCase("large-common-offset");
+  auto *expect = c.getObject("expect");
+  auto ce = numbers(expect->get("ce"));
+  auto grad0 = numbers(expect->get("grad_row0"));
+  for (size_t r = 0; r < 2; ++r) {
+    auto s = numbers(&(*c.getArray("logits"))[r]);
+    CeTvdOutputs out = runOne(oneRow(s, s, 0), 1, 0);
+    EXPECT_NEAR(out.ce[0], ce[r], 1e-6) << "row " << r;
+    if (r == 0)
+      for (size_t v = 0; v < grad0.size(); ++v)
+        EXPECT_NEAR(gradAt(out, DType::F32, v), grad0[v], 1e-6);
+  }
+}
+
+TEST(CeTvdNumerics, TargetGradientKeepsPrecisionInBf16) {
+  llvm::json::Object c = loadCase("target-grad-precision");
+  auto *expect = c.getObject("expect");
+  std::vector<double> s(32000, 0.0);
+  s[7] = 17.25;
+  CeTvdOutputs out = runOne(oneRow(s, s, 7, DType::BF16), 1, 0);
+  double want = *expect->getNumber("grad_target");
+  EXPECT_NEAR(gradAt(out, DType::BF16, 7), want, 0.01 * std::fabs(want));
+  double off = *expect->getNumber("grad_off_target");
+  EXPECT_NEAR(gradAt(out, DType::BF16, 0), off, 0.01 * off);
+}
+
+TEST(CeTvdNumerics, SelfDistillationGivesExactlyZeroTvd) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(8, 1000, DType::BF16, 3);
+  in.teacher = in.student;
+  std::vector<float> gCe(8, 0.f), gTvd(8, 1.f);
+  CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, {{"BLOCK_SIZE=1024"}});
+  for (int64_t r = 0; r < 8; ++r) {
+    EXPECT_EQ(out.tvd[r], 0.f) << "row " << r;
+    for (int64_t v = 0; v < 1000; ++v)
+      ASSERT_EQ(gradAt(out, DType::BF16, r * 1000 + v), 0.0);
+  }
+}
+
+TEST(CeTvdErrors, OutOfRangeTargetIsReported) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(4, 100, DType::F32, 1);
+  in.target[2] = 100;
+  std::vector<float> g(4, 1.f);
+  try {
+    runCeTvdCpu(in, g, g, {{"BLOCK_SIZE=1024", "num_warps=4"}});
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("target 100 at row 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CeTvdErrors, EmptyBatchAndMismatchedShapes) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(4, 100, DType::F32, 1);
+  std::vector<float> g(4, 1.f), g3(3, 1.f);
+  EXPECT_THROW(runCeTvdCpu(in, g3, g, {}), Error);
+  in.teacher.resize(10);
+  EXPECT_THROW(runCeTvdCpu(in, g, g, {}), Error);
+  ref::CeTvdInputs empty = in;
+  empty.BT = 0;
+  EXPECT_THROW(runCeTvdCpu(empty, {}, {}, {}), Error);
+}
+
+TEST(CeTvdErrors, UnknownParameterIsReported) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_fwd");
+  EXPECT_THROW(spec.config(DType::BF16, {"BLOK_SIZE=1024"}), Error);
+  EXPECT_THROW(spec.config(DType::BF16, {"BLOCK_SIZE=abc"}), Error);
+  EXPECT_THROW(findKernel("no_such_kernel"), Error);
+}
+
+// Every candidate configuration of every kernel compiles with NVRTC and its
+// PTX passes ptxas for sm_90 (no GPU needed).
+TEST(CeTvdCompile, EveryConfigCompilesForSm90) {
+  int compiled = 0;
+  for (const KernelSpec &spec : kernelRegistry())
+    for (DType dt : spec.dtypes)
+      for (int64_t block : spec.params[0].candidates)
+        for (int64_t warps : spec.params[1].candidates) {
+          dsl::Config c = spec.config(
+              dt, {"BLOCK_SIZE=" + std::to_string(block),
+                   "num_warps=" + std::to_string(warps)});
+          CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin});
+          ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
+          EXPECT_EQ(k.threads, 32 * warps);
+          std::string log;
+          EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
+              << spec.name << " " << c.str() << "\n" << log;
+          ++compiled;
+        }
+  EXPECT_EQ(compiled, 2 * 3 * 4 * 3);
+}
+
+// On the GPU: the same checks through NVRTC and the driver.
+class CeTvdGpu : public ::testing::TestWithParam<Shape> {
+protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::driverAvailable(&why))
+      GTEST_SKIP() << "no GPU: " << why;
+  }
+};
+
+TEST_P(CeTvdGpu, MatchesReference) {
+  const Shape &s = GetParam();
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(s.BT, s.V, s.dtype, 11);
+  std::vector<float> gCe, gTvd;
+  defaultUpstream(s.BT, gCe, gTvd);
+  CeTvdRunOptions options;
+  options.overrides = s.overrides;
+  options.iterations = 1;
+  CeTvdOutputs out = runCeTvdGpu(in, gCe, gTvd, options);
+  CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
+  EXPECT_TRUE(c.passed) << c.summary;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CeTvdGpu,
+    ::testing::Values(Shape{7, 1, DType::F32, {}},
+                      Shape{14, 1000, DType::F32, {"BLOCK_SIZE=1024"}},
+                      Shape{32, 151937, DType::BF16, {}},
+                      Shape{16, 30001, DType::F16, {"num_warps=16"}},
+                      Shape{64, 32000, DType::BF16, {"BLOCK_SIZE=8192"}}),
+    [](const auto &info) { return shapeName(info.param); });
+
+} // namespace

@@ -1,0 +1,234 @@
+//===- tilejit.cpp - the tilejit command line -----------------------------===//
+//
+//   tilejit list
+//   tilejit compile KERNEL [--set NAME=VALUE ...] [--dtype bf16] [--arch sm_90]
+//                          --emit=tile|simt|cuda|ptx|cubin|sass [-o FILE]
+//   tilejit run fused_ce_tvd --device=gpu|cpu --bt N --vocab V
+//                            [--dtype bf16|fp16|fp32] [--check] [--set ...]
+//
+// Exit status: 0 success, 1 a --check failed, 2 an error (message on stderr).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Nvrtc.h"
+#include "kernels_spec/FusedCeTvdOp.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+namespace cl = llvm::cl;
+using namespace tilejit;
+
+static cl::OptionCategory category("tilejit options");
+static cl::SubCommand listCmd("list", "List kernels and their parameters");
+static cl::SubCommand compileCmd("compile",
+                                 "Compile a kernel and print one stage");
+static cl::SubCommand runCmd("run",
+                             "Run fused_ce_tvd on the GPU or the CPU and check it");
+
+static cl::opt<std::string> kernelArg(cl::Positional, cl::desc("KERNEL"),
+                                      cl::Required, cl::sub(compileCmd),
+                                      cl::sub(runCmd), cl::cat(category));
+static cl::list<std::string>
+    setArgs("set", cl::desc("Pin a compile-time parameter: NAME=VALUE"),
+            cl::sub(compileCmd), cl::sub(runCmd), cl::cat(category));
+static cl::opt<std::string> dtypeArg("dtype", cl::init("bf16"),
+                                     cl::desc("Logits dtype: bf16, fp16, fp32"),
+                                     cl::sub(compileCmd), cl::sub(runCmd),
+                                     cl::cat(category));
+static cl::opt<std::string>
+    archArg("arch", cl::desc("GPU architecture, e.g. sm_90 (compile default: "
+                             "sm_90; run default: the device's)"),
+            cl::sub(compileCmd), cl::sub(runCmd), cl::cat(category));
+static cl::opt<std::string>
+    emitArg("emit", cl::init("ptx"),
+            cl::desc("Stage to print: tile, simt, cuda, ptx, cubin, sass"),
+            cl::sub(compileCmd), cl::cat(category));
+static cl::opt<std::string> outputArg("o", cl::desc("Output file"),
+                                      cl::value_desc("FILE"),
+                                      cl::sub(compileCmd), cl::cat(category));
+static cl::opt<std::string> deviceArg("device", cl::init("gpu"),
+                                      cl::desc("gpu or cpu"), cl::sub(runCmd),
+                                      cl::cat(category));
+static cl::opt<int64_t> btArg("bt", cl::init(64), cl::desc("Tokens (rows)"),
+                              cl::sub(runCmd), cl::cat(category));
+static cl::opt<int64_t> vocabArg("vocab", cl::init(32000),
+                                 cl::desc("Vocabulary size V"),
+                                 cl::sub(runCmd), cl::cat(category));
+static cl::opt<bool> checkArg("check",
+                              cl::desc("Compare with the fp64 reference"),
+                              cl::sub(runCmd), cl::cat(category));
+static cl::opt<int64_t>
+    checkRowsArg("check-rows", cl::init(64),
+                 cl::desc("GPU: rows compared with the reference (0 = all)"),
+                 cl::sub(runCmd), cl::cat(category));
+static cl::opt<uint64_t> seedArg("seed", cl::init(1234),
+                                 cl::desc("Seed of the generated logits"),
+                                 cl::sub(runCmd), cl::cat(category));
+static cl::opt<int> itersArg("iters", cl::init(20),
+                             cl::desc("GPU: timed launches per kernel"),
+                             cl::sub(runCmd), cl::cat(category));
+
+static int listKernels() {
+  for (const KernelSpec &k : kernelRegistry()) {
+    std::cout << k.name << "  " << k.summary << "\n  dtypes:";
+    for (DType t : k.dtypes)
+      std::cout << " " << dtypeName(t);
+    std::cout << "\n";
+    for (const ParamSpec &p : k.params) {
+      std::cout << "  --set " << p.name << "=" << p.defaultValue << "  ("
+                << p.help << "; candidates:";
+      for (int64_t c : p.candidates)
+        std::cout << " " << c;
+      std::cout << ")\n";
+    }
+  }
+  std::cout << "operations for `tilejit run`: fused_ce_tvd (fwd + bwd)\n";
+  return 0;
+}
+
+static void writeOutput(const std::string &text, bool binary) {
+  if (outputArg.empty()) {
+    if (binary)
+      throw Error("--emit=cubin writes binary data: give -o FILE");
+    std::cout << text;
+    return;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(outputArg, ec,
+                          binary ? llvm::sys::fs::OF_None
+                                 : llvm::sys::fs::OF_Text);
+  if (ec)
+    throw Error("cannot write " + outputArg + ": " + ec.message());
+  os << text;
+  std::cerr << "wrote " << outputArg << "\n";
+}
+
+static int compileKernel() {
+  const KernelSpec &spec = findKernel(kernelArg);
+  dsl::Config config = spec.config(parseDType(dtypeArg), setArgs);
+  CompileOptions options;
+  if (!archArg.empty())
+    options.arch = archArg;
+  options.upTo = parseStage(emitArg);
+  TileModule module = spec.build(config);
+  CompiledKernel k = compile(module, options);
+  switch (options.upTo) {
+  case Stage::Tile: writeOutput(k.tileIR, false); break;
+  case Stage::Simt: writeOutput(k.simtIR, false); break;
+  case Stage::Cuda: writeOutput(k.cuda, false); break;
+  case Stage::Ptx: writeOutput(k.ptx, false); break;
+  case Stage::Cubin:
+    if (emitArg == "sass")
+      writeOutput(nvrtc::disassembleCubin(k.cubin), false);
+    else
+      writeOutput(std::string(k.cubin.begin(), k.cubin.end()), true);
+    break;
+  }
+  return 0;
+}
+
+/// Rows compared on the GPU: the first and last few, every 7th row pattern
+/// (ignored rows included), and an even spread across the batch.
+static std::vector<int64_t> sampleRows(int64_t BT, int64_t count) {
+  if (count <= 0 || count >= BT)
+    return {};
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < 7 && r < BT; ++r)
+    rows.push_back(r);
+  for (int64_t i = 0; i < count; ++i)
+    rows.push_back(i * (BT - 1) / std::max<int64_t>(1, count - 1));
+  for (int64_t r = std::max<int64_t>(0, BT - 7); r < BT; ++r)
+    rows.push_back(r);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+static int runKernel() {
+  if (kernelArg != "fused_ce_tvd")
+    throw Error("tilejit run supports the operation 'fused_ce_tvd' (got '" +
+                kernelArg + "')");
+  if (deviceArg != "gpu" && deviceArg != "cpu")
+    throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
+  DType dtype = parseDType(dtypeArg);
+  if (btArg <= 0 || vocabArg <= 0)
+    throw Error("--bt and --vocab must be positive");
+  auto t0 = std::chrono::steady_clock::now();
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(btArg, vocabArg, dtype, seedArg);
+  std::vector<float> gCe, gTvd;
+  defaultUpstream(in.BT, gCe, gTvd);
+  CeTvdRunOptions options;
+  options.overrides = setArgs;
+  options.arch = archArg;
+  options.iterations = itersArg;
+  auto t1 = std::chrono::steady_clock::now();
+  CeTvdOutputs out = deviceArg == "gpu" ? runCeTvdGpu(in, gCe, gTvd, options)
+                                        : runCeTvdCpu(in, gCe, gTvd, options);
+  auto t2 = std::chrono::steady_clock::now();
+  auto secs = [](auto a, auto b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+
+  double ceSum = 0, tvdSum = 0;
+  int64_t valid = 0;
+  for (int64_t r = 0; r < in.BT; ++r)
+    if (in.target[r] != ref::kCeTvdIgnoreIndex) {
+      ceSum += out.ce[r];
+      tvdSum += out.tvd[r];
+      ++valid;
+    }
+  std::printf("fused_ce_tvd on %s: BT=%lld V=%lld dtype=%s (%lld rows "
+              "ignored)\n",
+              out.device.c_str(), (long long)in.BT, (long long)in.V,
+              dtypeName(dtype), (long long)(in.BT - valid));
+  std::printf("  inputs generated in %.2f s; run (compile + launch) %.2f s\n",
+              secs(t0, t1), secs(t1, t2));
+  std::printf("  mean ce = %.6f, mean tvd = %.6f over %lld rows\n",
+              valid ? ceSum / valid : 0.0, valid ? tvdSum / valid : 0.0,
+              (long long)valid);
+  if (deviceArg == "gpu") {
+    double bytes = double(in.BT) * in.V * dtypeSize(dtype);
+    std::printf("  forward : %8.3f ms  %7.1f GB/s (reads student + teacher)\n",
+                out.forwardMs, 2 * bytes / out.forwardMs / 1e6);
+    std::printf("  backward: %8.3f ms  %7.1f GB/s (reads both, writes grad)\n",
+                out.backwardMs, 3 * bytes / out.backwardMs / 1e6);
+    std::printf("  fwd+bwd : %8.3f ms\n", out.forwardMs + out.backwardMs);
+  }
+  if (!checkArg)
+    return 0;
+  auto rows = deviceArg == "gpu" ? sampleRows(in.BT, checkRowsArg)
+                                 : std::vector<int64_t>{};
+  CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out, rows);
+  std::printf("%s\n", c.summary.c_str());
+  return c.passed ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tilejit: a JIT for tile-level GPU kernels\n");
+  try {
+    if (listCmd)
+      return listKernels();
+    if (compileCmd)
+      return compileKernel();
+    if (runCmd)
+      return runKernel();
+    std::cerr << "usage: tilejit list | compile KERNEL ... | run KERNEL ... "
+                 "(--help for details)\n";
+    return 2;
+  } catch (const std::exception &e) {
+    std::cerr << "tilejit: error: " << e.what() << "\n";
+    return 2;
+  }
+}
