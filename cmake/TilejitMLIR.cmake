@@ -100,6 +100,10 @@ if(TILEJIT_STATIC)
   add_compile_options(-ffunction-sections -fdata-sections)
   string(APPEND CMAKE_EXE_LINKER_FLAGS
          " -static-libstdc++ -static-libgcc -Wl,--gc-sections -Wl,--as-needed")
+  # libnvrtc.so.13: besides this machine's CUDA directory (CMake adds it),
+  # look where a standard CUDA install keeps it on the target machine.
+  list(APPEND CMAKE_BUILD_RPATH /usr/local/cuda/lib64
+       /usr/local/cuda/targets/x86_64-linux/lib)
 endif()
 
 function(tilejit_link_mlir target)

@@ -241,12 +241,15 @@ private:
   /// A line that holds the current op's main statement.
   void stmt(const std::string &text) {
     if (!pendingFile.empty()) {
-      if (pendingFile != curFile || presumedLine != pendingLine) {
+      // The file name is repeated only when it changes.
+      if (pendingFile != curFile) {
         out += "#line " + std::to_string(pendingLine) + " \"" +
                escapeForString(pendingFile) + "\"\n";
-        curFile = pendingFile;
-        presumedLine = pendingLine;
+      } else if (presumedLine != pendingLine) {
+        out += "#line " + std::to_string(pendingLine) + "\n";
       }
+      curFile = pendingFile;
+      presumedLine = pendingLine;
       pendingFile.clear();
     }
     line(text);
@@ -1052,10 +1055,7 @@ bool KernelEmitter::emitSimt(Operation *op) {
       std::string cond = "threadIdx.x == 0";
       if (st.getMask())
         cond += " && " + ref(st.getMask(), "", op);
-      line("if (" + cond + ")");
-      ++indent;
-      stmt(store(""));
-      --indent;
+      stmt("if (" + cond + ") " + store(""));
       return true;
     }
     forEach(*k, [&](const std::string &e) {

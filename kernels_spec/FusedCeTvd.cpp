@@ -28,6 +28,15 @@ void onlineUpdate(Var &m, Var &d, Value x) {
   m = mNew;
 }
 
+/// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
+/// (small) log-sum, so logits sharing a huge offset keep their differences,
+/// which exp(x - lse) would round away. A row that is entirely -inf gives 0.
+Value softmaxAt(Value x, Value m, Value logSum) {
+  Value isEmpty = m == kNegInf;
+  return exp((x.to(DType::F32) - where(isEmpty, 0.0, m)) -
+             where(isEmpty, 0.0, logSum));
+}
+
 TileModule buildForward(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
@@ -36,9 +45,11 @@ TileModule buildForward(const Config &c) {
   Value target = k.pointerArg("target", DType::I64);
   Value ceOut = k.pointerArg("ce", DType::F32);
   Value tvdOut = k.pointerArg("tvd", DType::F32);
-  Value lseSOut = k.pointerArg("lse_s", DType::F32);
-  Value lseTOut = k.pointerArg("lse_t", DType::F32);
   Value sigmaOut = k.pointerArg("sigma", DType::F32);
+  Value maxSOut = k.pointerArg("max_s", DType::F32);
+  Value logSumSOut = k.pointerArg("logsum_s", DType::F32);
+  Value maxTOut = k.pointerArg("max_t", DType::F32);
+  Value logSumTOut = k.pointerArg("logsum_t", DType::F32);
   Value badTarget = k.pointerArg("bad_target", DType::I32);
   Value V = k.scalarArg("V", DType::I32);
   Value rowStride = k.scalarArg("row_stride", DType::I64);
@@ -52,8 +63,9 @@ TileModule buildForward(const Config &c) {
   Value inRange = y >= 0.0 && y < V.to(DType::I64);
 
   Var ce = k.constant(0, DType::F32), tvd = k.constant(0, DType::F32);
-  Var lseS = k.constant(0, DType::F32), lseT = k.constant(0, DType::F32);
   Var sigma = k.constant(0, DType::F32);
+  Var maxS = k.constant(0, DType::F32), logSumS = k.constant(0, DType::F32);
+  Var maxT = k.constant(0, DType::F32), logSumT = k.constant(0, DType::F32);
   k.ifThen(!ignored && !inRange, [&] {
     k.store(badTarget, k.constant(0, DType::I32), row + 1.0);
   });
@@ -67,18 +79,19 @@ TileModule buildForward(const Config &c) {
       onlineUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
       onlineUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
     });
-    lseS = mS + log(dS);
-    lseT = mT + log(dT);
+    maxS = mS;
+    logSumS = log(dS);
+    maxT = mT;
+    logSumT = log(dT);
 
     // Pass 2: TVD and sigma from p and q, computed identically for both so
     // that a teacher equal to the student gives exactly zero.
-    Value shiftS = safeShift(lseS), shiftT = safeShift(lseT);
     Var absSum = k.constant(0, DType::F32), sig = k.constant(0, DType::F32);
     k.forRange(0, V, BLOCK, [&](Value i) {
       Value offs = i + k.arange(BLOCK);
       Value mask = offs < V;
-      Value p = exp(k.load(s, offs, mask, kNegInf).to(DType::F32) - shiftS);
-      Value q = exp(k.load(t, offs, mask, kNegInf).to(DType::F32) - shiftT);
+      Value p = softmaxAt(k.load(s, offs, mask, kNegInf), mS, logSumS);
+      Value q = softmaxAt(k.load(t, offs, mask, kNegInf), mT, logSumT);
       absSum = absSum + abs(p - q).sum();
       sig = sig + (p * sign(p - q)).sum();
     });
@@ -91,9 +104,11 @@ TileModule buildForward(const Config &c) {
   });
   k.store(ceOut, row, ce);
   k.store(tvdOut, row, tvd);
-  k.store(lseSOut, row, lseS);
-  k.store(lseTOut, row, lseT);
   k.store(sigmaOut, row, sigma);
+  k.store(maxSOut, row, maxS);
+  k.store(logSumSOut, row, logSumS);
+  k.store(maxTOut, row, maxT);
+  k.store(logSumTOut, row, logSumT);
   return k.finish();
 }
 
@@ -103,9 +118,11 @@ TileModule buildBackward(const Config &c) {
   Value student = k.pointerArg("student", c.dtype);
   Value teacher = k.pointerArg("teacher", c.dtype);
   Value target = k.pointerArg("target", DType::I64);
-  Value lseSIn = k.pointerArg("lse_s", DType::F32);
-  Value lseTIn = k.pointerArg("lse_t", DType::F32);
   Value sigmaIn = k.pointerArg("sigma", DType::F32);
+  Value maxSIn = k.pointerArg("max_s", DType::F32);
+  Value logSumSIn = k.pointerArg("logsum_s", DType::F32);
+  Value maxTIn = k.pointerArg("max_t", DType::F32);
+  Value logSumTIn = k.pointerArg("logsum_t", DType::F32);
   Value gCeIn = k.pointerArg("g_ce", DType::F32);
   Value gTvdIn = k.pointerArg("g_tvd", DType::F32);
   Value grad = k.pointerArg("grad", c.dtype);
@@ -123,15 +140,15 @@ TileModule buildBackward(const Config &c) {
   k.ifThen(
       valid,
       [&] {
-        Value shiftS = safeShift(k.load(lseSIn, row));
-        Value shiftT = safeShift(k.load(lseTIn, row));
+        Value mS = k.load(maxSIn, row), logSumS = k.load(logSumSIn, row);
+        Value mT = k.load(maxTIn, row), logSumT = k.load(logSumTIn, row);
         Value sigma = k.load(sigmaIn, row);
         Value gCe = k.load(gCeIn, row), gTvd = k.load(gTvdIn, row);
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
-          Value p = exp(k.load(s, offs, mask, kNegInf).to(DType::F32) - shiftS);
-          Value q = exp(k.load(t, offs, mask, kNegInf).to(DType::F32) - shiftT);
+          Value p = softmaxAt(k.load(s, offs, mask, kNegInf), mS, logSumS);
+          Value q = softmaxAt(k.load(t, offs, mask, kNegInf), mT, logSumT);
           // p_y - 1 is formed in fp32 before the store rounds it.
           Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
           Value dce = gCe * (p - onehot);

@@ -22,13 +22,15 @@ namespace {
 
 /// The buffers of one forward + backward, in the kernels' argument order.
 enum Buf {
-  Student, Teacher, Target, Ce, Tvd, LseS, LseT, Sigma, BadTarget, GCe, GTvd,
-  Grad, NumBufs
+  Student, Teacher, Target, Ce, Tvd, Sigma, MaxS, LogSumS, MaxT, LogSumT,
+  BadTarget, GCe, GTvd, Grad, NumBufs
 };
-const std::vector<Buf> kForwardBufs = {Student, Teacher, Target, Ce, Tvd,
-                                       LseS,    LseT,    Sigma,  BadTarget};
-const std::vector<Buf> kBackwardBufs = {Student, Teacher, Target, LseS, LseT,
-                                        Sigma,   GCe,     GTvd,   Grad};
+const std::vector<Buf> kForwardBufs = {
+    Student, Teacher, Target, Ce, Tvd, Sigma, MaxS, LogSumS, MaxT, LogSumT,
+    BadTarget};
+const std::vector<Buf> kBackwardBufs = {
+    Student, Teacher, Target, Sigma, MaxS, LogSumS, MaxT, LogSumT, GCe, GTvd,
+    Grad};
 
 /// Host memory for every buffer (inputs point into the caller's vectors).
 struct HostBuffers {
@@ -36,7 +38,15 @@ struct HostBuffers {
   std::array<DType, NumBufs> dtype{};
   std::array<int64_t, NumBufs> count{};
   int32_t badTarget = 0;
-  std::vector<float> gCe, gTvd;
+  std::vector<float> gCe, gTvd, maxS, logSumS, maxT, logSumT;
+
+  /// lse = max + log sum-exp, for the caller (in double, then rounded).
+  void fillLse(CeTvdOutputs &out) const {
+    for (size_t r = 0; r < maxS.size(); ++r) {
+      out.lseS[r] = static_cast<float>(double(maxS[r]) + logSumS[r]);
+      out.lseT[r] = static_cast<float>(double(maxT[r]) + logSumT[r]);
+    }
+  }
 
   void set(Buf b, const void *p, DType t, int64_t n) {
     data[b] = const_cast<void *>(p);
@@ -67,29 +77,31 @@ void validate(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
 }
 
 /// Points every buffer at `in` / `out` storage.
-HostBuffers hostBuffers(const ref::CeTvdInputs &in,
-                        const std::vector<float> &gCe,
-                        const std::vector<float> &gTvd, CeTvdOutputs &out) {
-  HostBuffers h;
+void hostBuffers(HostBuffers &h, const ref::CeTvdInputs &in,
+                 const std::vector<float> &gCe, const std::vector<float> &gTvd,
+                 CeTvdOutputs &out) {
   int64_t n = in.BT * in.V;
   for (auto *v : {&out.ce, &out.tvd, &out.lseS, &out.lseT, &out.sigma})
     v->assign(in.BT, 0.f);
   out.grad.assign(n * dtypeSize(in.dtype), 0);
   h.gCe = gCe;
   h.gTvd = gTvd;
+  for (auto *v : {&h.maxS, &h.logSumS, &h.maxT, &h.logSumT})
+    v->assign(in.BT, 0.f);
   h.set(Student, in.student.data(), in.dtype, n);
   h.set(Teacher, in.teacher.data(), in.dtype, n);
   h.set(Target, in.target.data(), DType::I64, in.BT);
   h.set(Ce, out.ce.data(), DType::F32, in.BT);
   h.set(Tvd, out.tvd.data(), DType::F32, in.BT);
-  h.set(LseS, out.lseS.data(), DType::F32, in.BT);
-  h.set(LseT, out.lseT.data(), DType::F32, in.BT);
   h.set(Sigma, out.sigma.data(), DType::F32, in.BT);
+  h.set(MaxS, h.maxS.data(), DType::F32, in.BT);
+  h.set(LogSumS, h.logSumS.data(), DType::F32, in.BT);
+  h.set(MaxT, h.maxT.data(), DType::F32, in.BT);
+  h.set(LogSumT, h.logSumT.data(), DType::F32, in.BT);
   h.set(BadTarget, &h.badTarget, DType::I32, 1);
   h.set(GCe, h.gCe.data(), DType::F32, in.BT);
   h.set(GTvd, h.gTvd.data(), DType::F32, in.BT);
   h.set(Grad, out.grad.data(), in.dtype, n);
-  return h;
 }
 
 void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
@@ -127,7 +139,8 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
   validate(in, gCe, gTvd);
   CeTvdOutputs out;
   out.device = "cpu";
-  HostBuffers h = hostBuffers(in, gCe, gTvd, out);
+  HostBuffers h;
+  hostBuffers(h, in, gCe, gTvd, out);
   auto args = [&](const std::vector<Buf> &bufs, bool backward) {
     std::vector<InterpArg> a;
     for (Buf b : bufs)
@@ -147,6 +160,7 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
   TileModule bwd = buildKernel("fused_ce_tvd_bwd", in, options);
   optimizeTile(bwd);
   interpret(bwd.operation(), bwd.kernelName(), grid, args(kBackwardBufs, true));
+  h.fillLse(out);
   return out;
 }
 
@@ -188,7 +202,8 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
 
   CeTvdOutputs out;
   out.device = device.name();
-  HostBuffers h = hostBuffers(in, gCe, gTvd, out);
+  HostBuffers h;
+  hostBuffers(h, in, gCe, gTvd, out);
   std::vector<cuda::DeviceBuffer> dev;
   for (int b = 0; b < NumBufs; ++b)
     dev.emplace_back(h.bytes(static_cast<Buf>(b)));
@@ -231,8 +246,9 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   cuda::synchronize();
   out.forwardMs = timeLaunches(options.iterations, launchFwd);
   out.backwardMs = timeLaunches(options.iterations, launchBwd);
-  for (Buf b : {Ce, Tvd, LseS, LseT, Sigma, Grad})
+  for (Buf b : {Ce, Tvd, Sigma, MaxS, LogSumS, MaxT, LogSumT, Grad})
     dev[b].copyToHost(h.data[b], h.bytes(b));
+  h.fillLse(out);
   return out;
 }
 

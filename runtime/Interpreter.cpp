@@ -1372,7 +1372,7 @@ std::string kernelNames(Operation *module) {
 }
 
 const char *argKindName(const InterpArg &a) {
-  if (auto *b = std::get_if<InterpBuffer>(&a))
+  if (std::holds_alternative<InterpBuffer>(a))
     return "a buffer";
   if (std::holds_alternative<int32_t>(a))
     return "an int32_t";

@@ -314,8 +314,9 @@ TEST(Interpreter, TruncfStoresRoundToNearestEven) {
     float vb = tilejit::bf16ToFloat(tilejit::floatToBf16(x[j]));
     float sum = tilejit::bf16ToFloat(tilejit::floatToBf16(vb + vb));
     uint16_t ref = tilejit::floatToBf16(sum * vb);
-    if (!std::isnan(x[j]))
+    if (!std::isnan(x[j])) {
       EXPECT_EQ(s[j], ref) << j;
+    }
   }
 }
 

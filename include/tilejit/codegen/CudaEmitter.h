@@ -17,9 +17,11 @@
 //    signed operators, i.e. signed overflow is assumed not to happen (the
 //    DSL's index arithmetic stays in range).
 //  - a scalar simt.store is done by thread 0 only.
-//  - an op whose location holds a FileLineColLoc gets a `#line` directive
-//    (whenever the line the compiler would assume differs), so NVRTC
-//    diagnostics point at the kernel spec source.
+//  - an op whose location holds a FileLineColLoc (in a named file) gets a
+//    `#line N "file"` directive right before its main statement (for a vector
+//    op: the body of its element loop) whenever the line the compiler would
+//    assume there differs from N, so NVRTC diagnostics point at the kernel
+//    spec source; the file name is repeated only when it changes (`#line N`).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_CODEGEN_CUDAEMITTER_H
