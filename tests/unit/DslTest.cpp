@@ -1,0 +1,135 @@
+//===- DslTest.cpp - the C++ DSL: building, errors, running ---------------===//
+#include "tilejit/Compiler.h"
+#include "tilejit/DSL.h"
+#include "tilejit/Interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+using namespace tilejit;
+using namespace tilejit::dsl;
+
+namespace {
+
+Config config(int64_t block = 256, int64_t warps = 4) {
+  Config c;
+  c.params = {{"BLOCK_SIZE", block}, {"num_warps", warps}};
+  return c;
+}
+
+/// out[row] = sum of x[row, :V] (f32), the DSL's loop-carried Var at work.
+TileModule rowSum(const Config &c) {
+  KernelBuilder k("row_sum", c);
+  Value x = k.pointerArg("x", DType::F32);
+  Value out = k.pointerArg("out", DType::F32);
+  Value V = k.scalarArg("V", DType::I32);
+  int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value row = k.programId(0);
+  Value xRow = x + row.to(DType::I64) * V.to(DType::I64);
+  Var acc = k.constant(0, DType::F32);
+  k.forRange(0, V, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    acc = acc + k.load(xRow, offs, offs < V, 0.0).sum();
+  });
+  k.store(out, row, acc);
+  return k.finish();
+}
+
+/// Expects `fn` to throw a tilejit::Error whose message has every `parts`.
+void expectError(const std::function<void()> &fn,
+                 std::initializer_list<const char *> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a tilejit::Error";
+  } catch (const Error &e) {
+    for (const char *p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
+  }
+}
+
+TEST(Dsl, BuildsALoopWithACarriedVar) {
+  TileModule m = rowSum(config());
+  std::string ir = m.str();
+  EXPECT_NE(ir.find("scf.for"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("tile.reduce sum"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("iter_args"), std::string::npos) << ir;
+}
+
+TEST(Dsl, RowSumRunsInTheInterpreter) {
+  const int64_t rows = 5, V = 1000; // V not a multiple of BLOCK_SIZE
+  std::vector<float> x(rows * V), out(rows, -1.f);
+  std::iota(x.begin(), x.end(), 0.f);
+  TileModule m = rowSum(config());
+  optimizeTile(m);
+  interpret(m.operation(), "row_sum", {rows, 1, 1},
+            {InterpBuffer{x.data(), DType::F32, rows * V},
+             InterpBuffer{out.data(), DType::F32, rows}, int32_t(V)});
+  for (int64_t r = 0; r < rows; ++r) {
+    double want = 0;
+    for (int64_t v = 0; v < V; ++v)
+      want += x[r * V + v];
+    EXPECT_NEAR(out[r], want, 1e-6 * want) << "row " << r;
+  }
+}
+
+TEST(Dsl, TileSizeMismatchNamesKernelAndLine) {
+  KernelBuilder k("bad_shapes", config());
+  expectError([&] { k.arange(128) + k.arange(256); },
+              {"kernel 'bad_shapes'", "DslTest.cpp", "tile sizes 128 and 256"});
+}
+
+TEST(Dsl, MixingIntegersAndFloatsNeedsAConversion) {
+  KernelBuilder k("mixed", config());
+  Value x = k.scalarArg("x", DType::F32);
+  expectError([&] { k.arange(256) + x; }, {"kernel 'mixed'", "mix i32 and f32"});
+}
+
+TEST(Dsl, ValueEscapingItsLoopIsAnError) {
+  KernelBuilder k("escape", config());
+  Value V = k.scalarArg("V", DType::I32);
+  Value inside;
+  k.forRange(0, V, 256, [&](Value i) { inside = i + 1.0; });
+  expectError([&] { inside + 1.0; }, {"kernel 'escape'", "outside"});
+}
+
+TEST(Dsl, VarMustKeepItsType) {
+  KernelBuilder k("retype", config());
+  Var acc = k.constant(0, DType::F32);
+  expectError([&] { acc = k.constant(0, DType::I32); },
+              {"kernel 'retype'", "Var of type f32"});
+}
+
+TEST(Dsl, LoadChecksItsOperands) {
+  KernelBuilder k("bad_load", config());
+  Value p = k.pointerArg("p", DType::F32);
+  Value f = k.scalarArg("f", DType::F32);
+  expectError([&] { k.load(p, f); }, {"kernel 'bad_load'", "offsets must be i32 or i64"});
+  expectError([&] { k.load(f, k.arange(256)); }, {"load() needs a pointer"});
+  expectError([&] { k.load(p, k.arange(256), k.arange(256), 0.0); },
+              {"mask must be i1"});
+}
+
+TEST(Dsl, UnknownParameterIsAnError) {
+  KernelBuilder k("params", config());
+  expectError([&] { k.param("CHUNK"); }, {"kernel 'params'", "'CHUNK'"});
+}
+
+TEST(Dsl, TileTooSmallForTheWarpsFailsVerification) {
+  KernelBuilder k("tiny_tile", config(64, 4));
+  Value out = k.pointerArg("out", DType::I32);
+  Value r = k.arange(64);
+  k.store(out, r, r);
+  TileModule m = k.finish();
+  expectError([&] { optimizeTile(m); },
+              {"kernel 'tiny_tile'", "tile-verify", "multiple of 32 * num_warps"});
+}
+
+TEST(Dsl, FinishedBuilderRejectsMoreOps) {
+  KernelBuilder k("done", config());
+  k.finish();
+  expectError([&] { k.arange(256); }, {"already finished"});
+}
+
+} // namespace
