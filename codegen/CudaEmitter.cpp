@@ -392,7 +392,8 @@ private:
 
   //--- statements -------------------------------------------------------------
   /// Runs body(e) for each element index: an unrolled loop over `e`.
-  void forEach(int64_t k, const std::function<void(const std::string &)> &body) {
+  void forEach(int64_t k,
+               const std::function<void(const std::string &)> &body) {
     if (k == 1) {
       body("0");
       return;
@@ -486,7 +487,6 @@ private:
   bool emitVector(Operation *op);
   bool emitSimt(Operation *op);
 
-  Value operand(Operation *op, unsigned i) const { return op->getOperand(i); }
   std::string r(Operation *op, unsigned i, const std::string &e) const {
     return ref(op->getOperand(i), e, op);
   }
@@ -518,8 +518,8 @@ void KernelEmitter::emit() {
     Type t = arg.getType();
     std::string n = bind(arg);
     if (isa<VectorType>(t))
-      fail(nullptr, "argument " + std::to_string(arg.getArgNumber()) +
-                        " is a vector");
+      fail(nullptr,
+           "argument " + std::to_string(arg.getArgNumber()) + " is a vector");
     std::string ct = scalarType(t, func);
     if (isa<tile::PtrType>(t))
       params.push_back(ct + "__restrict__ " + n);
@@ -590,8 +590,7 @@ void KernelEmitter::emitConstant(arith::ConstantOp op) {
     fail(op, "only dense vector constants are supported");
   if (dense.isSplat()) {
     std::string lit = literal(dense.getSplatValue<Attribute>(), et, op);
-    return define(op, op.getResult(),
-                  [&](const std::string &) { return lit; });
+    return define(op, op.getResult(), [&](const std::string &) { return lit; });
   }
   std::vector<std::string> elems;
   for (Attribute a : dense.getValues<Attribute>())
@@ -641,8 +640,8 @@ bool KernelEmitter::emitArith(Operation *op) {
       fail(op, "not supported on i1");
     std::string ut = unsignedType(rt, op), st = scalarType(rt, op);
     define(op, res, [&](const std::string &e) {
-      return "(" + st + ")((" + ut + ")" + r(op, 0, e) + " " + sym + " (" +
-             ut + ")" + r(op, 1, e) + ")";
+      return "(" + st + ")((" + ut + ")" + r(op, 0, e) + " " + sym + " (" + ut +
+             ")" + r(op, 1, e) + ")";
     });
   };
   auto minMax = [&](const char *cmp, bool isUnsigned) {
@@ -660,15 +659,42 @@ bool KernelEmitter::emitArith(Operation *op) {
   };
 
   return llvm::TypeSwitch<Operation *, bool>(op)
-      .Case<arith::AddFOp>([&](auto) { floatBin("+"); return true; })
-      .Case<arith::SubFOp>([&](auto) { floatBin("-"); return true; })
-      .Case<arith::MulFOp>([&](auto) { floatBin("*"); return true; })
-      .Case<arith::DivFOp>([&](auto) { floatBin("/"); return true; })
-      .Case<arith::RemFOp>([&](auto) { floatCall("fmodf"); return true; })
-      .Case<arith::MaximumFOp>([&](auto) { floatCall("tj_maximumf"); return true; })
-      .Case<arith::MinimumFOp>([&](auto) { floatCall("tj_minimumf"); return true; })
-      .Case<arith::MaxNumFOp>([&](auto) { floatCall("fmaxf"); return true; })
-      .Case<arith::MinNumFOp>([&](auto) { floatCall("fminf"); return true; })
+      .Case<arith::AddFOp>([&](auto) {
+        floatBin("+");
+        return true;
+      })
+      .Case<arith::SubFOp>([&](auto) {
+        floatBin("-");
+        return true;
+      })
+      .Case<arith::MulFOp>([&](auto) {
+        floatBin("*");
+        return true;
+      })
+      .Case<arith::DivFOp>([&](auto) {
+        floatBin("/");
+        return true;
+      })
+      .Case<arith::RemFOp>([&](auto) {
+        floatCall("fmodf");
+        return true;
+      })
+      .Case<arith::MaximumFOp>([&](auto) {
+        floatCall("tj_maximumf");
+        return true;
+      })
+      .Case<arith::MinimumFOp>([&](auto) {
+        floatCall("tj_minimumf");
+        return true;
+      })
+      .Case<arith::MaxNumFOp>([&](auto) {
+        floatCall("fmaxf");
+        return true;
+      })
+      .Case<arith::MinNumFOp>([&](auto) {
+        floatCall("fminf");
+        return true;
+      })
       .Case<arith::NegFOp>([&](auto) {
         requireFloat(rt, op);
         define(op, res, [&](const std::string &e) {
@@ -676,23 +702,74 @@ bool KernelEmitter::emitArith(Operation *op) {
         });
         return true;
       })
-      .Case<arith::AddIOp>([&](auto) { intBin("+"); return true; })
-      .Case<arith::SubIOp>([&](auto) { intBin("-"); return true; })
-      .Case<arith::MulIOp>([&](auto) { intBin("*"); return true; })
-      .Case<arith::DivSIOp>([&](auto) { intBin("/"); return true; })
-      .Case<arith::RemSIOp>([&](auto) { intBin("%"); return true; })
-      .Case<arith::ShLIOp>([&](auto) { intBin("<<"); return true; })
-      .Case<arith::ShRSIOp>([&](auto) { intBin(">>"); return true; })
-      .Case<arith::DivUIOp>([&](auto) { unsignedBin("/"); return true; })
-      .Case<arith::RemUIOp>([&](auto) { unsignedBin("%"); return true; })
-      .Case<arith::ShRUIOp>([&](auto) { unsignedBin(">>"); return true; })
-      .Case<arith::AndIOp>([&](auto) { logic("&"); return true; })
-      .Case<arith::OrIOp>([&](auto) { logic("|"); return true; })
-      .Case<arith::XOrIOp>([&](auto) { logic("^"); return true; })
-      .Case<arith::MaxSIOp>([&](auto) { minMax(">", false); return true; })
-      .Case<arith::MinSIOp>([&](auto) { minMax("<", false); return true; })
-      .Case<arith::MaxUIOp>([&](auto) { minMax(">", true); return true; })
-      .Case<arith::MinUIOp>([&](auto) { minMax("<", true); return true; })
+      .Case<arith::AddIOp>([&](auto) {
+        intBin("+");
+        return true;
+      })
+      .Case<arith::SubIOp>([&](auto) {
+        intBin("-");
+        return true;
+      })
+      .Case<arith::MulIOp>([&](auto) {
+        intBin("*");
+        return true;
+      })
+      .Case<arith::DivSIOp>([&](auto) {
+        intBin("/");
+        return true;
+      })
+      .Case<arith::RemSIOp>([&](auto) {
+        intBin("%");
+        return true;
+      })
+      .Case<arith::ShLIOp>([&](auto) {
+        intBin("<<");
+        return true;
+      })
+      .Case<arith::ShRSIOp>([&](auto) {
+        intBin(">>");
+        return true;
+      })
+      .Case<arith::DivUIOp>([&](auto) {
+        unsignedBin("/");
+        return true;
+      })
+      .Case<arith::RemUIOp>([&](auto) {
+        unsignedBin("%");
+        return true;
+      })
+      .Case<arith::ShRUIOp>([&](auto) {
+        unsignedBin(">>");
+        return true;
+      })
+      .Case<arith::AndIOp>([&](auto) {
+        logic("&");
+        return true;
+      })
+      .Case<arith::OrIOp>([&](auto) {
+        logic("|");
+        return true;
+      })
+      .Case<arith::XOrIOp>([&](auto) {
+        logic("^");
+        return true;
+      })
+      .Case<arith::MaxSIOp>([&](auto) {
+        minMax(">", false);
+        return true;
+      })
+      .Case<arith::MinSIOp>([&](auto) {
+        minMax("<", false);
+        return true;
+      })
+      .Case<arith::MaxUIOp>([&](auto) {
+        minMax(">", true);
+        return true;
+      })
+      .Case<arith::MinUIOp>([&](auto) {
+        minMax("<", true);
+        return true;
+      })
       .Case<arith::CmpFOp>([&](arith::CmpFOp c) {
         requireFloat(at, op);
         using P = arith::CmpFPredicate;
@@ -700,22 +777,38 @@ bool KernelEmitter::emitArith(Operation *op) {
         define(op, res, [&](const std::string &e) -> std::string {
           std::string a = toF32(r(op, 0, e), at), b = toF32(r(op, 1, e), at);
           switch (pred) {
-          case P::AlwaysFalse: return "false";
-          case P::OEQ: return a + " == " + b;
-          case P::OGT: return a + " > " + b;
-          case P::OGE: return a + " >= " + b;
-          case P::OLT: return a + " < " + b;
-          case P::OLE: return a + " <= " + b;
-          case P::ONE: return "(" + a + " < " + b + " || " + a + " > " + b + ")";
-          case P::ORD: return "(" + a + " == " + a + " && " + b + " == " + b + ")";
-          case P::UEQ: return "!(" + a + " < " + b + " || " + a + " > " + b + ")";
-          case P::UGT: return "!(" + a + " <= " + b + ")";
-          case P::UGE: return "!(" + a + " < " + b + ")";
-          case P::ULT: return "!(" + a + " >= " + b + ")";
-          case P::ULE: return "!(" + a + " > " + b + ")";
-          case P::UNE: return a + " != " + b;
-          case P::UNO: return "(" + a + " != " + a + " || " + b + " != " + b + ")";
-          case P::AlwaysTrue: return "true";
+          case P::AlwaysFalse:
+            return "false";
+          case P::OEQ:
+            return a + " == " + b;
+          case P::OGT:
+            return a + " > " + b;
+          case P::OGE:
+            return a + " >= " + b;
+          case P::OLT:
+            return a + " < " + b;
+          case P::OLE:
+            return a + " <= " + b;
+          case P::ONE:
+            return "(" + a + " < " + b + " || " + a + " > " + b + ")";
+          case P::ORD:
+            return "(" + a + " == " + a + " && " + b + " == " + b + ")";
+          case P::UEQ:
+            return "!(" + a + " < " + b + " || " + a + " > " + b + ")";
+          case P::UGT:
+            return "!(" + a + " <= " + b + ")";
+          case P::UGE:
+            return "!(" + a + " < " + b + ")";
+          case P::ULT:
+            return "!(" + a + " >= " + b + ")";
+          case P::ULE:
+            return "!(" + a + " > " + b + ")";
+          case P::UNE:
+            return a + " != " + b;
+          case P::UNO:
+            return "(" + a + " != " + a + " || " + b + " != " + b + ")";
+          case P::AlwaysTrue:
+            return "true";
           }
           fail(op, "unknown predicate");
         });
@@ -729,12 +822,28 @@ bool KernelEmitter::emitArith(Operation *op) {
         std::string cast = isUnsigned ? "(" + unsignedType(at, op) + ")" : "";
         const char *sym = "==";
         switch (pred) {
-        case P::eq: sym = "=="; break;
-        case P::ne: sym = "!="; break;
-        case P::slt: case P::ult: sym = "<"; break;
-        case P::sle: case P::ule: sym = "<="; break;
-        case P::sgt: case P::ugt: sym = ">"; break;
-        case P::sge: case P::uge: sym = ">="; break;
+        case P::eq:
+          sym = "==";
+          break;
+        case P::ne:
+          sym = "!=";
+          break;
+        case P::slt:
+        case P::ult:
+          sym = "<";
+          break;
+        case P::sle:
+        case P::ule:
+          sym = "<=";
+          break;
+        case P::sgt:
+        case P::ugt:
+          sym = ">";
+          break;
+        case P::sge:
+        case P::uge:
+          sym = ">=";
+          break;
         }
         bool signedCmp = !isUnsigned && pred != P::eq && pred != P::ne;
         define(op, res, [&](const std::string &e) {
@@ -761,8 +870,8 @@ bool KernelEmitter::emitArith(Operation *op) {
         });
         return true;
       })
-      .Case<arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp,
-            arith::IndexCastOp, arith::IndexCastUIOp>([&](auto) {
+      .Case<arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp, arith::IndexCastOp,
+            arith::IndexCastUIOp>([&](auto) {
         bool zext = isa<arith::ExtUIOp, arith::IndexCastUIOp>(op);
         std::string st = scalarType(rt, op);
         define(op, res, [&](const std::string &e) -> std::string {
@@ -830,18 +939,18 @@ bool KernelEmitter::emitMath(Operation *op) {
   if (op->getName().getDialectNamespace() != "math")
     return false;
   static const llvm::StringMap<const char *> kFloatFns = {
-      {"math.exp", "expf"},       {"math.exp2", "exp2f"},
-      {"math.expm1", "expm1f"},   {"math.log", "logf"},
-      {"math.log2", "log2f"},     {"math.log10", "log10f"},
-      {"math.log1p", "log1pf"},   {"math.absf", "fabsf"},
-      {"math.tanh", "tanhf"},     {"math.sqrt", "sqrtf"},
-      {"math.rsqrt", "rsqrtf"},   {"math.sin", "sinf"},
-      {"math.cos", "cosf"},       {"math.tan", "tanf"},
-      {"math.atan", "atanf"},     {"math.erf", "erff"},
-      {"math.floor", "floorf"},   {"math.ceil", "ceilf"},
-      {"math.round", "roundf"},   {"math.roundeven", "rintf"},
-      {"math.trunc", "truncf"},   {"math.cbrt", "cbrtf"},
-      {"math.powf", "powf"},      {"math.atan2", "atan2f"},
+      {"math.exp", "expf"},           {"math.exp2", "exp2f"},
+      {"math.expm1", "expm1f"},       {"math.log", "logf"},
+      {"math.log2", "log2f"},         {"math.log10", "log10f"},
+      {"math.log1p", "log1pf"},       {"math.absf", "fabsf"},
+      {"math.tanh", "tanhf"},         {"math.sqrt", "sqrtf"},
+      {"math.rsqrt", "rsqrtf"},       {"math.sin", "sinf"},
+      {"math.cos", "cosf"},           {"math.tan", "tanf"},
+      {"math.atan", "atanf"},         {"math.erf", "erff"},
+      {"math.floor", "floorf"},       {"math.ceil", "ceilf"},
+      {"math.round", "roundf"},       {"math.roundeven", "rintf"},
+      {"math.trunc", "truncf"},       {"math.cbrt", "cbrtf"},
+      {"math.powf", "powf"},          {"math.atan2", "atan2f"},
       {"math.copysign", "copysignf"}, {"math.fma", "fmaf"}};
   Value res = op->getResult(0);
   Type rt = elemType(res.getType());
@@ -907,19 +1016,45 @@ bool KernelEmitter::emitVector(Operation *op) {
       std::string b = isFloat ? toF32(b0, et) : b0;
       std::string c;
       switch (kind) {
-      case K::ADD: c = a + " + " + b; break;
-      case K::MUL: c = a + " * " + b; break;
-      case K::MAXIMUMF: c = "tj_maximumf(" + a + ", " + b + ")"; break;
-      case K::MINIMUMF: c = "tj_minimumf(" + a + ", " + b + ")"; break;
-      case K::MAXNUMF: c = "fmaxf(" + a + ", " + b + ")"; break;
-      case K::MINNUMF: c = "fminf(" + a + ", " + b + ")"; break;
-      case K::MAXSI: c = a + " > " + b + " ? " + a + " : " + b; break;
-      case K::MINSI: c = a + " < " + b + " ? " + a + " : " + b; break;
-      case K::MAXUI: c = ut + a + " > " + ut + b + " ? " + a + " : " + b; break;
-      case K::MINUI: c = ut + a + " < " + ut + b + " ? " + a + " : " + b; break;
-      case K::AND: c = a + " & " + b; break;
-      case K::OR: c = a + " | " + b; break;
-      case K::XOR: c = a + " ^ " + b; break;
+      case K::ADD:
+        c = a + " + " + b;
+        break;
+      case K::MUL:
+        c = a + " * " + b;
+        break;
+      case K::MAXIMUMF:
+        c = "tj_maximumf(" + a + ", " + b + ")";
+        break;
+      case K::MINIMUMF:
+        c = "tj_minimumf(" + a + ", " + b + ")";
+        break;
+      case K::MAXNUMF:
+        c = "fmaxf(" + a + ", " + b + ")";
+        break;
+      case K::MINNUMF:
+        c = "fminf(" + a + ", " + b + ")";
+        break;
+      case K::MAXSI:
+        c = a + " > " + b + " ? " + a + " : " + b;
+        break;
+      case K::MINSI:
+        c = a + " < " + b + " ? " + a + " : " + b;
+        break;
+      case K::MAXUI:
+        c = ut + a + " > " + ut + b + " ? " + a + " : " + b;
+        break;
+      case K::MINUI:
+        c = ut + a + " < " + ut + b + " ? " + a + " : " + b;
+        break;
+      case K::AND:
+        c = a + " & " + b;
+        break;
+      case K::OR:
+        c = a + " | " + b;
+        break;
+      case K::XOR:
+        c = a + " ^ " + b;
+        break;
       }
       return isFloat ? fromF32(c, et) : c;
     };
@@ -1036,8 +1171,8 @@ bool KernelEmitter::emitSimt(Operation *op) {
     std::string other =
         ld.getOther() ? name(ld.getOther(), op) : zeroOf(et, op);
     define(op, ld.getResult(), [&](const std::string &e) {
-      std::string access = name(ld.getPtr(), op) + "[" +
-                           ref(ld.getOffsets(), e, op) + "]";
+      std::string access =
+          name(ld.getPtr(), op) + "[" + ref(ld.getOffsets(), e, op) + "]";
       if (!ld.getMask())
         return access;
       return ref(ld.getMask(), e, op) + " ? " + access + " : " + other;
@@ -1082,9 +1217,8 @@ void KernelEmitter::emitFor(scf::ForOp op) {
   // loop's results are those same variables after it.
   std::vector<std::string> carried;
   std::vector<Value> carriedValues;
-  for (auto [arg, init, result] :
-       llvm::zip_equal(op.getRegionIterArgs(), op.getInitArgs(),
-                       op.getResults())) {
+  for (auto [arg, init, result] : llvm::zip_equal(
+           op.getRegionIterArgs(), op.getInitArgs(), op.getResults())) {
     declareCopy(op, arg, name(init, op));
     std::string n = names[arg];
     bindAs(result, n);

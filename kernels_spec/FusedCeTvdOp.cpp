@@ -287,6 +287,10 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
   const double atol = 1e-6;
   CeTvdCheck c;
   c.rowsChecked = n;
+  struct {
+    int64_t row = -1, v = -1;
+    double got = 0, want = 0;
+  } worst;
   for (int64_t i = 0; i < n; ++i) {
     int64_t r = rows[i];
     auto upd = [](double &m, double got, double want) {
@@ -300,8 +304,11 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
     for (int64_t v = 0; v < in.V; ++v) {
       double got = loadAsDouble(out.grad.data(), in.dtype, r * in.V + v);
       double want = g[i * in.V + v];
-      c.gradErr = std::max(c.gradErr, std::fabs(got - want) /
-                                          (atol + rtol * std::fabs(want)));
+      double err = std::fabs(got - want) / (atol + rtol * std::fabs(want));
+      if (!(err <= c.gradErr)) { // also catches NaN
+        c.gradErr = std::isnan(err) ? INFINITY : err;
+        worst = {r, v, got, want};
+      }
     }
   }
   // fp32 sums over up to ~2e5 terms in a different order than the
@@ -316,7 +323,8 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
      << "  max |tvd - ref|   = " << c.tvdErr << " (tol " << probTol << ")\n"
      << "  max |sigma - ref| = " << c.sigmaErr << " (tol " << probTol << ")\n"
      << "  max grad error    = " << c.gradErr << " x (atol " << atol
-     << " + rtol " << rtol << " |ref|)\n"
+     << " + rtol " << rtol << " |ref|) at row " << worst.row << ", v "
+     << worst.v << ": " << worst.got << " vs " << worst.want << "\n"
      << "  " << (c.passed ? "PASS" : "FAIL");
   c.summary = os.str();
   return c;

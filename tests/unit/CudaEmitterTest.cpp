@@ -128,9 +128,10 @@ TEST_F(CudaEmitterTest, RowSumKernelHasExpectedConstructsAndCompiles) {
   EXPECT_TRUE(contains(cuda, "#include <cuda_fp16.h>"));
   EXPECT_FALSE(contains(cuda, "stdint.h"));
   EXPECT_TRUE(contains(cuda, "// tilejit: row_sum, 128 threads\n"));
-  EXPECT_TRUE(contains(cuda, "extern \"C\" __global__ void __launch_bounds__(128)\n"
-                             "row_sum(__nv_bfloat16 *__restrict__ v0, "
-                             "float *__restrict__ v1, int v2) {"))
+  EXPECT_TRUE(contains(cuda,
+                       "extern \"C\" __global__ void __launch_bounds__(128)\n"
+                       "row_sum(__nv_bfloat16 *__restrict__ v0, "
+                       "float *__restrict__ v1, int v2) {"))
       << cuda;
   // The prelude's block reduction: shuffles, shared partials, two barriers.
   EXPECT_TRUE(contains(cuda, "__shfl_xor_sync(0xffffffffu"));
@@ -156,12 +157,14 @@ TEST_F(CudaEmitterTest, RowSumKernelHasExpectedConstructsAndCompiles) {
       << cuda;
   EXPECT_TRUE(std::regex_search(
       cuda, std::regex(R"(v\d+\[e\] = __bfloat162float\(v\d+\[e\]\);)")));
-  EXPECT_TRUE(std::regex_search(cuda,
-                                std::regex(R"(v\d+\[e\] = expf\(v\d+\[e\]\);)")));
+  EXPECT_TRUE(
+      std::regex_search(cuda, std::regex(R"(v\d+\[e\] = expf\(v\d+\[e\]\);)")));
   EXPECT_FALSE(contains(cuda, "__expf"));
   EXPECT_TRUE(contains(cuda, "tj_maximumf("));
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(float v\d+ = tj_block_sum<128>\(v\d+\);)")));
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(float v\d+ = tj_block_max<128>\(v\d+\);)")));
+  EXPECT_TRUE(std::regex_search(
+      cuda, std::regex(R"(float v\d+ = tj_block_sum<128>\(v\d+\);)")));
+  EXPECT_TRUE(std::regex_search(
+      cuda, std::regex(R"(float v\d+ = tj_block_max<128>\(v\d+\);)")));
   // The scalar store is done by thread 0 only.
   EXPECT_TRUE(std::regex_search(
       cuda, std::regex(R"(\n  if \(threadIdx.x == 0\) v1\[v11\] = v\d+;\n)")))
@@ -215,14 +218,16 @@ TEST_F(CudaEmitterTest, IfWithResultsAndSwappingLoopCompile) {
   std::string cuda = emitAndCompile(kIfAndSwap, "if_swap");
   // Results of scf.if are declared before it and assigned in both branches.
   EXPECT_TRUE(std::regex_search(
-      cuda, std::regex(R"(float (v\d+);\n\s*float (v\d+)\[2\];\n\s*if \(v\d+\) \{)")))
+      cuda,
+      std::regex(R"(float (v\d+);\n\s*float (v\d+)\[2\];\n\s*if \(v\d+\) \{)")))
       << cuda;
   EXPECT_TRUE(contains(cuda, "} else {"));
   // The swap goes through temporaries.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       cuda, m,
-      std::regex(R"(float (v\d+) = (v\d+);\n\s*float (v\d+) = (v\d+);\n\s*(v\d+) = (v\d+);\n\s*(v\d+) = (v\d+);)")))
+      std::regex(
+          R"(float (v\d+) = (v\d+);\n\s*float (v\d+) = (v\d+);\n\s*(v\d+) = (v\d+);\n\s*(v\d+) = (v\d+);)")))
       << cuda;
   // tmp1 = bb; tmp2 = a2; a = tmp1; bb = tmp2;
   EXPECT_EQ(m[6], m[1]);
@@ -233,10 +238,14 @@ TEST_F(CudaEmitterTest, IfWithResultsAndSwappingLoopCompile) {
   EXPECT_TRUE(contains(cuda, "tj_block_max<32>("));
   EXPECT_TRUE(contains(cuda, "tj_block_min<32>("));
   // Reduction with an accumulator operand starts from it.
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(float (v\d+) = v\d+;\n\s*#pragma unroll\n\s*for \(int e = 0; e < 2; \+\+e\)\n\s*\1 = \1 \+ v\d+\[e\];)")))
+  EXPECT_TRUE(std::regex_search(
+      cuda,
+      std::regex(
+          R"(float (v\d+) = v\d+;\n\s*#pragma unroll\n\s*for \(int e = 0; e < 2; \+\+e\)\n\s*\1 = \1 \+ v\d+\[e\];)")))
       << cuda;
   // Unmasked vector store, every thread.
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(\n\s+v0\[v\d+\[e\]\] = v\d+\[e\];)")))
+  EXPECT_TRUE(std::regex_search(
+      cuda, std::regex(R"(\n\s+v0\[v\d+\[e\]\] = v\d+\[e\];)")))
       << cuda;
 }
 
@@ -282,16 +291,21 @@ TEST_F(CudaEmitterTest, Bf16TruncStoreAndLineDirectivesCompile) {
       << cuda;
   // bf16 arithmetic goes through float.
   EXPECT_TRUE(std::regex_search(
-      cuda, std::regex(R"(= __float2bfloat16_rn\(__bfloat162float\(v\d+\[e\]\) \+ __bfloat162float\(v\d+\[e\]\)\);)")))
+      cuda,
+      std::regex(
+          R"(= __float2bfloat16_rn\(__bfloat162float\(v\d+\[e\]\) \+ __bfloat162float\(v\d+\[e\]\)\);)")))
       << cuda;
   EXPECT_TRUE(contains(cuda, "__float2half_rn(__half2float("));
   // Masked load without `other` reads zero.
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(\? v0\[v\d+\[e\]\] : 0.0f;)")))
+  EXPECT_TRUE(
+      std::regex_search(cuda, std::regex(R"(\? v0\[v\d+\[e\]\] : 0.0f;)")))
       << cuda;
   // #line right before the op's main statement (here: the element loop's
   // body); ops without a file location get none.
   EXPECT_TRUE(std::regex_search(
-      cuda, std::regex(R"(#line 12 "specs/to_bf16.cpp"\n    v\d+\[e\] = v\d+\[e\] \? v0)")))
+      cuda,
+      std::regex(
+          R"(#line 12 "specs/to_bf16.cpp"\n    v\d+\[e\] = v\d+\[e\] \? v0)")))
       << cuda;
   // Later directives in the same file leave the file name out.
   EXPECT_TRUE(contains(cuda, "#line 13\n"));
@@ -344,8 +358,7 @@ TEST_F(CudaEmitterTest, LineDirectivesMapNvrtcErrorsToTheSpec) {
     nvrtc::compile(broken, "to_bf16.cu", "sm_90");
     ADD_FAILURE() << "expected an NVRTC error";
   } catch (const Error &e) {
-    EXPECT_TRUE(contains(e.what(), "specs/to_bf16.cpp(12): error"))
-        << e.what();
+    EXPECT_TRUE(contains(e.what(), "specs/to_bf16.cpp(12): error")) << e.what();
   }
 }
 
@@ -471,12 +484,14 @@ func.func @sink(%p: !tile.ptr<f32>, %q: !tile.ptr<i64>, %r: !tile.ptr<i32>, %h: 
 
 TEST_F(CudaEmitterTest, KitchenSinkCompiles) {
   std::string cuda = emitAndCompile(kKitchenSink, "sink");
-  EXPECT_TRUE(contains(cuda, "float v9 = __uint_as_float(0x7fc00000u);")) << cuda;
+  EXPECT_TRUE(contains(cuda, "float v9 = __uint_as_float(0x7fc00000u);"))
+      << cuda;
   EXPECT_TRUE(contains(cuda, "int v10 = (-2147483647 - 1);"));
   EXPECT_TRUE(contains(cuda, "long long v11 = (-9223372036854775807LL - 1);"));
   EXPECT_TRUE(contains(cuda, "float v13 = 3.14159274f;"));
-  EXPECT_TRUE(contains(cuda, "__nv_bfloat16 v15 = __float2bfloat16_rn(-2.5f);"));
-  EXPECT_TRUE(contains(cuda, "bool v21 = (v4 < v13 || v4 > v13);")); // one
+  EXPECT_TRUE(
+      contains(cuda, "__nv_bfloat16 v15 = __float2bfloat16_rn(-2.5f);"));
+  EXPECT_TRUE(contains(cuda, "bool v21 = (v4 < v13 || v4 > v13);"));  // one
   EXPECT_TRUE(contains(cuda, "bool v23 = !(v4 < v13 || v4 > v13);")); // ueq
   EXPECT_TRUE(contains(cuda, "bool v29 = (v4 != v4 || v9 != v9);"));  // uno
   EXPECT_TRUE(contains(cuda, "(unsigned)v5 < (unsigned)v10"));
@@ -486,19 +501,25 @@ TEST_F(CudaEmitterTest, KitchenSinkCompiles) {
   EXPECT_TRUE(contains(cuda, "tj_minimumf("));
   EXPECT_TRUE(contains(cuda, "fmaxf("));
   EXPECT_TRUE(contains(cuda, "fminf("));
-  for (const char *fn : {"exp2f(", "logf(", "log2f(", "fabsf(", "tanhf(",
-                         "sqrtf(", "rsqrtf("})
+  for (const char *fn :
+       {"exp2f(", "logf(", "log2f(", "fabsf(", "tanhf(", "sqrtf(", "rsqrtf("})
     EXPECT_TRUE(contains(cuda, fn)) << fn;
-  EXPECT_TRUE(contains(cuda, "__float2bfloat16_rn(expf(__bfloat162float(v15)))"));
+  EXPECT_TRUE(
+      contains(cuda, "__float2bfloat16_rn(expf(__bfloat162float(v15)))"));
   EXPECT_TRUE(contains(cuda, "(int)gridDim.y"));
   EXPECT_TRUE(contains(cuda, "(int)blockIdx.z"));
   EXPECT_TRUE(contains(cuda, "tj_block_min<256>("));
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(int v\d+ = v\d+ \? v2\[v\d+\] : 0;)")))
+  EXPECT_TRUE(std::regex_search(
+      cuda, std::regex(R"(int v\d+ = v\d+ \? v2\[v\d+\] : 0;)")))
       << cuda;
   EXPECT_TRUE(contains(cuda, "if (threadIdx.x == 0 && v12) v0[v8] = v104;\n"));
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(v1\[v\d+\[0\]\] = v\d+\[0\];)")))
+  EXPECT_TRUE(
+      std::regex_search(cuda, std::regex(R"(v1\[v\d+\[0\]\] = v\d+\[0\];)")))
       << cuda;
-  EXPECT_TRUE(std::regex_search(cuda, std::regex(R"(int v\d+ = v\d+\[1\];\n\s*long long (v\d+) = \(long long\)v5;\n\s*int v\d+ = v\d+\[\1\];)")))
+  EXPECT_TRUE(std::regex_search(
+      cuda,
+      std::regex(
+          R"(int v\d+ = v\d+\[1\];\n\s*long long (v\d+) = \(long long\)v5;\n\s*int v\d+ = v\d+\[\1\];)")))
       << cuda;
 }
 

@@ -1,4 +1,5 @@
-//===- CudaEmitter.h - SIMT-level MLIR to CUDA C++ ---------------*- C++ -*-===//
+//===- CudaEmitter.h - SIMT-level MLIR to CUDA C++ ---------------*- C++
+//-*-===//
 //
 // Prints the kernels of a SIMT-level module (after tile-lower-to-simt,
 // canonicalize and cse) as one CUDA C++ translation unit that NVRTC compiles
