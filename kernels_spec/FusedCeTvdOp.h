@@ -50,6 +50,8 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
                          const CeTvdRunOptions &options);
 
 /// Largest errors against the fp64 reference, on `rows` (all when empty).
+/// Where p_v and q_v tie to within fp32 accuracy, either sign of p - q is
+/// accepted (with its effect on sigma and the row's TVD gradient).
 struct CeTvdCheck {
   double ceErr = 0, tvdErr = 0, lseErr = 0, sigmaErr = 0; ///< max |abs|
   double gradErr = 0;  ///< max |g - ref| / (atol + rtol |ref|), <= 1 passes
