@@ -106,6 +106,24 @@ template <int P, typename T>
 __device__ __forceinline__ T tj_block_max(T x) { return tj_block_reduce<P, tj_max_op>(x); }
 template <int P, typename T>
 __device__ __forceinline__ T tj_block_min(T x) { return tj_block_reduce<P, tj_min_op>(x); }
+
+// One 4/8/16-byte access of adjacent elements (the caller checked alignment).
+template <int Bytes> struct tj_bits;
+template <> struct tj_bits<4> { typedef unsigned int type; };
+template <> struct tj_bits<8> { typedef uint2 type; };
+template <> struct tj_bits<16> { typedef uint4 type; };
+template <int Bytes, typename T>
+__device__ __forceinline__ void tj_vload(T *dst, const T *src) {
+  typename tj_bits<Bytes>::type bits =
+      *reinterpret_cast<const typename tj_bits<Bytes>::type *>(src);
+  memcpy(dst, &bits, Bytes);
+}
+template <int Bytes, typename T>
+__device__ __forceinline__ void tj_vstore(T *dst, const T *src) {
+  typename tj_bits<Bytes>::type bits;
+  memcpy(&bits, src, Bytes);
+  *reinterpret_cast<typename tj_bits<Bytes>::type *>(dst) = bits;
+}
 // ---- end of tilejit prelude ----
 )";
 
@@ -403,6 +421,61 @@ private:
     ++indent;
     body("e");
     --indent;
+  }
+
+  /// The `vec` group width simt-vectorize-access put on a load or store.
+  static int64_t accessWidth(Operation *op) {
+    auto w = op->getAttrOfType<IntegerAttr>(attr::kAccessVec);
+    return w ? w.getInt() : 1;
+  }
+
+  /// Loops over the groups of `width` adjacent elements of a vector access.
+  /// A group is one vector access (vectorAccess(address, bytes)) when its
+  /// address is aligned and its mask all true at run time; otherwise each
+  /// element goes through element(e). `tj_g` is the group's first element.
+  void forEachGroup(
+      Operation *op, Value ptr, Value offsets, Value mask, Type elem,
+      int64_t width,
+      const std::function<std::string(const std::string &,
+                                      const std::string &)> &vectorAccess,
+      const std::function<std::string(const std::string &)> &element) {
+    int64_t k = *vecLen(offsets.getType(), op);
+    std::string w = std::to_string(width);
+    std::string bytes = std::to_string(width * elemBytes(elem, op));
+    line("#pragma unroll");
+    line("for (int tj_g = 0; tj_g < " + std::to_string(k) + "; tj_g += " + w +
+         ") {");
+    ++indent;
+    std::string addr = name(ptr, op) + " + " + ref(offsets, "tj_g", op);
+    stmt("bool tj_full = (reinterpret_cast<unsigned long long>(" + addr +
+         ") % " + bytes + ") == 0;");
+    if (mask) {
+      line("#pragma unroll");
+      line("for (int tj_j = 0; tj_j < " + w + "; ++tj_j)");
+      ++indent;
+      stmt("tj_full = tj_full && " + ref(mask, "tj_g + tj_j", op) + ";");
+      --indent;
+    }
+    stmt("if (tj_full) {");
+    ++indent;
+    stmt(vectorAccess(addr, bytes));
+    --indent;
+    line("} else {");
+    ++indent;
+    line("#pragma unroll");
+    line("for (int tj_j = 0; tj_j < " + w + "; ++tj_j)");
+    ++indent;
+    stmt(element("tj_g + tj_j"));
+    indent -= 2;
+    line("}");
+    --indent;
+    line("}");
+  }
+
+  int64_t elemBytes(Type t, Operation *op) const {
+    if (t.isInteger(1))
+      fail(op, "vector access of i1 is not supported");
+    return t.getIntOrFloatBitWidth() / 8;
   }
 
   /// Defines `result` element-wise from expr(e).
@@ -1170,13 +1243,28 @@ bool KernelEmitter::emitSimt(Operation *op) {
     Type et = elemType(ld.getType());
     std::string other =
         ld.getOther() ? name(ld.getOther(), op) : zeroOf(et, op);
-    define(op, ld.getResult(), [&](const std::string &e) {
+    auto element = [&](const std::string &e) {
       std::string access =
           name(ld.getPtr(), op) + "[" + ref(ld.getOffsets(), e, op) + "]";
       if (!ld.getMask())
         return access;
       return ref(ld.getMask(), e, op) + " ? " + access + " : " + other;
-    });
+    };
+    int64_t width = accessWidth(op);
+    if (width < 2) {
+      define(op, ld.getResult(), element);
+      return true;
+    }
+    std::string n = bind(ld.getResult());
+    line(declaration(ld.getType(), n, op) + ";");
+    forEachGroup(op, ld.getPtr(), ld.getOffsets(), ld.getMask(), et, width,
+                 [&](const std::string &addr, const std::string &bytes) {
+                   return "tj_vload<" + bytes + ">(&" + n + "[tj_g], " + addr +
+                          ");";
+                 },
+                 [&](const std::string &e) {
+                   return n + "[" + e + "] = " + element(e) + ";";
+                 });
     return true;
   }
   if (auto st = dyn_cast<simt::StoreOp>(op)) {
@@ -1193,12 +1281,24 @@ bool KernelEmitter::emitSimt(Operation *op) {
       stmt("if (" + cond + ") " + store(""));
       return true;
     }
-    forEach(*k, [&](const std::string &e) {
+    auto element = [&](const std::string &e) {
       if (st.getMask())
-        stmt("if (" + ref(st.getMask(), e, op) + ") " + store(e));
-      else
-        stmt(store(e));
-    });
+        return "if (" + ref(st.getMask(), e, op) + ") " + store(e);
+      return store(e);
+    };
+    int64_t width = accessWidth(op);
+    if (width < 2) {
+      forEach(*k, [&](const std::string &e) { stmt(element(e)); });
+      return true;
+    }
+    Type et = elemType(st.getValue().getType());
+    std::string value = name(st.getValue(), op);
+    forEachGroup(op, st.getPtr(), st.getOffsets(), st.getMask(), et, width,
+                 [&](const std::string &addr, const std::string &bytes) {
+                   return "tj_vstore<" + bytes + ">(" + addr + ", &" + value +
+                          "[tj_g]);";
+                 },
+                 element);
     return true;
   }
   if (auto ap = dyn_cast<tile::AddPtrOp>(op)) {

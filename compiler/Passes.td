@@ -51,4 +51,17 @@ def TileLowerToSimt : Pass<"tile-lower-to-simt", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def SimtVectorizeAccess : Pass<"simt-vectorize-access", "mlir::ModuleOp"> {
+  let summary = "Mark per-thread loads and stores that can be vector accesses";
+  let description = [{
+    For each simt.load/store with per-thread vector offsets, finds the largest
+    power-of-two group g (at most 16 bytes of elements) such that within each
+    aligned group of g elements the offsets are consecutive, by following the
+    offsets back through broadcasts, constants, additions and extensions.
+    Sets `vec = g` when g >= 2. The emitter turns each group into one vector
+    access when, at run time, its address is aligned and its mask all true,
+    and into per-element accesses otherwise (row ends, unaligned rows).
+  }];
+}
+
 #endif // TILEJIT_PASSES_TD

@@ -91,6 +91,7 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
   step(module, "cse", createCSEPass());
   step(module, "loop-invariant-code-motion",
        createLoopInvariantCodeMotionPass());
+  step(module, "simt-vectorize-access", createSimtVectorizeAccess());
   out.simtIR = module.str();
   module.impl().module->walk([&](func::FuncOp f) {
     if (auto p = f->getAttrOfType<IntegerAttr>(attr::kThreads))
@@ -107,7 +108,8 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
 
   auto t1 = std::chrono::steady_clock::now();
   nvrtc::CompileResult r =
-      nvrtc::compile(out.cuda, out.name + ".cu", options.arch);
+      nvrtc::compile(out.cuda, out.name + ".cu", options.arch,
+                     options.nvrtcOptions);
   out.ptx = std::move(r.ptx);
   out.cubin = std::move(r.cubin);
   out.nvrtcMs = msSince(t1);

@@ -1,11 +1,11 @@
 //===- TileLowerToSimt.cpp - tile programs to per-thread SIMT code --------===//
 //
-// A program instance of P = simt.threads threads works on 1-D tiles. The
-// layout is blocked: thread t holds the K = N / P contiguous elements
-// [t*K, t*K+K) of a tile of N elements, as a vector<K x T>. Blocked rather
-// than cyclic because a thread's elements are then adjacent in memory (its
-// loads and stores of consecutive offsets can be vectorized) and a reduction
-// is a thread-local vector.reduction followed by one block-wide combine.
+// A program instance of P = simt.threads threads works on 1-D tiles. Thread t
+// holds K = N / P elements of a tile of N elements, as a vector<K x T>, in
+// groups of simt.vec adjacent elements (see TileAssignLayout.cpp): its loads
+// and stores of consecutive offsets are 16-byte groups that can be
+// vectorized, and a reduction is a thread-local vector.reduction followed by
+// one block-wide combine.
 //
 // The lowering is a dialect conversion, one kernel (func.func) at a time since
 // P is fixed per kernel: tensor<N x T> -> vector<K x T>; the tile ops become
@@ -22,6 +22,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Transforms/DialectConversion.h"
+
+#include <limits>
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILELOWERTOSIMT
@@ -97,9 +99,14 @@ struct NumProgramsLowering : public OpConversionPattern<tile::NumProgramsOp> {
   }
 };
 
-/// tile.arange -> broadcast(thread_id * K) + [0, 1, ..., K-1].
+/// tile.arange -> broadcast(thread_id * VEC) + c, with the constant
+/// c[e] = (e / VEC) * P * VEC + e % VEC (the layout of tile-assign-layout).
 struct ArangeLowering : public OpConversionPattern<tile::ArangeOp> {
-  using OpConversionPattern::OpConversionPattern;
+  ArangeLowering(const TypeConverter &converter, MLIRContext *ctx,
+                 int64_t threads, int64_t vecWidth)
+      : OpConversionPattern(converter, ctx), threads(threads),
+        vecWidth(vecWidth) {}
+  int64_t threads, vecWidth;
   LogicalResult
   matchAndRewrite(tile::ArangeOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -111,13 +118,14 @@ struct ArangeLowering : public OpConversionPattern<tile::ArangeOp> {
     int64_t k = vec->getNumElements();
     Type i32 = rewriter.getI32Type();
     Value tid = simt::ThreadIdOp::create(rewriter, loc, i32);
-    Value kCst = arith::ConstantOp::create(rewriter, loc,
-                                           rewriter.getI32IntegerAttr(k));
-    Value base = arith::MulIOp::create(rewriter, loc, tid, kCst);
+    int64_t width = std::min(vecWidth, k);
+    Value widthCst = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getI32IntegerAttr(width));
+    Value base = arith::MulIOp::create(rewriter, loc, tid, widthCst);
     Value baseVec = vector::BroadcastOp::create(rewriter, loc, *vec, base);
     SmallVector<int32_t> iota(k);
     for (int64_t i = 0; i < k; ++i)
-      iota[i] = static_cast<int32_t>(i);
+      iota[i] = static_cast<int32_t>((i / width) * threads * width + i % width);
     Value iotaVec = arith::ConstantOp::create(
         rewriter, loc, DenseElementsAttr::get(*vec, ArrayRef<int32_t>(iota)));
     rewriter.replaceOpWithNewOp<arith::AddIOp>(op, baseVec, iotaVec);
@@ -319,9 +327,13 @@ struct TileLowerToSimtPass
         [](Operation *op) { return !hasTensorType(op); });
 
     RewritePatternSet patterns(ctx);
-    patterns.add<ProgramIdLowering, NumProgramsLowering, ArangeLowering,
-                 SplatLowering, LoadLowering, StoreLowering, ReduceLowering,
+    // Without simt.vec (hand-written IR) the layout is plainly blocked.
+    auto vec = func->getAttrOfType<IntegerAttr>(attr::kVec);
+    int64_t vecWidth = vec ? vec.getInt() : std::numeric_limits<int64_t>::max();
+    patterns.add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
+                 LoadLowering, StoreLowering, ReduceLowering,
                  SplatConstantLowering, ElementwiseLowering>(converter, ctx);
+    patterns.add<ArangeLowering>(converter, ctx, p, vecWidth);
     scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
                                                          target);
 

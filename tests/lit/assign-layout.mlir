@@ -3,7 +3,7 @@
 // simt.threads = 32 * tile.num_warps on every kernel; the body is unchanged.
 
 // CHECK-LABEL: func.func @one_warp(
-// CHECK-SAME:      simt.threads = 32 : i64
+// CHECK-SAME:      simt.threads = 32 : i64, simt.vec = 2 : i64
 // CHECK:         tile.arange : tensor<64xi32>
 func.func @one_warp(%p: !tile.ptr<i32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
   %a = tile.arange : tensor<64xi32>
@@ -12,7 +12,7 @@ func.func @one_warp(%p: !tile.ptr<i32>) attributes {tile.kernel, tile.num_warps 
 }
 
 // CHECK-LABEL: func.func @four_warps(
-// CHECK-SAME:      simt.threads = 128 : i64
+// CHECK-SAME:      simt.threads = 128 : i64, simt.vec = 1 : i64
 func.func @four_warps(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
   return
 }
@@ -35,4 +35,15 @@ func.func @thirty_two_warps(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.nu
 // CHECK:         return
 func.func @helper(%a: i32) -> i32 {
   return %a : i32
+}
+
+// simt.vec: 16 bytes of the narrowest accessed type, capped by K = N / P.
+// CHECK-LABEL: func.func @bf16_groups(
+// CHECK-SAME:      simt.threads = 128 : i64, simt.vec = 8 : i64
+func.func @bf16_groups(%p: !tile.ptr<bf16>, %q: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  %a = tile.arange : tensor<4096xi32>
+  %x = tile.load %p[%a] : !tile.ptr<bf16>[tensor<4096xi32>] -> tensor<4096xbf16>
+  %y = arith.extf %x : tensor<4096xbf16> to tensor<4096xf32>
+  tile.store %q[%a], %y : !tile.ptr<f32>[tensor<4096xi32>], tensor<4096xf32>
+  return
 }

@@ -174,3 +174,17 @@ func.func @one_per_thread(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {
 func.func @helper(%a: i32) -> i32 {
   return %a : i32
 }
+
+// The arange of a kernel with simt.vec = 8 and 16 elements per thread: two
+// groups of 8 adjacent elements, 8 * 128 apart.
+// CHECK-LABEL: func.func @vec_groups
+// CHECK-DAG:     arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7, 1024, 1025, 1026, 1027, 1028, 1029, 1030, 1031]> : vector<16xi32>
+// CHECK-DAG:     %[[EIGHT:.*]] = arith.constant 8 : i32
+// CHECK:         %[[TID:.*]] = simt.thread_id : i32
+// CHECK:         arith.muli %[[TID]], %[[EIGHT]] : i32
+func.func @vec_groups(%p: !tile.ptr<bf16>) attributes {tile.kernel, tile.num_warps = 4 : i64, simt.threads = 128 : i64, simt.vec = 8 : i64} {
+  %a = tile.arange : tensor<2048xi32>
+  %x = tile.load %p[%a] : !tile.ptr<bf16>[tensor<2048xi32>] -> tensor<2048xbf16>
+  tile.store %p[%a], %x : !tile.ptr<bf16>[tensor<2048xi32>], tensor<2048xbf16>
+  return
+}

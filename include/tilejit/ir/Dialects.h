@@ -37,6 +37,8 @@ constexpr const char *kKernel = "tile.kernel";         // unit: this is a kernel
 constexpr const char *kNumWarps = "tile.num_warps";    // i64
 constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
 constexpr const char *kThreads = "simt.threads";       // i64, set by layout
+constexpr const char *kVec = "simt.vec";               // i64, set by layout
+constexpr const char *kAccessVec = "vec"; // i64 on simt.load/store: group size
 } // namespace attr
 
 /// Registers tile, simt and the upstream dialects tilejit programs use
