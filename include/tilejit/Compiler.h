@@ -9,6 +9,8 @@
 
 #include "tilejit/TileModule.h"
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,8 @@ Stage parseStage(const std::string &name);
 struct CompileOptions {
   std::string arch = "sm_90"; ///< target of the CUBIN (PTX is compute_XX)
   Stage upTo = Stage::Cubin;
+  /// Extra NVRTC options (e.g. "-lineinfo"), after tilejit's own.
+  std::vector<std::string> nvrtcOptions;
 };
 
 /// Everything the pipeline produced for one kernel. Stages past `upTo` are
@@ -35,6 +39,8 @@ struct CompiledKernel {
   std::string ptx;
   std::vector<char> cubin;
   double mlirMs = 0, nvrtcMs = 0;
+  /// The kernel cache's key (runtime/Cache.h); set by compileCached() only.
+  std::string cacheKey;
 };
 
 /// Runs the tile-level steps in place (verify, specialize, canonicalize, CSE,
@@ -44,6 +50,28 @@ void optimizeTile(TileModule &module);
 
 /// Runs the pipeline on a copy of `module` up to `options.upTo`.
 CompiledKernel compile(const TileModule &module, const CompileOptions &options);
+
+class KernelCache;
+
+/// compile() through the kernel cache (runtime/Cache.h): a kernel compiled
+/// before, in this process or (unless TILEJIT_CACHE=0) in another one with
+/// the same key, is returned without compiling. Stages before Ptx are not
+/// cached (they cost no NVRTC); Ptx and Cubin requests both get the whole
+/// entry. A failed compile throws as compile() does and stores nothing.
+CompiledKernel compileCached(const TileModule &module,
+                             const CompileOptions &options);
+/// The same with an explicit cache, returning the cached object itself (no
+/// copy: this is the microsecond path for a kernel already in memory).
+std::shared_ptr<const CompiledKernel>
+compileCached(const TileModule &module, const CompileOptions &options,
+              KernelCache &cache);
+/// The key compileCached() uses for `module` and `options` (64 hex digits):
+/// a hash over the optimized tile IR and everything else that can change the
+/// binary (compiler/CachedCompile.cpp lists it). `fields` (if given)
+/// receives the named parts that were hashed.
+std::string kernelCacheKey(const TileModule &module,
+                           const CompileOptions &options,
+                           std::map<std::string, std::string> *fields = nullptr);
 
 } // namespace tilejit
 
