@@ -162,9 +162,10 @@ TEST(CeTvdNumerics, LargeCommonOffsetKeepsTheGap) {
     auto s = numbers(&(*c.getArray("logits"))[r]);
     CeTvdOutputs out = runOne(oneRow(s, s, 0), 1, 0);
     EXPECT_NEAR(out.ce[0], ce[r], 1e-6) << "row " << r;
-    if (r == 0)
+    if (r == 0) {
       for (size_t v = 0; v < grad0.size(); ++v)
         EXPECT_NEAR(gradAt(out, DType::F32, v), grad0[v], 1e-6);
+    }
   }
 }
 
@@ -225,26 +226,38 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
 }
 
 // Every candidate configuration of every kernel compiles with NVRTC and its
-// PTX passes ptxas for sm_90 (no GPU needed).
-TEST(CeTvdCompile, EveryConfigCompilesForSm90) {
+// PTX passes ptxas for sm_90 (no GPU needed). One test per (kernel, dtype) so
+// that ctest runs them in parallel.
+class CeTvdCompile
+    : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+
+TEST_P(CeTvdCompile, EveryConfigCompilesForSm90) {
+  const KernelSpec &spec = findKernel(std::get<0>(GetParam()));
+  DType dt = std::get<1>(GetParam());
   int compiled = 0;
-  for (const KernelSpec &spec : kernelRegistry())
-    for (DType dt : spec.dtypes)
-      for (int64_t block : spec.params[0].candidates)
-        for (int64_t warps : spec.params[1].candidates) {
-          dsl::Config c = spec.config(
-              dt, {"BLOCK_SIZE=" + std::to_string(block),
-                   "num_warps=" + std::to_string(warps)});
-          CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin});
-          ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
-          EXPECT_EQ(k.threads, 32 * warps);
-          std::string log;
-          EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
-              << spec.name << " " << c.str() << "\n" << log;
-          ++compiled;
-        }
-  EXPECT_EQ(compiled, 2 * 3 * 4 * 3);
+  for (int64_t block : spec.params[0].candidates)
+    for (int64_t warps : spec.params[1].candidates) {
+      dsl::Config c = spec.config(dt, {"BLOCK_SIZE=" + std::to_string(block),
+                                       "num_warps=" + std::to_string(warps)});
+      CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
+      ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
+      EXPECT_EQ(k.threads, 32 * warps);
+      std::string log;
+      EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
+          << spec.name << " " << c.str() << "\n"
+          << log;
+      ++compiled;
+    }
+  EXPECT_EQ(compiled, 4 * 3);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, CeTvdCompile,
+    ::testing::Combine(::testing::Values("fused_ce_tvd_fwd", "fused_ce_tvd_bwd"),
+                       ::testing::Values(DType::BF16, DType::F16, DType::F32)),
+    [](const auto &info) {
+      return std::get<0>(info.param) + "_" + dtypeName(std::get<1>(info.param));
+    });
 
 // On the GPU: the same checks through NVRTC and the driver.
 class CeTvdGpu : public ::testing::TestWithParam<Shape> {
