@@ -1040,6 +1040,12 @@ bool KernelEmitter::emitMath(Operation *op) {
   auto it = kFloatFns.find(opName);
   if (it == kFloatFns.end())
     return false;
+  const char *fn = it->second;
+  // fastmath<afn> on exp: the hardware ex2 approximation (as Triton's exp).
+  if (auto fm = op->getAttrOfType<arith::FastMathFlagsAttr>("fastmath");
+      fm && opName == "math.exp" &&
+      arith::bitEnumContainsAll(fm.getValue(), arith::FastMathFlags::afn))
+    fn = "__expf";
   requireFloat(rt, op);
   for (Value v : op->getOperands())
     if (elemType(v.getType()) != rt)
@@ -1048,8 +1054,7 @@ bool KernelEmitter::emitMath(Operation *op) {
     std::vector<std::string> args;
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
       args.push_back(toF32(r(op, i, e), rt));
-    return fromF32(std::string(it->second) + "(" + llvm::join(args, ", ") + ")",
-                   rt);
+    return fromF32(std::string(fn) + "(" + llvm::join(args, ", ") + ")", rt);
   });
   return true;
 }

@@ -476,7 +476,13 @@ Value max(Value a, Value b) {
 Value min(Value a, Value b) {
   return binary<mlir::arith::MinimumFOp, mlir::arith::MinSIOp>(a, b, "min");
 }
-Value exp(Value a) { return unaryMath<mlir::math::ExpOp>(a, "exp"); }
+Value exp(Value a) {
+  // Approximate functions allowed: the GPU uses its ex2 unit, as Triton does.
+  auto &k = a.builder().impl();
+  MValue x = asFloat32(k, k.use(a), "exp");
+  return k.wrap(&a.builder(), mlir::math::ExpOp::create(
+                                  k.b, k.loc, x, mlir::arith::FastMathFlags::afn));
+}
 Value exp2(Value a) { return unaryMath<mlir::math::Exp2Op>(a, "exp2"); }
 Value log(Value a) { return unaryMath<mlir::math::LogOp>(a, "log"); }
 Value abs(Value a) { return unaryMath<mlir::math::AbsFOp>(a, "abs"); }

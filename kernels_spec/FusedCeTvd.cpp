@@ -1,6 +1,7 @@
 //===- FusedCeTvd.cpp - CE+TVD forward and backward in the DSL ------------===//
 #include "kernels_spec/FusedCeTvd.h"
 
+#include <array>
 #include <limits>
 
 using namespace tilejit::dsl;
@@ -11,21 +12,70 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 std::vector<ParamSpec> rowKernelParams() {
-  return {{"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 4096,
+  return {{"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048,
            "vocab elements per tile"},
-          {"num_warps", {4, 8, 16}, 8, "warps per program"}};
+          {"num_warps", {2, 4, 8, 16}, 8, "warps per program"}};
 }
 
-/// A row-max that never produces -inf - -inf: while the whole row seen so far
+/// A row-max that never produces -inf - -inf: while everything seen so far
 /// is -inf the shift is 0 (exp(-inf - 0) = 0 keeps the sums right).
 Value safeShift(Value m) { return where(m == kNegInf, 0.0, m); }
 
-/// Online softmax normalizer: folds tile x into the running (max m, sum d).
-void onlineUpdate(Var &m, Var &d, Value x) {
+/// Online softmax normalizer over whole tiles: a block-wide max and sum
+/// every tile (fewest instructions per element, two barriers per reduction).
+void tileUpdate(Var &m, Var &d, Value x) {
   Value mNew = max(m, x.max());
   Value shift = safeShift(mNew);
   d = d * exp(m - shift) + exp(x - shift).sum();
   m = mNew;
+}
+
+/// Online softmax normalizer, per lane: folds tile x into the running
+/// per-lane (max m, sum d) with one exp per element (the smaller of x and m
+/// is the one rescaled). Keeping the state per lane leaves the loop free of
+/// block-wide reductions; rowNormalizer() combines the lanes once at the end.
+void onlineUpdate(Var &m, Var &d, Value x) {
+  Value bigger = x > m;
+  Value e = where(x == kNegInf, 0.0, exp(where(bigger, m - x, x - m)));
+  d = where(bigger, d * e + 1.0, d + e);
+  m = max(m, x);
+}
+
+/// The row's (max, sum-exp) from the per-lane state.
+std::pair<Value, Value> rowNormalizer(Value m, Value d) {
+  Value rowMax = m.max();
+  return {rowMax, (d * exp(m - safeShift(rowMax))).sum()};
+}
+
+/// Pass 1 with per-lane state: (max, sum-exp) of the student and teacher rows.
+std::array<Value, 4> laneNormalizers(KernelBuilder &k, Value s, Value t,
+                                     Value V, int64_t BLOCK) {
+  Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+  Var mS = negInf, dS = zero, mT = negInf, dT = zero;
+  k.forRange(0, V, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    Value mask = offs < V;
+    onlineUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
+    onlineUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
+  });
+  auto [rowMaxS, rowSumS] = rowNormalizer(mS, dS);
+  auto [rowMaxT, rowSumT] = rowNormalizer(mT, dT);
+  return {rowMaxS, rowSumS, rowMaxT, rowSumT};
+}
+
+/// Pass 1 with block-wide reductions every tile.
+std::array<Value, 4> tileNormalizers(KernelBuilder &k, Value s, Value t,
+                                     Value V, int64_t BLOCK) {
+  Var mS = k.constant(kNegInf, DType::F32), dS = k.constant(0, DType::F32);
+  Var mT = k.constant(kNegInf, DType::F32), dT = k.constant(0, DType::F32);
+  k.forRange(0, V, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    Value mask = offs < V;
+    tileUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
+    tileUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
+  });
+  return {mS, dS, mT, dT};
 }
 
 /// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
@@ -71,14 +121,10 @@ TileModule buildForward(const Config &c) {
   });
   k.ifThen(!ignored && inRange, [&] {
     // Pass 1: max and sum-exp of both rows in one sweep.
-    Var mS = k.constant(kNegInf, DType::F32), dS = k.constant(0, DType::F32);
-    Var mT = k.constant(kNegInf, DType::F32), dT = k.constant(0, DType::F32);
-    k.forRange(0, V, BLOCK, [&](Value i) {
-      Value offs = i + k.arange(BLOCK);
-      Value mask = offs < V;
-      onlineUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
-      onlineUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
-    });
+    Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+    auto [mS, dS, mT, dT] = k.param("LANE_STATS")
+                                ? laneNormalizers(k, s, t, V, BLOCK)
+                                : tileNormalizers(k, s, t, V, BLOCK);
     maxS = mS;
     logSumS = log(dS);
     maxT = mT;
@@ -86,17 +132,17 @@ TileModule buildForward(const Config &c) {
 
     // Pass 2: TVD and sigma from p and q, computed identically for both so
     // that a teacher equal to the student gives exactly zero.
-    Var absSum = k.constant(0, DType::F32), sig = k.constant(0, DType::F32);
+    Var absSum = zero, sig = zero; // per lane, reduced once after the loop
     k.forRange(0, V, BLOCK, [&](Value i) {
       Value offs = i + k.arange(BLOCK);
       Value mask = offs < V;
       Value p = softmaxAt(k.load(s, offs, mask, kNegInf), mS, logSumS);
       Value q = softmaxAt(k.load(t, offs, mask, kNegInf), mT, logSumT);
-      absSum = absSum + abs(p - q).sum();
-      sig = sig + (p * sign(p - q)).sum();
+      absSum = absSum + abs(p - q);
+      sig = sig + p * sign(p - q);
     });
-    tvd = 0.5 * absSum;
-    sigma = sig;
+    tvd = 0.5 * absSum.sum();
+    sigma = sig.sum();
     // Differences against the row max keep the gap when logits share a
     // large offset (semantics.md §1).
     Value sy = k.load(s, y).to(DType::F32);
@@ -166,19 +212,26 @@ TileModule buildBackward(const Config &c) {
 }
 
 const std::vector<DType> kDtypes = {DType::BF16, DType::F16, DType::F32};
+/// BT is bucketed (rows are independent: only the number of waves changes);
+/// V is exact (it sets the trip count and the masked tail of every row).
+const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
 } // namespace
 
 KernelSpec fusedCeTvdForwardSpec() {
+  std::vector<ParamSpec> params = rowKernelParams();
+  params.push_back({"LANE_STATS", {0, 1}, 0,
+                    "pass 1 keeps per-lane softmax state (1) or reduces "
+                    "across the block every tile (0)"});
   return {"fused_ce_tvd_fwd",
           "CE+TVD forward: per-row ce, tvd and saved lse_s, lse_t, sigma",
-          rowKernelParams(), kDtypes, buildForward};
+          params, kDtypes, buildForward, kTuneKey};
 }
 
 KernelSpec fusedCeTvdBackwardSpec() {
   return {"fused_ce_tvd_bwd",
           "CE+TVD backward: student gradient from per-row g_ce, g_tvd",
-          rowKernelParams(), kDtypes, buildBackward};
+          rowKernelParams(), kDtypes, buildBackward, kTuneKey};
 }
 
 } // namespace tilejit

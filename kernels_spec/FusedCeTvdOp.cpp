@@ -2,6 +2,7 @@
 #include "kernels_spec/FusedCeTvdOp.h"
 
 #include "codegen/Nvrtc.h"
+#include "kernels_spec/FusedCeTvdTune.h"
 #include "kernels_spec/reference/CeTvdReference.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
@@ -57,7 +58,14 @@ struct HostBuffers {
 };
 
 void validate(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
-              const std::vector<float> &gTvd) {
+              const std::vector<float> &gTvd,
+              const std::vector<std::string> &overrides) {
+  for (const std::string &o : overrides)
+    if (findKernel("fused_ce_tvd_fwd").ownOverrides({o}).empty() &&
+        findKernel("fused_ce_tvd_bwd").ownOverrides({o}).empty())
+      throw Error("fused_ce_tvd: '" + o +
+                  "' names no parameter of fused_ce_tvd_fwd or _bwd "
+                  "(see tilejit list)");
   if (in.BT <= 0)
     throw Error("fused_ce_tvd: empty batch (BT = " + std::to_string(in.BT) +
                 ")");
@@ -115,9 +123,15 @@ void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
 }
 
 TileModule buildKernel(const char *name, const ref::CeTvdInputs &in,
-                       const CeTvdRunOptions &options) {
+                       const std::vector<std::string> &overrides,
+                       std::string *used = nullptr) {
   const KernelSpec &spec = findKernel(name);
-  return spec.build(spec.config(in.dtype, options.overrides));
+  dsl::Config config = spec.config(in.dtype, spec.ownOverrides(overrides));
+  if (used) {
+    TuneParams p(config.params.begin(), config.params.end());
+    *used = formatParams(p) + " (" + *used + ")";
+  }
+  return spec.build(config);
 }
 
 } // namespace
@@ -136,7 +150,7 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &options) {
-  validate(in, gCe, gTvd);
+  validate(in, gCe, gTvd, options.overrides);
   CeTvdOutputs out;
   out.device = "cpu";
   HostBuffers h;
@@ -153,11 +167,11 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
     return a;
   };
   Grid grid{in.BT, 1, 1};
-  TileModule fwd = buildKernel("fused_ce_tvd_fwd", in, options);
+  TileModule fwd = buildKernel("fused_ce_tvd_fwd", in, options.overrides);
   optimizeTile(fwd);
   interpret(fwd.operation(), fwd.kernelName(), grid, args(kForwardBufs, false));
   throwIfBadTarget(in, h.badTarget);
-  TileModule bwd = buildKernel("fused_ce_tvd_bwd", in, options);
+  TileModule bwd = buildKernel("fused_ce_tvd_bwd", in, options.overrides);
   optimizeTile(bwd);
   interpret(bwd.operation(), bwd.kernelName(), grid, args(kBackwardBufs, true));
   h.fillLse(out);
@@ -187,20 +201,30 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &options) {
-  validate(in, gCe, gTvd);
+  validate(in, gCe, gTvd, options.overrides);
   cuda::Device device = cuda::Device::open();
   CompileOptions copts;
   copts.arch = options.arch.empty() ? device.archString() : options.arch;
-  CompiledKernel fwdK =
-      compile(buildKernel("fused_ce_tvd_fwd", in, options), copts);
-  CompiledKernel bwdK =
-      compile(buildKernel("fused_ce_tvd_bwd", in, options), copts);
+  CeTvdOutputs out;
+  std::vector<std::string> fwdSet = options.overrides, bwdSet = fwdSet;
+  out.forwardConfig = out.backwardConfig =
+      fwdSet.empty() ? "default" : "--set";
+  if (options.useTuned && options.overrides.empty()) {
+    DeviceIdentity id = deviceIdentity(device);
+    fwdSet = tunedCeTvdOverrides("fused_ce_tvd_fwd", in, id,
+                                 &out.forwardConfig);
+    bwdSet = tunedCeTvdOverrides("fused_ce_tvd_bwd", in, id,
+                                 &out.backwardConfig);
+  }
+  CompiledKernel fwdK = compile(
+      buildKernel("fused_ce_tvd_fwd", in, fwdSet, &out.forwardConfig), copts);
+  CompiledKernel bwdK = compile(
+      buildKernel("fused_ce_tvd_bwd", in, bwdSet, &out.backwardConfig), copts);
   cuda::Module fwdM = cuda::Module::fromCubin(fwdK.cubin);
   cuda::Module bwdM = cuda::Module::fromCubin(bwdK.cubin);
   cuda::Function fwdF = fwdM.function(fwdK.name);
   cuda::Function bwdF = bwdM.function(bwdK.name);
 
-  CeTvdOutputs out;
   out.device = device.name();
   HostBuffers h;
   hostBuffers(h, in, gCe, gTvd, out);
@@ -296,7 +320,8 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
   for (int64_t i = 0; i < n; ++i) {
     int64_t r = rows[i];
     auto upd = [](double &m, double got, double want) {
-      m = std::max(m, std::fabs(got - want));
+      double err = std::fabs(got - want);
+      m = std::isnan(err) ? INFINITY : std::max(m, err); // NaN fails
     };
     upd(c.ceErr, out.ce[r], f.ce[i]);
     upd(c.tvdErr, out.tvd[r], f.tvd[i]);
@@ -320,9 +345,10 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
         sigmaSlack += 2 * pv;
       }
     }
-    c.sigmaErr = std::max(c.sigmaErr, std::max(0.0, std::fabs(out.sigma[r] -
-                                                              f.sigma[i]) -
-                                                        sigmaSlack));
+    double sigmaExcess = std::fabs(out.sigma[r] - f.sigma[i]) - sigmaSlack;
+    c.sigmaErr = std::isnan(sigmaExcess)
+                     ? INFINITY
+                     : std::max(c.sigmaErr, std::max(0.0, sigmaExcess));
     for (int64_t v = 0; v < in.V; ++v) {
       double got = loadAsDouble(out.grad.data(), in.dtype, r * in.V + v);
       double want = g[i * in.V + v];

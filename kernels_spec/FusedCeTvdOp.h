@@ -17,6 +17,9 @@ namespace tilejit {
 
 struct CeTvdRunOptions {
   std::vector<std::string> overrides; ///< NAME=VALUE for both kernels
+  /// GPU, when `overrides` is empty: each kernel's config from the tuning
+  /// database (`tilejit tune`), else its defaults.
+  bool useTuned = false;
   std::string arch;                   ///< GPU: empty = the device's own
   int iterations = 10;                ///< GPU: timed launches of each kernel
 };
@@ -28,6 +31,9 @@ struct CeTvdOutputs {
   std::vector<uint8_t> grad;
   double forwardMs = 0, backwardMs = 0; ///< GPU: median kernel time
   std::string device;                   ///< "cpu" or the GPU's name
+  /// GPU: the config each kernel ran with and where it came from, e.g.
+  /// "BLOCK_SIZE=4096 num_warps=8 (tuned, <file>)".
+  std::string forwardConfig, backwardConfig;
 };
 
 /// Per-row upstream gradients used by `tilejit run` (vary by row so that a

@@ -34,6 +34,47 @@ dsl::Config KernelSpec::config(DType dtype,
   return c;
 }
 
+std::vector<std::map<std::string, int64_t>>
+KernelSpec::candidateConfigs() const {
+  std::vector<std::map<std::string, int64_t>> configs(1);
+  for (const ParamSpec &p : params) {
+    std::vector<std::map<std::string, int64_t>> next;
+    for (const auto &c : configs)
+      for (int64_t v : p.candidates) {
+        next.push_back(c);
+        next.back()[p.name] = v;
+      }
+    configs = std::move(next);
+  }
+  return configs;
+}
+
+std::string
+KernelSpec::tuningShapeKey(const std::map<std::string, int64_t> &shape) const {
+  std::string key;
+  for (const TuneKeyArg &arg : tuneKey) {
+    auto it = shape.find(arg.name);
+    if (it == shape.end())
+      throw Error("kernel '" + name + "': tuning key needs shape '" +
+                  arg.name + "'");
+    int64_t v = it->second;
+    if (arg.pow2Bucket && v > 1)
+      v = int64_t(1) << (64 - __builtin_clzll(uint64_t(v - 1)));
+    key += (key.empty() ? "" : ",") + arg.name + "=" + std::to_string(v);
+  }
+  return key;
+}
+
+std::vector<std::string>
+KernelSpec::ownOverrides(const std::vector<std::string> &overrides) const {
+  std::vector<std::string> own;
+  for (const std::string &o : overrides)
+    for (const ParamSpec &p : params)
+      if (o.compare(0, o.find('='), p.name) == 0)
+        own.push_back(o);
+  return own;
+}
+
 const std::vector<KernelSpec> &kernelRegistry() {
   static const std::vector<KernelSpec> kernels = {fusedCeTvdForwardSpec(),
                                                   fusedCeTvdBackwardSpec()};

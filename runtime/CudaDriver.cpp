@@ -304,6 +304,18 @@ int Device::maxSharedMemoryPerBlockOptin() const {
   return attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
 }
 
+int Device::maxRegistersPerBlock() const {
+  return attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+}
+
+int Device::maxThreadsPerBlock() const {
+  return attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+}
+
+int Device::l2CacheBytes() const {
+  return attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+}
+
 size_t Device::totalMemory() const {
   size_t bytes = 0;
   check(api().cuDeviceTotalMem_v2(&bytes, Dev), "cuDeviceTotalMem");

@@ -64,6 +64,11 @@ public:
   int driverVersion() const;
   /// Largest dynamic + static shared memory a block may opt in to (bytes).
   int maxSharedMemoryPerBlockOptin() const;
+  /// Registers one block may use (64K on every GPU since Kepler).
+  int maxRegistersPerBlock() const;
+  int maxThreadsPerBlock() const;
+  /// L2 cache size in bytes (the autotuner overwrites this much between runs).
+  int l2CacheBytes() const;
   size_t totalMemory() const;
 
 private:

@@ -5,10 +5,12 @@
 //                          --emit=tile|simt|cuda|ptx|cubin|sass [-o FILE]
 //   tilejit run fused_ce_tvd --device=gpu|cpu --bt N --vocab V
 //                            [--dtype bf16|fp16|fp32] [--check] [--set ...]
+//   tilejit tune fused_ce_tvd --bt N --vocab V [--dtype ...] (TuneCommand.cpp)
 //
 // Exit status: 0 success, 1 a --check failed, 2 an error (message on stderr).
 //
 //===----------------------------------------------------------------------===//
+#include "Commands.h"
 #include "codegen/Nvrtc.h"
 #include "kernels_spec/FusedCeTvdOp.h"
 #include "runtime/CudaDriver.h"
@@ -121,7 +123,7 @@ static int compileKernel() {
     options.arch = archArg;
   options.upTo = parseStage(emitArg);
   TileModule module = spec.build(config);
-  CompiledKernel k = compile(module, options);
+  CompiledKernel k = compileCached(module, options);
   switch (options.upTo) {
   case Stage::Tile: writeOutput(k.tileIR, false); break;
   case Stage::Simt: writeOutput(k.simtIR, false); break;
@@ -169,6 +171,7 @@ static int runKernel() {
   defaultUpstream(in.BT, gCe, gTvd);
   CeTvdRunOptions options;
   options.overrides = setArgs;
+  options.useTuned = setArgs.empty();
   options.arch = archArg;
   options.iterations = itersArg;
   auto t1 = std::chrono::steady_clock::now();
@@ -197,6 +200,8 @@ static int runKernel() {
               valid ? ceSum / valid : 0.0, valid ? tvdSum / valid : 0.0,
               (long long)valid);
   if (deviceArg == "gpu") {
+    std::printf("  forward config : %s\n  backward config: %s\n",
+                out.forwardConfig.c_str(), out.backwardConfig.c_str());
     double bytes = double(in.BT) * in.V * dtypeSize(dtype);
     std::printf("  forward : %8.3f ms  %7.1f GB/s (reads student + teacher)\n",
                 out.forwardMs, 2 * bytes / out.forwardMs / 1e6);
@@ -224,6 +229,10 @@ int main(int argc, char **argv) {
       return compileKernel();
     if (runCmd)
       return runKernel();
+    if (tuneCommandSelected())
+      return runTuneCommand();
+    if (cacheCommandSelected())
+      return runCacheCommand();
     std::cerr << "usage: tilejit list | compile KERNEL ... | run KERNEL ... "
                  "(--help for details)\n";
     return 2;

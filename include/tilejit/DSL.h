@@ -123,6 +123,8 @@ TILEJIT_DSL_SCALAR_OVERLOADS(!=)
 
 Value max(Value a, Value b); // NaN-propagating, as torch.maximum
 Value min(Value a, Value b);
+/// e^a. On the GPU the hardware ex2 approximation (__expf: relative error
+/// about 2^-21 + |a| 2^-24), as Triton's exp; the CPU interpreter uses libm.
 Value exp(Value a);
 Value exp2(Value a);
 Value log(Value a);

@@ -6,6 +6,7 @@
 #include "tilejit/TileModule.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,16 @@ struct ParamSpec {
   std::string help;
 };
 
+/// A launch-time shape argument that selects a tuning entry. Shapes that
+/// behave alike share an entry: with `pow2Bucket` the value is rounded up to
+/// the next power of two (BT: the time per row hardly depends on the row
+/// count once the grid fills the GPU); otherwise it is used exactly (V: it
+/// fixes the loop trip count and the masked tail of every row).
+struct TuneKeyArg {
+  std::string name;
+  bool pow2Bucket = false;
+};
+
 /// A kernel written in the DSL: its parameters and how to build it.
 struct KernelSpec {
   std::string name;
@@ -26,11 +37,25 @@ struct KernelSpec {
   std::vector<ParamSpec> params;
   std::vector<DType> dtypes; ///< supported dtypes of the kernel's data
   std::function<TileModule(const dsl::Config &)> build;
+  /// Shapes in the tuning key; the dtype is always part of it as well.
+  std::vector<TuneKeyArg> tuneKey;
 
   /// Default parameters for `dtype`, then each "NAME=VALUE" of `overrides`.
   /// Throws tilejit::Error for unknown names, bad values or dtypes.
   dsl::Config config(DType dtype,
                      const std::vector<std::string> &overrides = {}) const;
+  /// The NAME=VALUE entries of `overrides` that name one of this kernel's
+  /// parameters (for options shared by several kernels of one operation).
+  std::vector<std::string>
+  ownOverrides(const std::vector<std::string> &overrides) const;
+
+  /// Every combination of the parameters' candidate values, in a fixed order.
+  std::vector<std::map<std::string, int64_t>> candidateConfigs() const;
+
+  /// The shape part of a tuning key, e.g. "BT=4096,V=151936" (tuneKey order,
+  /// bucketed). Throws tilejit::Error when `shape` lacks one of tuneKey.
+  std::string
+  tuningShapeKey(const std::map<std::string, int64_t> &shape) const;
 };
 
 /// Every kernel in kernels_spec/, in a fixed order.

@@ -64,7 +64,9 @@ INSTANTIATE_TEST_SUITE_P(
         Shape{14, 1000, DType::F32, {"BLOCK_SIZE=1024", "num_warps=4"}},
         Shape{8, 5000, DType::BF16, {"BLOCK_SIZE=1024", "num_warps=8"}},
         Shape{8, 4096, DType::F16, {"BLOCK_SIZE=2048", "num_warps=4"}},
-        Shape{9, 30001, DType::BF16, {}}),
+        Shape{9, 30001, DType::BF16, {}},
+        Shape{9, 30001, DType::BF16, {"LANE_STATS=1"}},
+        Shape{7, 3, DType::F32, {"LANE_STATS=1", "BLOCK_SIZE=1024"}}),
     [](const auto &info) { return shapeName(info.param); });
 
 /// Inputs of one numerics.json case: logits written as numbers or "-inf".
@@ -223,6 +225,9 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
   EXPECT_THROW(spec.config(DType::BF16, {"BLOK_SIZE=1024"}), Error);
   EXPECT_THROW(spec.config(DType::BF16, {"BLOCK_SIZE=abc"}), Error);
   EXPECT_THROW(findKernel("no_such_kernel"), Error);
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(2, 100, DType::F32, 1);
+  std::vector<float> g(2, 1.f);
+  EXPECT_THROW(runCeTvdCpu(in, g, g, {{"BLOK_SIZE=1024"}}), Error);
 }
 
 // Every candidate configuration of every kernel compiles with NVRTC and its
@@ -231,24 +236,40 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
 class CeTvdCompile
     : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
 
+/// Every combination of the kernel's parameter candidates, as overrides.
+std::vector<std::vector<std::string>> allConfigs(const KernelSpec &spec) {
+  std::vector<std::vector<std::string>> configs = {{}};
+  for (const ParamSpec &p : spec.params) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto &c : configs)
+      for (int64_t v : p.candidates) {
+        next.push_back(c);
+        next.back().push_back(p.name + "=" + std::to_string(v));
+      }
+    configs = next;
+  }
+  return configs;
+}
+
 TEST_P(CeTvdCompile, EveryConfigCompilesForSm90) {
   const KernelSpec &spec = findKernel(std::get<0>(GetParam()));
   DType dt = std::get<1>(GetParam());
-  int compiled = 0;
-  for (int64_t block : spec.params[0].candidates)
-    for (int64_t warps : spec.params[1].candidates) {
-      dsl::Config c = spec.config(dt, {"BLOCK_SIZE=" + std::to_string(block),
-                                       "num_warps=" + std::to_string(warps)});
-      CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
-      ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
-      EXPECT_EQ(k.threads, 32 * warps);
-      std::string log;
-      EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
-          << spec.name << " " << c.str() << "\n"
-          << log;
-      ++compiled;
-    }
-  EXPECT_EQ(compiled, 4 * 3);
+  size_t compiled = 0, expected = 1;
+  for (const ParamSpec &p : spec.params)
+    expected *= p.candidates.size();
+  for (const auto &overrides : allConfigs(spec)) {
+    dsl::Config c = spec.config(dt, overrides);
+    CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
+    ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
+    EXPECT_EQ(k.threads, 32 * c.get("num_warps"));
+    std::string log;
+    EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
+        << spec.name << " " << c.str() << "\n"
+        << log;
+    ++compiled;
+  }
+  EXPECT_EQ(compiled, expected);
+  EXPECT_GE(compiled, 16u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -290,5 +311,29 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{16, 30001, DType::F16, {"num_warps=16"}},
                       Shape{64, 32000, DType::BF16, {"BLOCK_SIZE=8192"}}),
     [](const auto &info) { return shapeName(info.param); });
+
+} // namespace
+
+namespace {
+
+TEST(CeTvdCheck, NaNOutputsFailTheCheck) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(4, 300, DType::F32, 5);
+  std::vector<float> gCe, gTvd;
+  defaultUpstream(in.BT, gCe, gTvd);
+  CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, {{"BLOCK_SIZE=1024"}});
+  ASSERT_TRUE(checkCeTvd(in, gCe, gTvd, out).passed);
+  auto fails = [&](const std::function<void(CeTvdOutputs &)> &spoil) {
+    CeTvdOutputs bad = out;
+    spoil(bad);
+    return !checkCeTvd(in, gCe, gTvd, bad).passed;
+  };
+  EXPECT_TRUE(fails([](CeTvdOutputs &o) { o.ce[0] = NAN; }));
+  EXPECT_TRUE(fails([](CeTvdOutputs &o) { o.tvd[1] = NAN; }));
+  EXPECT_TRUE(fails([](CeTvdOutputs &o) { o.sigma[2] = NAN; }));
+  EXPECT_TRUE(fails([](CeTvdOutputs &o) { o.lseT[0] = NAN; }));
+  EXPECT_TRUE(fails([](CeTvdOutputs &o) {
+    storeFromDouble(o.grad.data(), DType::F32, 3, NAN);
+  }));
+}
 
 } // namespace

@@ -1,0 +1,355 @@
+//===- FusedCeTvdTune.cpp - CE+TVD tuning targets on the GPU --------------===//
+#include "kernels_spec/FusedCeTvdTune.h"
+
+#include "kernels_spec/FusedCeTvdOp.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+namespace tilejit {
+namespace {
+
+const char *const kFwd = "fused_ce_tvd_fwd";
+const char *const kBwd = "fused_ce_tvd_bwd";
+
+/// Device buffers, in the order of the kernels' arguments (FusedCeTvd.h).
+enum Buf {
+  Student,
+  Teacher,
+  Target,
+  Ce,
+  Tvd,
+  Sigma,
+  MaxS,
+  LogSumS,
+  MaxT,
+  LogSumT,
+  BadTarget,
+  GCe,
+  GTvd,
+  Grad,
+  NumBufs
+};
+const std::vector<Buf> kFwdArgs = {Student, Teacher, Target,   Ce,
+                                   Tvd,     Sigma,   MaxS,     LogSumS,
+                                   MaxT,    LogSumT, BadTarget};
+const std::vector<Buf> kBwdArgs = {Student, Teacher, Target, Sigma,
+                                   MaxS,    LogSumS, MaxT,   LogSumT,
+                                   GCe,     GTvd,    Grad};
+const char *const kNames[NumBufs] = {
+    "student",  "teacher", "target",   "ce",         "tvd",  "sigma", "max_s",
+    "logsum_s", "max_t",   "logsum_t", "bad_target", "g_ce", "g_tvd", "grad"};
+const std::vector<Buf> kRowOutputs = {Ce,      Tvd,  Sigma,  MaxS,
+                                      LogSumS, MaxT, LogSumT};
+
+/// A compiled and loaded kernel.
+struct Kernel : TuneCandidate {
+  CompiledKernel compiled;
+  std::optional<cuda::Module> module;
+  cuda::Function fn;
+};
+
+/// Rows compared with the reference: the first and last few (every 7th row
+/// is ignored, so these include ignored rows) and an even spread.
+std::vector<int64_t> sampleRows(int64_t BT, int64_t count) {
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < BT; ++r)
+    if (r < 7 || r >= BT - 7 ||
+        (count > 1 && r % std::max<int64_t>(1, BT / count) == 0))
+      rows.push_back(r);
+  return rows;
+}
+
+/// Index of the first Inf/NaN element of a dtype buffer, or -1.
+int64_t firstNonFinite(const uint8_t *data, DType dtype, int64_t n) {
+  // All exponent bits set: Inf or NaN (the 0xFF.. poison is a NaN).
+  auto scan = [&](auto mask) -> int64_t {
+    using T = decltype(mask);
+    auto bad = [&](int64_t i) {
+      T bits;
+      std::memcpy(&bits, data + i * sizeof(T), sizeof(T));
+      return (bits & mask) == mask;
+    };
+    bool any = false;
+    for (int64_t i = 0; i < n; ++i) // branch-free: vectorizes
+      any |= bad(i);
+    for (int64_t i = 0; any && i < n; ++i)
+      if (bad(i))
+        return i;
+    return -1;
+  };
+  switch (dtype) {
+  case DType::BF16:
+    return scan(uint16_t(0x7F80));
+  case DType::F16:
+    return scan(uint16_t(0x7C00));
+  default:
+    return scan(uint32_t(0x7F800000));
+  }
+}
+
+/// The device, the buffers of one forward + backward, and host staging.
+class Session {
+public:
+  Session(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
+          const std::vector<float> &gTvd, const CeTvdTuneOptions &options)
+      : In(in), GCeHost(gCe), GTvdHost(gTvd), Dev(cuda::Device::open()),
+        Timer(Dev), Rows(sampleRows(in.BT, options.checkRows)) {
+    Copts.arch = options.arch.empty() ? Dev.archString() : options.arch;
+    int64_t n = in.BT * in.V;
+    for (int b = 0; b < NumBufs; ++b) {
+      DType t = b == Student || b == Teacher || b == Grad ? in.dtype
+                : b == Target                             ? DType::I64
+                : b == BadTarget                          ? DType::I32
+                                                          : DType::F32;
+      int64_t count = b == Student || b == Teacher || b == Grad ? n
+                      : b == BadTarget                          ? 1
+                                                                : in.BT;
+      Bytes[b] = count * dtypeSize(t);
+      Buffers.emplace_back(Bytes[b]);
+      Ptrs[b] = Buffers.back().ptr();
+    }
+    Buffers[Student].copyFromHost(in.student.data(), Bytes[Student]);
+    Buffers[Teacher].copyFromHost(in.teacher.data(), Bytes[Teacher]);
+    Buffers[Target].copyFromHost(in.target.data(), Bytes[Target]);
+    Buffers[GCe].copyFromHost(gCe.data(), Bytes[GCe]);
+    Buffers[GTvd].copyFromHost(gTvd.data(), Bytes[GTvd]);
+  }
+
+  const cuda::Device &device() const { return Dev; }
+  L2FlushTimer &timer() { return Timer; }
+
+  std::unique_ptr<Kernel> compileKernel(const char *name,
+                                        const TuneParams &params) const {
+    const KernelSpec &spec = findKernel(name);
+    auto k = std::make_unique<Kernel>();
+    k->compiled = compileCached(
+        spec.build(spec.config(In.dtype, paramOverrides(params))), Copts);
+    return k;
+  }
+
+  KernelResources load(Kernel &k) const {
+    k.module.emplace(cuda::Module::fromCubin(k.compiled.cubin));
+    k.fn = k.module->function(k.compiled.name);
+    return {static_cast<int>(k.compiled.threads), k.fn.numRegs(),
+            k.fn.sharedBytes()};
+  }
+
+  void launchAsync(const Kernel &k) {
+    bool backward = k.compiled.name == kBwd;
+    int32_t V32 = static_cast<int32_t>(In.V);
+    int64_t stride = In.V, ignore = ref::kCeTvdIgnoreIndex;
+    std::vector<void *> args;
+    for (Buf b : backward ? kBwdArgs : kFwdArgs)
+      args.push_back(&Ptrs[b]);
+    args.push_back(&V32);
+    args.push_back(&stride);
+    if (backward)
+      args.push_back(&stride);
+    args.push_back(&ignore);
+    cuda::launch(k.fn, {static_cast<unsigned>(In.BT)},
+                 {static_cast<unsigned>(k.compiled.threads)}, 0, nullptr, args);
+  }
+
+  /// NaN-fills `outputs`; with `clearFlag`, zeroes the forward's bad_target
+  /// (an in/out: the forward writes it only for a bad row).
+  void reset(const std::vector<Buf> &outputs, bool clearFlag = true) {
+    if (clearFlag)
+      Buffers[BadTarget].memset(0);
+    for (Buf b : outputs)
+      Buffers[b].memset(0xFF); // all-ones: NaN in bf16, f16 and f32
+  }
+
+  /// Copies every output back; empty when all match the reference.
+  std::string check() {
+    cuda::synchronize();
+    int32_t bad = 0;
+    Buffers[BadTarget].copyToHost(&bad, sizeof(bad));
+    if (bad != 0)
+      return "bad_target set for row " + std::to_string(bad - 1);
+    CeTvdOutputs &o = Out;
+    std::vector<float> host[NumBufs];
+    for (Buf b : kRowOutputs) {
+      host[b].resize(In.BT);
+      Buffers[b].copyToHost(host[b].data(), Bytes[b]);
+      if (int64_t i =
+              firstNonFinite(reinterpret_cast<const uint8_t *>(host[b].data()),
+                             DType::F32, In.BT);
+          i >= 0)
+        return std::string("non-finite ") + kNames[b] + " at row " +
+               std::to_string(i) + " (unwritten?)";
+    }
+    o.grad.resize(Bytes[Grad]);
+    Buffers[Grad].copyToHost(o.grad.data(), Bytes[Grad]);
+    if (int64_t i = firstNonFinite(o.grad.data(), In.dtype, In.BT * In.V);
+        i >= 0)
+      return "non-finite grad at row " + std::to_string(i / In.V) + ", v " +
+             std::to_string(i % In.V) + " (unwritten?)";
+    o.ce = host[Ce];
+    o.tvd = host[Tvd];
+    o.sigma = host[Sigma];
+    o.lseS.resize(In.BT);
+    o.lseT.resize(In.BT);
+    for (int64_t r = 0; r < In.BT; ++r) {
+      o.lseS[r] = float(double(host[MaxS][r]) + host[LogSumS][r]);
+      o.lseT[r] = float(double(host[MaxT][r]) + host[LogSumT][r]);
+    }
+    CeTvdCheck c = checkCeTvd(In, GCeHost, GTvdHost, o, Rows);
+    if (c.passed)
+      return {};
+    char why[200];
+    std::snprintf(why, sizeof(why),
+                  "max errors ce %.3g lse %.3g tvd %.3g sigma %.3g, grad "
+                  "%.3g x tol",
+                  c.ceErr, c.lseErr, c.tvdErr, c.sigmaErr, c.gradErr);
+    return why;
+  }
+
+private:
+  const ref::CeTvdInputs &In;
+  const std::vector<float> &GCeHost, &GTvdHost;
+  cuda::Device Dev;
+  L2FlushTimer Timer;
+  std::vector<int64_t> Rows;
+  CompileOptions Copts;
+  std::vector<cuda::DeviceBuffer> Buffers;
+  size_t Bytes[NumBufs] = {};
+  CUdeviceptr Ptrs[NumBufs] = {};
+  CeTvdOutputs Out;
+};
+
+/// One of the two kernels as a TuningTarget. `partner` is the other kernel:
+/// for the forward, a backward run after each candidate to produce the
+/// gradient the check needs; for the backward, nothing (the forward has run).
+class CeTvdTarget : public TuningTarget {
+public:
+  CeTvdTarget(Session &s, const char *kernel, const Kernel *partner)
+      : S(s), Name(kernel), Partner(partner),
+        Outputs(Name == kFwd ? kRowOutputs : std::vector<Buf>{Grad}) {}
+
+  std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
+    return S.compileKernel(Name.c_str(), params);
+  }
+  KernelResources load(TuneCandidate &c) override {
+    return S.load(static_cast<Kernel &>(c));
+  }
+  void resetBuffers() override { S.reset(Outputs); }
+  void launch(TuneCandidate &c) override {
+    S.launchAsync(static_cast<Kernel &>(c));
+    cuda::synchronize();
+  }
+  double timeLaunch(TuneCandidate &c) override {
+    return S.timer().timeMs([&] { S.launchAsync(static_cast<Kernel &>(c)); });
+  }
+  std::string checkOutputs() override {
+    if (Partner) {
+      S.reset({Grad}, /*clearFlag=*/false);
+      S.launchAsync(*Partner);
+    }
+    return S.check();
+  }
+
+private:
+  Session &S;
+  std::string Name;
+  const Kernel *Partner;
+  std::vector<Buf> Outputs;
+};
+
+std::unique_ptr<Kernel> loadedKernel(Session &s, const char *name,
+                                     const TuneParams &params) {
+  std::unique_ptr<Kernel> k = s.compileKernel(name, params);
+  s.load(*k);
+  return k;
+}
+
+TuneParams defaultParams(const char *name, DType dtype) {
+  TuneParams p;
+  for (const auto &[k, v] : findKernel(name).config(dtype).params)
+    p[k] = v;
+  return p;
+}
+
+} // namespace
+
+TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
+                         const DeviceIdentity &device) {
+  TuningKey key;
+  key.kernel = kernel;
+  key.shape = findKernel(kernel).tuningShapeKey({{"BT", in.BT}, {"V", in.V}});
+  key.dtype = dtypeName(in.dtype);
+  key.device = device;
+  return key;
+}
+
+std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
+                                             const ref::CeTvdInputs &in,
+                                             const DeviceIdentity &device,
+                                             std::string *source) {
+  TuningDatabase db = TuningDatabase::fromEnvironment();
+  TuningKey key = ceTvdTuningKey(kernel, in, device);
+  if (std::optional<TuningEntry> e = db.lookup(key)) {
+    *source = "tuned, " + db.pathFor(key).string();
+    return paramOverrides(e->best);
+  }
+  *source = db.enabled() ? "default; not tuned for " + key.shape + " " +
+                               key.dtype + " on this GPU"
+                         : "default; TILEJIT_CACHE=0";
+  return {};
+}
+
+CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
+                             const std::vector<float> &gCe,
+                             const std::vector<float> &gTvd,
+                             const CeTvdTuneOptions &options) {
+  Session s(in, gCe, gTvd, options);
+  DeviceIdentity id = deviceIdentity(s.device());
+  DeviceLimits limits = deviceLimits(s.device());
+  TuningDatabase db = TuningDatabase::fromEnvironment();
+  CeTvdTuneReport report;
+  report.device = id.name;
+  double bytes = double(in.BT) * in.V * dtypeSize(in.dtype);
+
+  auto tuneOne = [&](const char *name, const Kernel *partner,
+                     CeTvdTunedKernel &out) {
+    out.key = ceTvdTuningKey(name, in, id);
+    out.path = db.enabled() ? db.pathFor(out.key).string() : "";
+    TuneOptions topts;
+    topts.repetitions = options.repetitions;
+    if (options.progress)
+      topts.progress = [&](const std::string &line) {
+        options.progress(std::string(name) + ": " + line);
+      };
+    CeTvdTarget target(s, name, partner);
+    out.entry = lookupOrTune(
+        db, out.key,
+        [&] {
+          return autotune(target, findKernel(name).candidateConfigs(), limits,
+                          topts);
+        },
+        options.retune, &out.fromDatabase);
+  };
+
+  // Forward, checked through the default backward.
+  std::unique_ptr<Kernel> bwdDefault =
+      loadedKernel(s, kBwd, defaultParams(kBwd, in.dtype));
+  tuneOne(kFwd, bwdDefault.get(), report.forward);
+  report.forward.bytes = 2 * bytes;
+
+  // Backward, reading the saved state of one run of the chosen forward.
+  std::unique_ptr<Kernel> fwd =
+      loadedKernel(s, kFwd, report.forward.entry.best);
+  s.reset(kRowOutputs);
+  s.launchAsync(*fwd);
+  cuda::synchronize();
+  tuneOne(kBwd, nullptr, report.backward);
+  report.backward.bytes = 3 * bytes;
+  return report;
+}
+
+} // namespace tilejit

@@ -1,0 +1,145 @@
+//===- TuneCommand.cpp - `tilejit tune` -----------------------------------===//
+//
+//   tilejit tune fused_ce_tvd --bt N --vocab V [--dtype bf16|fp16|fp32]
+//                [--reps 20] [--check-rows 16] [--retune] [--arch sm_90]
+//
+// Tunes the CE+TVD forward and backward kernels on this GPU for the shape
+// (kernels_spec/FusedCeTvdTune.h) and prints one table per kernel: every
+// candidate with its time, bandwidth and status, then the winner. Progress
+// goes to stderr. An existing entry is printed as stored, without tuning,
+// unless --retune. `tilejit run` then uses the stored configs.
+//
+// In its own file with its own cl::SubCommand: llvm::cl options are global
+// statics, so they register from here like tilejit.cpp's own.
+//
+//===----------------------------------------------------------------------===//
+#include "Commands.h"
+
+#include "kernels_spec/FusedCeTvdOp.h"
+#include "kernels_spec/FusedCeTvdTune.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
+
+#include "llvm/Support/CommandLine.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace cl = llvm::cl;
+using namespace tilejit;
+
+static cl::SubCommand tuneCmd("tune",
+                              "Autotune fused_ce_tvd on this GPU for a shape");
+static cl::opt<std::string> tuneKernel(cl::Positional, cl::desc("KERNEL"),
+                                       cl::Required, cl::sub(tuneCmd));
+static cl::opt<int64_t> tuneBt("bt", cl::Required, cl::desc("Tokens (rows)"),
+                               cl::sub(tuneCmd));
+static cl::opt<int64_t> tuneVocab("vocab", cl::Required,
+                                  cl::desc("Vocabulary size V"),
+                                  cl::sub(tuneCmd));
+static cl::opt<std::string>
+    tuneDtype("dtype", cl::init("bf16"),
+              cl::desc("Logits dtype: bf16, fp16, fp32"), cl::sub(tuneCmd));
+static cl::opt<std::string>
+    tuneArch("arch", cl::desc("GPU architecture (default: the device's)"),
+             cl::sub(tuneCmd));
+static cl::opt<int> tuneReps("reps", cl::init(20),
+                             cl::desc("Timed launches per candidate (median)"),
+                             cl::sub(tuneCmd));
+static cl::opt<int64_t>
+    tuneCheckRows("check-rows", cl::init(16),
+                  cl::desc("Rows compared with the fp64 reference"),
+                  cl::sub(tuneCmd));
+static cl::opt<uint64_t> tuneSeed("seed", cl::init(1234),
+                                  cl::desc("Seed of the generated logits"),
+                                  cl::sub(tuneCmd));
+static cl::opt<bool> tuneRetune("retune",
+                                cl::desc("Tune even if an entry is stored"),
+                                cl::sub(tuneCmd));
+
+bool tuneCommandSelected() { return static_cast<bool>(tuneCmd); }
+
+static void printKernel(const CeTvdTunedKernel &k, DType dtype) {
+  const TuningEntry &e = k.entry;
+  std::printf("\n%s  key %s %s: %s%s\n", k.key.kernel.c_str(),
+              k.key.shape.c_str(), k.key.dtype.c_str(),
+              k.fromDatabase ? "from the tuning database, not re-tuned"
+                             : "tuned now",
+              k.path.empty() ? " (database off: TILEJIT_CACHE=0)"
+                             : ("; " + k.path).c_str());
+  const KernelSpec &spec = findKernel(k.key.kernel);
+  for (const ParamSpec &p : spec.params)
+    std::printf("%12s", p.name.c_str());
+  std::printf("  %5s %10s %9s %8s  %s\n", "regs", "compile ms", "time ms",
+              "GB/s", "status");
+  TuneParams defaults;
+  for (const auto &[name, value] : spec.config(dtype).params)
+    defaults[name] = value;
+  const Trial *best = nullptr, *dflt = nullptr;
+  for (const Trial &t : e.trials) {
+    for (const ParamSpec &p : spec.params) {
+      auto it = t.params.find(p.name);
+      std::printf("%12lld",
+                  it == t.params.end() ? -1LL : (long long)it->second);
+    }
+    bool ok = t.status == TrialStatus::Ok;
+    std::printf("  %5d %10.0f ", t.resources.registers, t.compileMs);
+    if (ok)
+      std::printf("%9.3f %8.1f", t.ms, k.bytes / t.ms / 1e6);
+    else
+      std::printf("%9s %8s", "-", "-");
+    std::printf("  %s\n", t.statusText().c_str());
+    if (t.params == e.best)
+      best = &t;
+    if (t.params == defaults && ok)
+      dflt = &t;
+  }
+  std::printf("  winner: %s", formatParams(e.best).c_str());
+  if (best && best->status == TrialStatus::Ok)
+    std::printf(": %.3f ms, %.1f GB/s", best->ms, k.bytes / best->ms / 1e6);
+  if (dflt && best && best->status == TrialStatus::Ok)
+    std::printf(" (default %s: %.3f ms, %.2fx)", formatParams(defaults).c_str(),
+                dflt->ms, dflt->ms / best->ms);
+  std::printf("\n");
+}
+
+int runTuneCommand() {
+  if (tuneKernel != "fused_ce_tvd")
+    throw Error("tilejit tune supports the operation 'fused_ce_tvd' (got '" +
+                tuneKernel + "'); it tunes fused_ce_tvd_fwd and _bwd");
+  if (tuneBt <= 0 || tuneVocab <= 0)
+    throw Error("--bt and --vocab must be positive");
+  DType dtype = parseDType(tuneDtype);
+  if (std::string why; !cuda::driverAvailable(&why)) // before ~GBs of inputs
+    throw Error("tilejit tune needs a GPU: " + why);
+  std::cerr << "generating inputs (BT=" << tuneBt << ", V=" << tuneVocab << ", "
+            << dtypeName(dtype) << ")\n";
+  ref::CeTvdInputs in =
+      ref::makeCeTvdInputs(tuneBt, tuneVocab, dtype, tuneSeed);
+  std::vector<float> gCe, gTvd;
+  defaultUpstream(in.BT, gCe, gTvd);
+
+  CeTvdTuneOptions options;
+  options.arch = tuneArch;
+  options.repetitions = tuneReps;
+  options.checkRows = tuneCheckRows;
+  options.retune = tuneRetune;
+  options.progress = [](const std::string &line) {
+    std::cerr << "tune: " << line << "\n";
+  };
+  CeTvdTuneReport r = tuneCeTvdGpu(in, gCe, gTvd, options);
+
+  const DeviceIdentity &d = r.forward.key.device;
+  std::printf("fused_ce_tvd on %s (%d SMs, cc %d.%d, driver %d, tilejit %s): "
+              "BT=%lld V=%lld dtype=%s\n",
+              d.name.c_str(), d.smCount, d.ccMajor, d.ccMinor, d.driverVersion,
+              r.forward.key.tilejitVersion.c_str(), (long long)in.BT,
+              (long long)in.V, dtypeName(dtype));
+  std::printf("times: median of %d launches, CUDA events, L2 flushed before "
+              "each; GB/s: fwd reads 2*BT*V, bwd 3*BT*V elements\n",
+              tuneReps.getValue());
+  printKernel(r.forward, dtype);
+  printKernel(r.backward, dtype);
+  return 0;
+}
