@@ -56,7 +56,6 @@ namespace tilejit {
 
 /// SHA-256 of the compiler's sources, generated at build time
 /// (cmake/CompilerSourceHash.cmake).
-const char *compilerSourceHash();
 
 namespace {
 

@@ -30,6 +30,9 @@ struct CeTvdOutputs {
   std::vector<float> ce, tvd, lseS, lseT, sigma;
   std::vector<uint8_t> grad;
   double forwardMs = 0, backwardMs = 0; ///< GPU: median kernel time
+  /// GPU: DSL build to loaded function (through the kernel cache), per kernel.
+  double forwardJitMs = 0, backwardJitMs = 0;
+  double launchHostUs = 0; ///< GPU: host time per launch of a loaded kernel
   std::string device;                   ///< "cpu" or the GPU's name
   /// GPU: the config each kernel ran with and where it came from, e.g.
   /// "BLOCK_SIZE=4096 num_warps=8 (tuned, <file>)".

@@ -284,6 +284,12 @@ TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
   key.shape = findKernel(kernel).tuningShapeKey({{"BT", in.BT}, {"V", in.V}});
   key.dtype = dtypeName(in.dtype);
   key.device = device;
+  key.kernelVersion = compilerSourceHash();
+  for (const ParamSpec &p : findKernel(kernel).params) {
+    key.kernelVersion += ";" + p.name + "=";
+    for (int64_t c : p.candidates)
+      key.kernelVersion += std::to_string(c) + ",";
+  }
   return key;
 }
 

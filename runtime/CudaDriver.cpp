@@ -11,6 +11,7 @@
 
 #include "tilejit/Error.h"
 
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include <dlfcn.h>
@@ -48,6 +49,7 @@ namespace {
   X(cuMemFree_v2)                                                              \
   X(cuMemcpyHtoD_v2)                                                           \
   X(cuMemcpyDtoH_v2)                                                           \
+  X(cuMemcpyDtoD_v2)                                                           \
   X(cuMemsetD8_v2)                                                             \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleUnload)                                                            \
@@ -536,6 +538,23 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 }
 
 void synchronize() { check(api().cuCtxSynchronize(), "cuCtxSynchronize"); }
+
+double measureCopyBandwidth(size_t bytes, int iterations) {
+  DeviceBuffer src(bytes), dst(bytes);
+  src.memset(1);
+  std::vector<float> ms;
+  for (int i = 0; i < iterations + 1; ++i) { // the first one warms up
+    Event start, stop;
+    start.record();
+    check(api().cuMemcpyDtoD_v2(dst.ptr(), src.ptr(), bytes), "cuMemcpyDtoD");
+    stop.record();
+    stop.synchronize();
+    if (i > 0)
+      ms.push_back(Event::elapsedMs(start, stop));
+  }
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3);
+}
 
 Stream::Stream() {
   // A blocking stream (not CU_STREAM_NON_BLOCKING) is ordered with the legacy

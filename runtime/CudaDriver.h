@@ -172,6 +172,10 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 /// Waits for all work in the current context (cuCtxSynchronize).
 void synchronize();
 
+/// Device-to-device copy bandwidth in bytes/s (bytes read + written, as
+/// ../shared/anchors.md counts it): median of `iterations` copies of `bytes`.
+double measureCopyBandwidth(size_t bytes, int iterations = 10);
+
 /// A non-blocking stream (does not serialise with the legacy default stream).
 class Stream {
 public:

@@ -31,7 +31,8 @@ llvm::json::Object keyJson(const TuningKey &k) {
       {"compute_capability",
        std::to_string(d.ccMajor) + "." + std::to_string(d.ccMinor)},
       {"driver", d.driverVersion},
-      {"tilejit", k.tilejitVersion}};
+      {"tilejit", k.tilejitVersion},
+      {"kernel_version", k.kernelVersion}};
 }
 
 llvm::json::Object paramsJson(const TuneParams &p) {

@@ -36,6 +36,9 @@ struct TuningKey {
   std::string dtype;
   DeviceIdentity device;
   std::string tilejitVersion = TILEJIT_VERSION;
+  /// The compiler's and kernels' source hash plus the kernel's parameter
+  /// space: a stored winner is stale once the code or the candidates change.
+  std::string kernelVersion;
 
   /// Canonical one-line form, hashed for the file name.
   std::string str() const;

@@ -16,4 +16,8 @@ int runTuneCommand();
 bool cacheCommandSelected();
 int runCacheCommand();
 
+/// `tilejit bench` (BenchCommand.cpp).
+bool benchCommandSelected();
+int runBenchCommand();
+
 #endif // TILEJIT_TOOLS_COMMANDS_H

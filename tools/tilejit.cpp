@@ -229,6 +229,8 @@ int main(int argc, char **argv) {
       return compileKernel();
     if (runCmd)
       return runKernel();
+    if (benchCommandSelected())
+      return runBenchCommand();
     if (tuneCommandSelected())
       return runTuneCommand();
     if (cacheCommandSelected())

@@ -51,6 +51,10 @@ void optimizeTile(TileModule &module);
 /// Runs the pipeline on a copy of `module` up to `options.upTo`.
 CompiledKernel compile(const TileModule &module, const CompileOptions &options);
 
+/// SHA-256 of the compiler's and the kernel specs' sources, made at build
+/// time (cmake/CompilerSourceHash.cmake): part of every cache and tuning key.
+const char *compilerSourceHash();
+
 class KernelCache;
 
 /// compile() through the kernel cache (runtime/Cache.h): a kernel compiled

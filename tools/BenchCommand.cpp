@@ -1,0 +1,87 @@
+//===- BenchCommand.cpp - `tilejit bench` ---------------------------------===//
+//
+//   tilejit bench fused_ce_tvd --bt N --vocab V [--dtype bf16|fp16|fp32]
+//                 [--set NAME=VALUE ...] [--iters 50]
+//
+// Times the CE+TVD forward and backward on this GPU (tuned configs when
+// present, as `tilejit run`), measures the device-to-device copy bandwidth in
+// the same process, and prints time, achieved bandwidth and the fraction of
+// the roofline: the forward must read student and teacher once (2 units of
+// BT * V * element bytes), the backward read both and write the gradient
+// (3 units); forward + backward is compared with 3 units, the minimum for
+// the loss and its gradient (../shared/anchors.md).
+//
+//===----------------------------------------------------------------------===//
+#include "Commands.h"
+
+#include "kernels_spec/FusedCeTvdOp.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+
+#include "llvm/Support/CommandLine.h"
+
+#include <cstdio>
+
+namespace cl = llvm::cl;
+using namespace tilejit;
+
+static cl::SubCommand benchCmd("bench",
+                               "Time fused_ce_tvd on this GPU against the "
+                               "memory roofline");
+static cl::opt<std::string> benchKernel(cl::Positional, cl::desc("KERNEL"),
+                                        cl::Required, cl::sub(benchCmd));
+static cl::opt<int64_t> benchBt("bt", cl::init(4096), cl::desc("Tokens (rows)"),
+                                cl::sub(benchCmd));
+static cl::opt<int64_t> benchVocab("vocab", cl::init(151936),
+                                   cl::desc("Vocabulary size V"),
+                                   cl::sub(benchCmd));
+static cl::opt<std::string> benchDtype("dtype", cl::init("bf16"),
+                                       cl::desc("Logits dtype"),
+                                       cl::sub(benchCmd));
+static cl::list<std::string> benchSet("set", cl::desc("NAME=VALUE"),
+                                      cl::sub(benchCmd));
+static cl::opt<int> benchIters("iters", cl::init(50),
+                               cl::desc("Timed launches per kernel (median)"),
+                               cl::sub(benchCmd));
+
+bool benchCommandSelected() { return bool(benchCmd); }
+
+int runBenchCommand() {
+  if (benchKernel != "fused_ce_tvd")
+    throw Error("tilejit bench supports the operation 'fused_ce_tvd'");
+  DType dtype = parseDType(benchDtype);
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(benchBt, benchVocab, dtype, 1234);
+  std::vector<float> gCe, gTvd;
+  defaultUpstream(in.BT, gCe, gTvd);
+  CeTvdRunOptions options;
+  options.overrides = benchSet;
+  options.iterations = benchIters;
+  CeTvdOutputs out = runCeTvdGpu(in, gCe, gTvd, options);
+  double copyBytesPerS = cuda::measureCopyBandwidth(size_t(2) << 30);
+
+  double unit = double(in.BT) * in.V * dtypeSize(dtype);
+  // GB/s counts the roofline's bytes (what the operation must move).
+  auto row = [&](const char *what, double ms, double units) {
+    double rooflineMs = units * unit / copyBytesPerS * 1e3;
+    std::printf("  %-8s %9.3f ms %8.1f GB/s  roofline %d x BT*V*%zu B = "
+                "%.3f ms  fraction %.2f\n",
+                what, ms, units * unit / ms / 1e6, int(units), dtypeSize(dtype),
+                rooflineMs, rooflineMs / ms);
+  };
+  std::printf("fused_ce_tvd bench on %s: BT=%lld V=%lld dtype=%s\n",
+              out.device.c_str(), (long long)in.BT, (long long)in.V,
+              dtypeName(dtype));
+  std::printf("  copy ceiling (device-to-device, 2 GiB): %.2f TB/s\n",
+              copyBytesPerS / 1e12);
+  std::printf("  forward config : %s\n  backward config: %s\n",
+              out.forwardConfig.c_str(), out.backwardConfig.c_str());
+  std::printf("  JIT (DSL build -> loaded CUBIN, through the kernel cache): "
+              "forward %.1f ms, backward %.1f ms\n",
+              out.forwardJitMs, out.backwardJitMs);
+  std::printf("  host time per launch of a loaded kernel: %.2f us\n",
+              out.launchHostUs);
+  row("forward", out.forwardMs, 2);
+  row("backward", out.backwardMs, 3);
+  row("fwd+bwd", out.forwardMs + out.backwardMs, 3);
+  return 0;
+}
