@@ -50,12 +50,16 @@ int runBenchCommand() {
   if (benchKernel != "fused_ce_tvd")
     throw Error("tilejit bench supports the operation 'fused_ce_tvd'");
   DType dtype = parseDType(benchDtype);
+  // Held for the whole command: the copy-bandwidth measurement after the
+  // kernels needs the (primary) context to stay alive.
+  cuda::Device device = cuda::Device::open();
   ref::CeTvdInputs in = ref::makeCeTvdInputs(benchBt, benchVocab, dtype, 1234);
   std::vector<float> gCe, gTvd;
   defaultUpstream(in.BT, gCe, gTvd);
   CeTvdRunOptions options;
   options.overrides = benchSet;
   options.iterations = benchIters;
+  options.useTuned = true; // tuned configs when present and no --set
   CeTvdOutputs out = runCeTvdGpu(in, gCe, gTvd, options);
   double copyBytesPerS = cuda::measureCopyBandwidth(size_t(2) << 30);
 
