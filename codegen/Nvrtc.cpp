@@ -12,6 +12,7 @@
 #include "codegen/Nvrtc.h"
 
 #include "tilejit/Error.h"
+#include "tilejit/Timing.h"
 
 #include <nvrtc.h>
 
@@ -265,12 +266,6 @@ std::string realArch(const std::string &arch) {
   if (startsWith(arch, "compute_"))
     return "sm_" + arch.substr(std::strlen("compute_"));
   return arch;
-}
-
-double msSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 } // namespace

@@ -38,6 +38,7 @@
 #include "codegen/Nvrtc.h"
 #include "runtime/Cache.h"
 #include "tilejit/Log.h"
+#include "tilejit/Timing.h"
 #include "tilejit/ir/Dialects.h"
 #include "tilejit/ir/TileModuleImpl.h"
 
@@ -53,10 +54,6 @@
 using namespace mlir;
 
 namespace tilejit {
-
-/// SHA-256 of the compiler's sources, generated at build time
-/// (cmake/CompilerSourceHash.cmake).
-
 namespace {
 
 template <typename T> std::string print(const T &x) {
@@ -120,16 +117,12 @@ KeyParts keyParts(const TileModule &input, const CompileOptions &options,
   return p;
 }
 
-KeyParts computeKey(const TileModule &module, const CompileOptions &options) {
+/// The key itself: keyParts() over the optimized tile IR (its "tile_ir").
+KeyParts computeKey(const TileModule &module, const CompileOptions &options,
+                    bool wantParams = false) {
   TileModule optimized = module.clone();
   optimizeTile(optimized);
-  return keyParts(module, options, optimized.str());
-}
-
-double msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - t0)
-      .count();
+  return keyParts(module, options, optimized.str(), wantParams);
 }
 
 } // namespace
@@ -164,10 +157,7 @@ compileCached(const TileModule &module, const CompileOptions &options,
       return hit;
     }
 
-  TileModule optimized = module.clone();
-  optimizeTile(optimized);
-  std::string tileIR = optimized.str();
-  KeyParts parts = keyParts(module, options, tileIR, /*wantParams=*/true);
+  KeyParts parts = computeKey(module, options, /*wantParams=*/true);
   key = parts.key.hex();
   if (auto hit = cache.lookup(key)) {
     cache.storeAlias(alias, key);
@@ -180,7 +170,7 @@ compileCached(const TileModule &module, const CompileOptions &options,
   CompileOptions full = options;
   full.upTo = Stage::Cubin;
   CompiledKernel k = compile(module, full); // throws: nothing is stored
-  if (k.tileIR != tileIR) {
+  if (k.tileIR != parts.key.fields().at("tile_ir")) {
     // The key would not describe this binary: never store it.
     log()->warn("cache: {} compiled to different tile IR twice in a row; not "
                 "caching it (please report this)",

@@ -7,10 +7,11 @@
 //===----------------------------------------------------------------------===//
 #include "tilejit/Compiler.h"
 
+#include "codegen/Nvrtc.h"
 #include "tilejit/Error.h"
 #include "tilejit/Log.h"
+#include "tilejit/Timing.h"
 #include "tilejit/codegen/CudaEmitter.h"
-#include "codegen/Nvrtc.h"
 #include "tilejit/compiler/Passes.h"
 #include "tilejit/ir/TileModuleImpl.h"
 
@@ -25,12 +26,6 @@ using namespace mlir;
 
 namespace tilejit {
 namespace {
-
-double msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - t0)
-      .count();
-}
 
 std::string print(ModuleOp m) {
   std::string text;
@@ -56,11 +51,16 @@ void step(TileModule &module, const char *name, std::unique_ptr<Pass> pass) {
 } // namespace
 
 Stage parseStage(const std::string &name) {
-  if (name == "tile") return Stage::Tile;
-  if (name == "simt") return Stage::Simt;
-  if (name == "cuda") return Stage::Cuda;
-  if (name == "ptx") return Stage::Ptx;
-  if (name == "cubin" || name == "sass") return Stage::Cubin;
+  if (name == "tile")
+    return Stage::Tile;
+  if (name == "simt")
+    return Stage::Simt;
+  if (name == "cuda")
+    return Stage::Cuda;
+  if (name == "ptx")
+    return Stage::Ptx;
+  if (name == "cubin" || name == "sass")
+    return Stage::Cubin;
   throw Error("unknown stage '" + name +
               "' (expected tile, simt, cuda, ptx, cubin or sass)");
 }
@@ -107,9 +107,8 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
     return out;
 
   auto t1 = std::chrono::steady_clock::now();
-  nvrtc::CompileResult r =
-      nvrtc::compile(out.cuda, out.name + ".cu", options.arch,
-                     options.nvrtcOptions);
+  nvrtc::CompileResult r = nvrtc::compile(out.cuda, out.name + ".cu",
+                                          options.arch, options.nvrtcOptions);
   out.ptx = std::move(r.ptx);
   out.cubin = std::move(r.cubin);
   out.nvrtcMs = msSince(t1);

@@ -65,7 +65,8 @@ static bool hasTensorType(Operation *op) {
 static FailureOr<VectorType> convertedVector(const TypeConverter &converter,
                                              Value tile,
                                              ConversionPatternRewriter &rw) {
-  auto vec = dyn_cast_or_null<VectorType>(converter.convertType(tile.getType()));
+  auto vec =
+      dyn_cast_or_null<VectorType>(converter.convertType(tile.getType()));
   if (!vec)
     return rw.notifyMatchFailure(tile.getLoc(), "tile type not convertible");
   return vec;
@@ -75,29 +76,23 @@ static FailureOr<VectorType> convertedVector(const TypeConverter &converter,
 // Tile ops
 //===----------------------------------------------------------------------===//
 
+/// A grid query along one axis, renamed: same type, same axis attribute.
+template <typename TileOp, typename SimtOp>
+struct AxisQueryLowering : public OpConversionPattern<TileOp> {
+  using OpConversionPattern<TileOp>::OpConversionPattern;
+  using OpAdaptor = typename OpConversionPattern<TileOp>::OpAdaptor;
+  LogicalResult
+  matchAndRewrite(TileOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<SimtOp>(op, op.getType(), op.getAxisAttr());
+    return success();
+  }
+};
 /// tile.program_id -> simt.block_id.
-struct ProgramIdLowering : public OpConversionPattern<tile::ProgramIdOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(tile::ProgramIdOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<simt::BlockIdOp>(op, op.getType(),
-                                                 op.getAxisAttr());
-    return success();
-  }
-};
-
+using ProgramIdLowering = AxisQueryLowering<tile::ProgramIdOp, simt::BlockIdOp>;
 /// tile.num_programs -> simt.grid_dim.
-struct NumProgramsLowering : public OpConversionPattern<tile::NumProgramsOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(tile::NumProgramsOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<simt::GridDimOp>(op, op.getType(),
-                                                 op.getAxisAttr());
-    return success();
-  }
-};
+using NumProgramsLowering =
+    AxisQueryLowering<tile::NumProgramsOp, simt::GridDimOp>;
 
 /// tile.arange -> broadcast(thread_id * VEC) + c, with the constant
 /// c[e] = (e / VEC) * P * VEC + e % VEC (the layout of tile-assign-layout).
@@ -292,20 +287,20 @@ struct TileLowerToSimtPass
           cst && isa<TensorType>(cst.getType()) &&
           !isa<SplatElementsAttr>(cst.getValue())) {
         op->emitOpError("in kernel '")
-            << func.getSymName() << "': only splat tile constants are supported";
+            << func.getSymName()
+            << "': only splat tile constants are supported";
         return WalkResult::interrupt();
       }
-      for (Type t : llvm::concat<Type>(op->getOperandTypes(),
-                                       op->getResultTypes())) {
+      for (Type t :
+           llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
         if (!isa<TensorType>(t))
           continue;
         auto tensor = dyn_cast<RankedTensorType>(t);
-        if (!tensor || tensor.getRank() != 1 ||
-            tensor.getDimSize(0) % p != 0) {
+        if (!tensor || tensor.getRank() != 1 || tensor.getDimSize(0) % p != 0) {
           op->emitOpError("in kernel '")
               << func.getSymName() << "': tile type " << t
-              << " is not a 1-D tile whose size is a multiple of the "
-              << p << " threads";
+              << " is not a 1-D tile whose size is a multiple of the " << p
+              << " threads";
           return WalkResult::interrupt();
         }
       }

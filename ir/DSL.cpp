@@ -35,8 +35,8 @@ namespace dsl {
 int64_t Config::get(const std::string &name) const {
   auto it = params.find(name);
   if (it == params.end())
-    throw Error("compile-time parameter '" + name + "' is not set (have: " +
-                str() + ")");
+    throw Error("compile-time parameter '" + name +
+                "' is not set (have: " + str() + ")");
   return it->second;
 }
 
@@ -67,8 +67,8 @@ struct KernelBuilder::Impl {
   [[noreturn]] void fail(const std::string &what) const {
     std::string where;
     if (auto fl = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
-      where = " at " + fl.getFilename().str() + ":" +
-              std::to_string(fl.getLine());
+      where =
+          " at " + fl.getFilename().str() + ":" + std::to_string(fl.getLine());
     throw Error("kernel '" + name + "'" + where + ": " + what);
   }
 
@@ -102,12 +102,18 @@ struct KernelBuilder::Impl {
 
   Type elementType(DType t) {
     switch (t) {
-    case DType::I1: return b.getI1Type();
-    case DType::I32: return b.getI32Type();
-    case DType::I64: return b.getI64Type();
-    case DType::BF16: return b.getBF16Type();
-    case DType::F16: return b.getF16Type();
-    case DType::F32: return b.getF32Type();
+    case DType::I1:
+      return b.getI1Type();
+    case DType::I32:
+      return b.getI32Type();
+    case DType::I64:
+      return b.getI64Type();
+    case DType::BF16:
+      return b.getBF16Type();
+    case DType::F16:
+      return b.getF16Type();
+    case DType::F32:
+      return b.getF32Type();
     }
     fail("unknown dtype");
   }
@@ -137,11 +143,16 @@ bool isTileType(Type t) { return mlir::isa<mlir::RankedTensorType>(t); }
 
 DType dtypeOf(Type t) {
   t = elementOf(t);
-  if (t.isInteger(1)) return DType::I1;
-  if (t.isInteger(32)) return DType::I32;
-  if (t.isInteger(64)) return DType::I64;
-  if (t.isBF16()) return DType::BF16;
-  if (t.isF16()) return DType::F16;
+  if (t.isInteger(1))
+    return DType::I1;
+  if (t.isInteger(32))
+    return DType::I32;
+  if (t.isInteger(64))
+    return DType::I64;
+  if (t.isBF16())
+    return DType::BF16;
+  if (t.isF16())
+    return DType::F16;
   return DType::F32;
 }
 
@@ -240,8 +251,8 @@ std::pair<MValue, MValue> promote(KernelBuilder::Impl &k, MValue a, MValue b,
   if (ta && tb && na != nb)
     k.fail(std::string("operands of '") + op + "' have tile sizes " +
            std::to_string(na) + " and " + std::to_string(nb));
-  Type elem = commonElement(k, elementOf(a.getType()), elementOf(b.getType()),
-                            op);
+  Type elem =
+      commonElement(k, elementOf(a.getType()), elementOf(b.getType()), op);
   a = castTo(k, a, elem);
   b = castTo(k, b, elem);
   if (ta != tb) {
@@ -408,7 +419,8 @@ Value operator+(Value a, Value b) {
         elementOf(off.getType()).isInteger(1))
       k.fail("a pointer can only be advanced by an i32/i64 scalar; tile "
              "offsets go into load/store");
-    return k.wrap(&a.builder(), tile::AddPtrOp::create(k.b, k.loc, p.getType(), p, off));
+    return k.wrap(&a.builder(),
+                  tile::AddPtrOp::create(k.b, k.loc, p.getType(), p, off));
   }
   return binary<mlir::arith::AddFOp, mlir::arith::AddIOp>(a, b, "+");
 }
@@ -480,8 +492,9 @@ Value exp(Value a) {
   // Approximate functions allowed: the GPU uses its ex2 unit, as Triton does.
   auto &k = a.builder().impl();
   MValue x = asFloat32(k, k.use(a), "exp");
-  return k.wrap(&a.builder(), mlir::math::ExpOp::create(
-                                  k.b, k.loc, x, mlir::arith::FastMathFlags::afn));
+  return k.wrap(&a.builder(),
+                mlir::math::ExpOp::create(k.b, k.loc, x,
+                                          mlir::arith::FastMathFlags::afn));
 }
 Value exp2(Value a) { return unaryMath<mlir::math::Exp2Op>(a, "exp2"); }
 Value log(Value a) { return unaryMath<mlir::math::LogOp>(a, "log"); }
@@ -491,7 +504,8 @@ Value tanh(Value a) { return unaryMath<mlir::math::TanhOp>(a, "tanh"); }
 
 Value sign(Value a) {
   auto &k = a.builder().impl();
-  Value x = a.builder().impl().wrap(&a.builder(), asFloat32(k, k.use(a), "sign"));
+  Value x =
+      a.builder().impl().wrap(&a.builder(), asFloat32(k, k.use(a), "sign"));
   return where(x > 0.0, 1.0, where(x < 0.0, -1.0, withConstant(x, 0.0)));
 }
 
@@ -538,8 +552,8 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   auto ret = mlir::func::ReturnOp::create(k.b, k.loc);
   k.b.setInsertionPoint(ret);
 
-  int64_t warps = config.params.count("num_warps") ? config.get("num_warps")
-                                                   : 4;
+  int64_t warps =
+      config.params.count("num_warps") ? config.get("num_warps") : 4;
   llvm::SmallVector<mlir::NamedAttribute> constexprs;
   for (auto &[name, v] : config.params)
     constexprs.push_back(k.b.getNamedAttr(name, k.b.getI64IntegerAttr(v)));
@@ -567,8 +581,8 @@ Value KernelBuilder::paramValue(const std::string &name, DType type,
   param(name);
   if (type != DType::I32 && type != DType::I64)
     k.fail("paramValue('" + name + "') must be i32 or i64");
-  return k.wrap(this, tile::ConstexprOp::create(k.b, k.loc,
-                                                k.elementType(type), name));
+  return k.wrap(
+      this, tile::ConstexprOp::create(k.b, k.loc, k.elementType(type), name));
 }
 
 static Value addArgument(KernelBuilder &kb, Type t) {
@@ -583,9 +597,9 @@ static Value addArgument(KernelBuilder &kb, Type t) {
 Value KernelBuilder::pointerArg(const std::string &name, DType elementType) {
   if (elementType == DType::I1)
     impl_->fail("pointer argument '" + name + "' to i1 is not supported");
-  return addArgument(*this,
-                     tile::PtrType::get(impl_->ctx.get(),
-                                        impl_->elementType(elementType)));
+  return addArgument(
+      *this,
+      tile::PtrType::get(impl_->ctx.get(), impl_->elementType(elementType)));
 }
 
 Value KernelBuilder::scalarArg(const std::string &name, DType type) {
@@ -599,8 +613,8 @@ Value KernelBuilder::programId(int axis, SourceLoc loc) {
   k.at(loc);
   if (axis < 0 || axis > 2)
     k.fail("programId axis must be 0, 1 or 2");
-  return k.wrap(this, tile::ProgramIdOp::create(k.b, k.loc, k.b.getI32Type(),
-                                                axis));
+  return k.wrap(this,
+                tile::ProgramIdOp::create(k.b, k.loc, k.b.getI32Type(), axis));
 }
 
 Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {
@@ -608,8 +622,8 @@ Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {
   k.at(loc);
   if (axis < 0 || axis > 2)
     k.fail("numPrograms axis must be 0, 1 or 2");
-  return k.wrap(this, tile::NumProgramsOp::create(k.b, k.loc,
-                                                  k.b.getI32Type(), axis));
+  return k.wrap(
+      this, tile::NumProgramsOp::create(k.b, k.loc, k.b.getI32Type(), axis));
 }
 
 Value KernelBuilder::arange(int64_t n, SourceLoc loc) {
@@ -670,8 +684,8 @@ Value KernelBuilder::load(Value ptr, Value offsets, SourceLoc loc) {
   k.at(loc);
   auto [p, off] = access(k, ptr, offsets, "load");
   Type elem = mlir::cast<tile::PtrType>(p.getType()).getElementType();
-  auto r = tile::LoadOp::create(k.b, k.loc, withElement(off.getType(), elem),
-                                p, off, MValue(), MValue());
+  auto r = tile::LoadOp::create(k.b, k.loc, withElement(off.getType(), elem), p,
+                                off, MValue(), MValue());
   return k.wrap(this, r);
 }
 
@@ -683,8 +697,8 @@ Value KernelBuilder::load(Value ptr, Value offsets, Value mask, double other,
   MValue m = maskFor(k, mask, off, "load");
   Type elem = mlir::cast<tile::PtrType>(p.getType()).getElementType();
   MValue o = scalarConstant(k, other, elem);
-  auto r = tile::LoadOp::create(k.b, k.loc, withElement(off.getType(), elem),
-                                p, off, m, o);
+  auto r = tile::LoadOp::create(k.b, k.loc, withElement(off.getType(), elem), p,
+                                off, m, o);
   return k.wrap(this, r);
 }
 
@@ -731,6 +745,24 @@ static llvm::SmallVector<MValue> currentValues(KernelBuilder::Impl &k,
   return values;
 }
 
+/// The live Vars on entry to a loop or if body, with their values and types
+/// there: the state the region carries.
+namespace {
+struct Carried {
+  std::vector<Var *> vars;
+  llvm::SmallVector<MValue> values;
+  llvm::SmallVector<Type> types;
+};
+} // namespace
+static Carried carriedState(KernelBuilder::Impl &k) {
+  Carried c{k.liveVars, {}, {}};
+  for (Var *v : c.vars) {
+    c.values.push_back(k.use(*v));
+    c.types.push_back(c.values.back().getType());
+  }
+  return c;
+}
+
 void KernelBuilder::forRange(Value lo, Value hi, Value step,
                              const std::function<void(Value)> &body,
                              SourceLoc loc) {
@@ -747,13 +779,7 @@ void KernelBuilder::forRange(Value lo, Value hi, Value step,
   h = castTo(k, h, t);
   s = castTo(k, s, t);
 
-  std::vector<Var *> carried = k.liveVars;
-  llvm::SmallVector<MValue> inits;
-  llvm::SmallVector<Type> types;
-  for (Var *v : carried) {
-    inits.push_back(k.use(*v));
-    types.push_back(inits.back().getType());
-  }
+  auto [carried, inits, types] = carriedState(k);
   auto forOp = mlir::scf::ForOp::create(k.b, k.loc, l, h, s, inits);
   OpBuilder::InsertionGuard guard(k.b);
   mlir::Block *blk = forOp.getBody();
@@ -785,13 +811,10 @@ void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenBody,
   MValue c = k.use(cond);
   if (isTileType(c.getType()) || !c.getType().isInteger(1))
     k.fail("ifThen needs a scalar i1 condition");
-  std::vector<Var *> carried = k.liveVars;
-  llvm::SmallVector<MValue> before;
-  llvm::SmallVector<Type> types;
-  for (Var *v : carried) {
-    before.push_back(k.use(*v));
-    types.push_back(before.back().getType());
-  }
+  Carried state = carriedState(k);
+  const std::vector<Var *> &carried = state.vars;
+  const llvm::SmallVector<MValue> &before = state.values;
+  const llvm::SmallVector<Type> &types = state.types;
   auto ifOp = mlir::scf::IfOp::create(k.b, k.loc, types, c,
                                       /*addThenBlock=*/true,
                                       /*addElseBlock=*/true);

@@ -1,7 +1,7 @@
 //===- FusedCeTvdOp.cpp - host side of the CE+TVD kernels -----------------===//
 #include "kernels_spec/FusedCeTvdOp.h"
 
-#include "codegen/Nvrtc.h"
+#include "kernels_spec/FusedCeTvdArgs.h"
 #include "kernels_spec/FusedCeTvdTune.h"
 #include "kernels_spec/reference/CeTvdReference.h"
 #include "runtime/Cache.h"
@@ -11,7 +11,7 @@
 #include "tilejit/HostFloat.h"
 #include "tilejit/Interpreter.h"
 #include "tilejit/KernelSpec.h"
-#include "tilejit/Log.h"
+#include "tilejit/Timing.h"
 
 #include <algorithm>
 #include <array>
@@ -23,17 +23,7 @@
 namespace tilejit {
 namespace {
 
-/// The buffers of one forward + backward, in the kernels' argument order.
-enum Buf {
-  Student, Teacher, Target, Ce, Tvd, Sigma, MaxS, LogSumS, MaxT, LogSumT,
-  BadTarget, GCe, GTvd, Grad, NumBufs
-};
-const std::vector<Buf> kForwardBufs = {
-    Student, Teacher, Target, Ce, Tvd, Sigma, MaxS, LogSumS, MaxT, LogSumT,
-    BadTarget};
-const std::vector<Buf> kBackwardBufs = {
-    Student, Teacher, Target, Sigma, MaxS, LogSumS, MaxT, LogSumT, GCe, GTvd,
-    Grad};
+using namespace cetvd;
 
 /// Host memory for every buffer (inputs point into the caller's vectors).
 struct HostBuffers {
@@ -43,19 +33,12 @@ struct HostBuffers {
   int32_t badTarget = 0;
   std::vector<float> gCe, gTvd, maxS, logSumS, maxT, logSumT;
 
-  /// lse = max + log sum-exp, for the caller (in double, then rounded).
+  /// lse = max + log sum-exp, for the caller.
   void fillLse(CeTvdOutputs &out) const {
-    for (size_t r = 0; r < maxS.size(); ++r) {
-      out.lseS[r] = static_cast<float>(double(maxS[r]) + logSumS[r]);
-      out.lseT[r] = static_cast<float>(double(maxT[r]) + logSumT[r]);
-    }
+    lseFromParts(maxS, logSumS, out.lseS);
+    lseFromParts(maxT, logSumT, out.lseT);
   }
 
-  void set(Buf b, const void *p, DType t, int64_t n) {
-    data[b] = const_cast<void *>(p);
-    dtype[b] = t;
-    count[b] = n;
-  }
   size_t bytes(Buf b) const { return count[b] * dtypeSize(dtype[b]); }
 };
 
@@ -98,20 +81,25 @@ void hostBuffers(HostBuffers &h, const ref::CeTvdInputs &in,
   h.gTvd = gTvd;
   for (auto *v : {&h.maxS, &h.logSumS, &h.maxT, &h.logSumT})
     v->assign(in.BT, 0.f);
-  h.set(Student, in.student.data(), in.dtype, n);
-  h.set(Teacher, in.teacher.data(), in.dtype, n);
-  h.set(Target, in.target.data(), DType::I64, in.BT);
-  h.set(Ce, out.ce.data(), DType::F32, in.BT);
-  h.set(Tvd, out.tvd.data(), DType::F32, in.BT);
-  h.set(Sigma, out.sigma.data(), DType::F32, in.BT);
-  h.set(MaxS, h.maxS.data(), DType::F32, in.BT);
-  h.set(LogSumS, h.logSumS.data(), DType::F32, in.BT);
-  h.set(MaxT, h.maxT.data(), DType::F32, in.BT);
-  h.set(LogSumT, h.logSumT.data(), DType::F32, in.BT);
-  h.set(BadTarget, &h.badTarget, DType::I32, 1);
-  h.set(GCe, h.gCe.data(), DType::F32, in.BT);
-  h.set(GTvd, h.gTvd.data(), DType::F32, in.BT);
-  h.set(Grad, out.grad.data(), in.dtype, n);
+  auto set = [&](Buf b, const void *p) {
+    h.data[b] = const_cast<void *>(p);
+    h.dtype[b] = bufDType(b, in.dtype);
+    h.count[b] = bufCount(b, in.BT, in.V);
+  };
+  set(Student, in.student.data());
+  set(Teacher, in.teacher.data());
+  set(Target, in.target.data());
+  set(Ce, out.ce.data());
+  set(Tvd, out.tvd.data());
+  set(Sigma, out.sigma.data());
+  set(MaxS, h.maxS.data());
+  set(LogSumS, h.logSumS.data());
+  set(MaxT, h.maxT.data());
+  set(LogSumT, h.logSumT.data());
+  set(BadTarget, &h.badTarget);
+  set(GCe, h.gCe.data());
+  set(GTvd, h.gTvd.data());
+  set(Grad, out.grad.data());
 }
 
 void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
@@ -129,10 +117,8 @@ TileModule buildKernel(const char *name, const ref::CeTvdInputs &in,
                        std::string *used = nullptr) {
   const KernelSpec &spec = findKernel(name);
   dsl::Config config = spec.config(in.dtype, spec.ownOverrides(overrides));
-  if (used) {
-    TuneParams p(config.params.begin(), config.params.end());
-    *used = formatParams(p) + " (" + *used + ")";
-  }
+  if (used)
+    *used = formatParams(config.params) + " (" + *used + ")";
   return spec.build(config);
 }
 
@@ -157,25 +143,23 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
   out.device = "cpu";
   HostBuffers h;
   hostBuffers(h, in, gCe, gTvd, out);
-  auto args = [&](const std::vector<Buf> &bufs, bool backward) {
-    std::vector<InterpArg> a;
-    for (Buf b : bufs)
-      a.push_back(InterpBuffer{h.data[b], h.dtype[b], h.count[b]});
-    a.push_back(static_cast<int32_t>(in.V));
-    a.push_back(in.V); // row_stride
-    if (backward)
-      a.push_back(in.V); // grad_stride
-    a.push_back(ref::kCeTvdIgnoreIndex);
-    return a;
+  Scalars scalars(in);
+  auto args = [&](bool backward) {
+    return kernelArgs<InterpArg>(
+        backward, scalars,
+        [&](Buf b) {
+          return InterpBuffer{h.data[b], h.dtype[b], h.count[b]};
+        },
+        [](auto x) { return x; });
   };
   Grid grid{in.BT, 1, 1};
   TileModule fwd = buildKernel("fused_ce_tvd_fwd", in, options.overrides);
   optimizeTile(fwd);
-  interpret(fwd.operation(), fwd.kernelName(), grid, args(kForwardBufs, false));
+  interpret(fwd.operation(), fwd.kernelName(), grid, args(false));
   throwIfBadTarget(in, h.badTarget);
   TileModule bwd = buildKernel("fused_ce_tvd_bwd", in, options.overrides);
   optimizeTile(bwd);
-  interpret(bwd.operation(), bwd.kernelName(), grid, args(kBackwardBufs, true));
+  interpret(bwd.operation(), bwd.kernelName(), grid, args(true));
   h.fillLse(out);
   return out;
 }
@@ -185,14 +169,8 @@ namespace {
 /// Median time of `iterations` launches of `launch`, in ms (CUDA events).
 double timeLaunches(int iterations, const std::function<void()> &launch) {
   std::vector<double> ms;
-  for (int i = 0; i < std::max(1, iterations); ++i) {
-    cuda::Event start, stop;
-    start.record();
-    launch();
-    stop.record();
-    stop.synchronize();
-    ms.push_back(cuda::Event::elapsedMs(start, stop));
-  }
+  for (int i = 0; i < std::max(1, iterations); ++i)
+    ms.push_back(cuda::timeMs(launch));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -209,14 +187,13 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   copts.arch = options.arch.empty() ? device.archString() : options.arch;
   CeTvdOutputs out;
   std::vector<std::string> fwdSet = options.overrides, bwdSet = fwdSet;
-  out.forwardConfig = out.backwardConfig =
-      fwdSet.empty() ? "default" : "--set";
+  out.forwardConfig = out.backwardConfig = fwdSet.empty() ? "default" : "--set";
   if (options.useTuned && options.overrides.empty()) {
     DeviceIdentity id = deviceIdentity(device);
-    fwdSet = tunedCeTvdOverrides("fused_ce_tvd_fwd", in, id,
-                                 &out.forwardConfig);
-    bwdSet = tunedCeTvdOverrides("fused_ce_tvd_bwd", in, id,
-                                 &out.backwardConfig);
+    fwdSet =
+        tunedCeTvdOverrides("fused_ce_tvd_fwd", in, id, &out.forwardConfig);
+    bwdSet =
+        tunedCeTvdOverrides("fused_ce_tvd_bwd", in, id, &out.backwardConfig);
   }
   // DSL build -> cached compile -> loaded function, timed per kernel: cold
   // with an empty cache, warm from the disk cache in a fresh process.
@@ -224,12 +201,9 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   auto jit = [&](const char *name, const std::vector<std::string> &set,
                  std::string *config, double *ms) {
     auto t0 = std::chrono::steady_clock::now();
-    CompiledKernel k =
-        compileCached(buildKernel(name, in, set, config), copts);
+    CompiledKernel k = compileCached(buildKernel(name, in, set, config), copts);
     const cuda::Function &f = loaded.function(k);
-    *ms = std::chrono::duration<double, std::milli>(
-              std::chrono::steady_clock::now() - t0)
-              .count();
+    *ms = msSince(t0);
     return std::make_pair(k.threads, f);
   };
   auto [fwdThreads, fwdF] =
@@ -247,24 +221,12 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
     dev[b].copyFromHost(h.data[b], h.bytes(b));
   dev[BadTarget].memset(0);
 
-  int32_t V32 = static_cast<int32_t>(in.V);
-  int64_t stride = in.V, ignore = ref::kCeTvdIgnoreIndex;
+  Scalars scalars(in);
   std::array<CUdeviceptr, NumBufs> ptrs;
   for (int b = 0; b < NumBufs; ++b)
     ptrs[b] = dev[b].ptr();
-  auto args = [&](const std::vector<Buf> &bufs, bool backward) {
-    std::vector<void *> a;
-    for (Buf b : bufs)
-      a.push_back(&ptrs[b]);
-    a.push_back(&V32);
-    a.push_back(&stride);
-    if (backward)
-      a.push_back(&stride);
-    a.push_back(&ignore);
-    return a;
-  };
-  auto fwdArgs = args(kForwardBufs, false);
-  auto bwdArgs = args(kBackwardBufs, true);
+  auto fwdArgs = launchArgs(false, scalars, ptrs.data());
+  auto bwdArgs = launchArgs(true, scalars, ptrs.data());
   cuda::Dim3 grid{static_cast<unsigned>(in.BT)};
   auto launchFwd = [&] {
     cuda::launch(fwdF, grid, {static_cast<unsigned>(fwdThreads)}, 0, nullptr,
@@ -320,8 +282,8 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
     gc[i] = gCe[rows[i]];
     gt[i] = gTvd[rows[i]];
   }
-  ref::CeTvdForward f = ref::ceTvdForward(s.data(), t.data(), in.dtype,
-                                          y.data(), n, in.V, in.V);
+  ref::CeTvdForward f =
+      ref::ceTvdForward(s.data(), t.data(), in.dtype, y.data(), n, in.V, in.V);
   std::vector<double> g(n * in.V);
   ref::ceTvdBackward(s.data(), t.data(), in.dtype, y.data(), n, in.V, in.V,
                      gc.data(), gt.data(), g.data());
@@ -376,8 +338,8 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
       double got = loadAsDouble(out.grad.data(), in.dtype, r * in.V + v);
       double want = g[i * in.V + v];
       double pv = ignored ? 0.0 : prob(s, f.lseS[i], v);
-      double tieSlack = 0.5 * std::fabs(gt[i]) * pv *
-                        (sigmaSlack + (tie[v] ? 2.0 : 0.0));
+      double tieSlack =
+          0.5 * std::fabs(gt[i]) * pv * (sigmaSlack + (tie[v] ? 2.0 : 0.0));
       double err =
           std::fabs(got - want) / (atol + rtol * std::fabs(want) + tieSlack);
       if (!(err <= c.gradErr)) { // also catches NaN

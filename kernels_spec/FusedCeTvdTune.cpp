@@ -1,6 +1,7 @@
 //===- FusedCeTvdTune.cpp - CE+TVD tuning targets on the GPU --------------===//
 #include "kernels_spec/FusedCeTvdTune.h"
 
+#include "kernels_spec/FusedCeTvdArgs.h"
 #include "kernels_spec/FusedCeTvdOp.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
@@ -17,35 +18,11 @@ namespace {
 const char *const kFwd = "fused_ce_tvd_fwd";
 const char *const kBwd = "fused_ce_tvd_bwd";
 
-/// Device buffers, in the order of the kernels' arguments (FusedCeTvd.h).
-enum Buf {
-  Student,
-  Teacher,
-  Target,
-  Ce,
-  Tvd,
-  Sigma,
-  MaxS,
-  LogSumS,
-  MaxT,
-  LogSumT,
-  BadTarget,
-  GCe,
-  GTvd,
-  Grad,
-  NumBufs
-};
-const std::vector<Buf> kFwdArgs = {Student, Teacher, Target,   Ce,
-                                   Tvd,     Sigma,   MaxS,     LogSumS,
-                                   MaxT,    LogSumT, BadTarget};
-const std::vector<Buf> kBwdArgs = {Student, Teacher, Target, Sigma,
-                                   MaxS,    LogSumS, MaxT,   LogSumT,
-                                   GCe,     GTvd,    Grad};
+using namespace cetvd;
+
 const char *const kNames[NumBufs] = {
     "student",  "teacher", "target",   "ce",         "tvd",  "sigma", "max_s",
     "logsum_s", "max_t",   "logsum_t", "bad_target", "g_ce", "g_tvd", "grad"};
-const std::vector<Buf> kRowOutputs = {Ce,      Tvd,  Sigma,  MaxS,
-                                      LogSumS, MaxT, LogSumT};
 
 /// A compiled and loaded kernel.
 struct Kernel : TuneCandidate {
@@ -99,18 +76,11 @@ public:
   Session(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
           const std::vector<float> &gTvd, const CeTvdTuneOptions &options)
       : In(in), GCeHost(gCe), GTvdHost(gTvd), Dev(cuda::Device::open()),
-        Timer(Dev), Rows(sampleRows(in.BT, options.checkRows)) {
+        Timer(Dev), Rows(sampleRows(in.BT, options.checkRows)), ScalarArgs(in) {
     Copts.arch = options.arch.empty() ? Dev.archString() : options.arch;
-    int64_t n = in.BT * in.V;
-    for (int b = 0; b < NumBufs; ++b) {
-      DType t = b == Student || b == Teacher || b == Grad ? in.dtype
-                : b == Target                             ? DType::I64
-                : b == BadTarget                          ? DType::I32
-                                                          : DType::F32;
-      int64_t count = b == Student || b == Teacher || b == Grad ? n
-                      : b == BadTarget                          ? 1
-                                                                : in.BT;
-      Bytes[b] = count * dtypeSize(t);
+    for (int i = 0; i < NumBufs; ++i) {
+      Buf b = static_cast<Buf>(i);
+      Bytes[b] = bufCount(b, in.BT, in.V) * dtypeSize(bufDType(b, in.dtype));
       Buffers.emplace_back(Bytes[b]);
       Ptrs[b] = Buffers.back().ptr();
     }
@@ -141,17 +111,8 @@ public:
   }
 
   void launchAsync(const Kernel &k) {
-    bool backward = k.compiled.name == kBwd;
-    int32_t V32 = static_cast<int32_t>(In.V);
-    int64_t stride = In.V, ignore = ref::kCeTvdIgnoreIndex;
-    std::vector<void *> args;
-    for (Buf b : backward ? kBwdArgs : kFwdArgs)
-      args.push_back(&Ptrs[b]);
-    args.push_back(&V32);
-    args.push_back(&stride);
-    if (backward)
-      args.push_back(&stride);
-    args.push_back(&ignore);
+    std::vector<void *> args =
+        launchArgs(k.compiled.name == kBwd, ScalarArgs, Ptrs);
     cuda::launch(k.fn, {static_cast<unsigned>(In.BT)},
                  {static_cast<unsigned>(k.compiled.threads)}, 0, nullptr, args);
   }
@@ -193,12 +154,8 @@ public:
     o.ce = host[Ce];
     o.tvd = host[Tvd];
     o.sigma = host[Sigma];
-    o.lseS.resize(In.BT);
-    o.lseT.resize(In.BT);
-    for (int64_t r = 0; r < In.BT; ++r) {
-      o.lseS[r] = float(double(host[MaxS][r]) + host[LogSumS][r]);
-      o.lseT[r] = float(double(host[MaxT][r]) + host[LogSumT][r]);
-    }
+    lseFromParts(host[MaxS], host[LogSumS], o.lseS);
+    lseFromParts(host[MaxT], host[LogSumT], o.lseT);
     CeTvdCheck c = checkCeTvd(In, GCeHost, GTvdHost, o, Rows);
     if (c.passed)
       return {};
@@ -216,6 +173,7 @@ private:
   cuda::Device Dev;
   L2FlushTimer Timer;
   std::vector<int64_t> Rows;
+  Scalars ScalarArgs;
   CompileOptions Copts;
   std::vector<cuda::DeviceBuffer> Buffers;
   size_t Bytes[NumBufs] = {};
@@ -269,10 +227,7 @@ std::unique_ptr<Kernel> loadedKernel(Session &s, const char *name,
 }
 
 TuneParams defaultParams(const char *name, DType dtype) {
-  TuneParams p;
-  for (const auto &[k, v] : findKernel(name).config(dtype).params)
-    p[k] = v;
-  return p;
+  return findKernel(name).config(dtype).params;
 }
 
 } // namespace

@@ -3,11 +3,13 @@
 
 #include "runtime/CudaDriver.h"
 #include "tilejit/Log.h"
+#include "tilejit/Timing.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <thread>
 
 namespace tilejit {
@@ -51,7 +53,7 @@ const char *trialStatusName(TrialStatus status) {
 }
 
 bool parseTrialStatus(const std::string &name, TrialStatus &status) {
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < int(std::size(kStatusNames)); ++i)
     if (name == kStatusNames[i]) {
       status = static_cast<TrialStatus>(i);
       return true;
@@ -76,12 +78,6 @@ namespace {
 std::string firstLine(const std::string &text) {
   std::string line = text.substr(0, text.find('\n'));
   return line.size() > 200 ? line.substr(0, 200) + "..." : line;
-}
-
-double msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - t0)
-      .count();
 }
 
 /// Step 1: compiles every candidate on a pool of threads.
@@ -253,12 +249,7 @@ L2FlushTimer::~L2FlushTimer() = default;
 
 double L2FlushTimer::timeMs(const std::function<void()> &launch) {
   Scratch->memset(++Fill); // a write of 2x L2: evicts every line there
-  cuda::Event start, stop;
-  start.record();
-  launch();
-  stop.record();
-  stop.synchronize();
-  return cuda::Event::elapsedMs(start, stop);
+  return cuda::timeMs(launch);
 }
 
 } // namespace tilejit

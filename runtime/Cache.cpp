@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Cache.h"
 
+#include "runtime/FileIO.h"
 #include "tilejit/Error.h"
 #include "tilejit/Log.h"
 
@@ -19,8 +20,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -249,37 +250,6 @@ llvm::json::Object cubinResources(const std::vector<char> &cubin,
   return out;
 }
 
-bool readFile(const fs::path &p, std::string &out) {
-  FILE *f = std::fopen(p.c_str(), "rb");
-  if (!f)
-    return false;
-  out.clear();
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    out.append(buf, n);
-  bool ok = !std::ferror(f);
-  std::fclose(f);
-  return ok;
-}
-
-/// Writes and closes; false (with errno's message in *why) on any failure.
-bool writeFile(const fs::path &p, llvm::StringRef bytes, std::string *why) {
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream os(p.string(), ec, llvm::sys::fs::OF_None);
-    if (!ec) {
-      os << bytes;
-      os.close();
-      ec = os.error();
-      os.clear_error();
-    }
-  }
-  if (ec)
-    *why = "cannot write " + p.string() + ": " + ec.message();
-  return !ec;
-}
-
 int64_t mtimeNs(const fs::path &p) {
   struct stat st;
   if (::stat(p.c_str(), &st) != 0)
@@ -299,20 +269,13 @@ void touch(const fs::path &p) {
     log()->debug("cache: cannot touch {}: {}", p.string(), strerror(errno));
 }
 
-/// A name no other process or thread will pick: <prefix><key>-<pid>-<n>.
-std::string uniqueName(const char *prefix, const std::string &key) {
-  static std::atomic<uint64_t> counter{0};
-  return prefix + key + "-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++);
-}
-
 /// Removes an entry directory: first an atomic rename out of the way (so a
 /// reader sees the whole entry or nothing, and two removers never race on
 /// the same files), then the recursive removal. Failures are only logged.
 void removeEntry(const fs::path &entry) {
   std::error_code ec;
-  fs::path trash =
-      entry.parent_path() / uniqueName(kTrashPrefix, entry.filename());
+  fs::path trash = entry.parent_path() /
+                   uniqueName(kTrashPrefix + entry.filename().string());
   fs::rename(entry, trash, ec);
   if (ec) {
     if (ec != std::errc::no_such_file_or_directory)
@@ -478,7 +441,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
   if (ec)
     return disableWrites("cannot create " + kernels.string() + ": " +
                          ec.message());
-  fs::path tmp = kernels / uniqueName(kTmpPrefix, key);
+  fs::path tmp = kernels / uniqueName(kTmpPrefix + key);
   if (!fs::create_directory(tmp, ec))
     return disableWrites("cannot create " + tmp.string() + ": " +
                          (ec ? ec.message() : "it exists"));
@@ -578,7 +541,7 @@ void KernelCache::storeAlias(const std::string &alias, const std::string &key) {
   if (ec)
     return disableWrites("cannot create " + dir.string() + ": " + ec.message());
   // Same-directory temp file and rename: readers never see half a key.
-  fs::path tmp = dir / uniqueName(kTmpPrefix, alias);
+  fs::path tmp = dir / uniqueName(kTmpPrefix + alias);
   std::string why;
   if (!writeFile(tmp, key + "\n", &why)) {
     fs::remove(tmp, ec);

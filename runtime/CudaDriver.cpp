@@ -544,13 +544,11 @@ double measureCopyBandwidth(size_t bytes, int iterations) {
   src.memset(1);
   std::vector<float> ms;
   for (int i = 0; i < iterations + 1; ++i) { // the first one warms up
-    Event start, stop;
-    start.record();
-    check(api().cuMemcpyDtoD_v2(dst.ptr(), src.ptr(), bytes), "cuMemcpyDtoD");
-    stop.record();
-    stop.synchronize();
+    float t = timeMs([&] {
+      check(api().cuMemcpyDtoD_v2(dst.ptr(), src.ptr(), bytes), "cuMemcpyDtoD");
+    });
     if (i > 0)
-      ms.push_back(Event::elapsedMs(start, stop));
+      ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3);

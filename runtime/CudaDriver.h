@@ -176,7 +176,8 @@ void synchronize();
 /// ../shared/anchors.md counts it): median of `iterations` copies of `bytes`.
 double measureCopyBandwidth(size_t bytes, int iterations = 10);
 
-/// A non-blocking stream (does not serialise with the legacy default stream).
+/// A blocking stream (CU_STREAM_DEFAULT): ordered with the legacy default
+/// stream, where DeviceBuffer's synchronous copies and memsets run.
 class Stream {
 public:
   Stream();
@@ -215,6 +216,17 @@ private:
   void release() noexcept;
   CUevent E = nullptr;
 };
+
+/// Milliseconds of the work `enqueue` puts on the legacy default stream,
+/// between two events recorded around it; waits for it to finish.
+template <typename Fn> float timeMs(Fn &&enqueue) {
+  Event start, stop;
+  start.record();
+  enqueue();
+  stop.record();
+  stop.synchronize();
+  return Event::elapsedMs(start, stop);
+}
 
 } // namespace cuda
 } // namespace tilejit

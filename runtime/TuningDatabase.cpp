@@ -2,6 +2,7 @@
 #include "runtime/TuningDatabase.h"
 
 #include "runtime/Cache.h"
+#include "runtime/FileIO.h"
 #include "tilejit/Error.h"
 #include "tilejit/Log.h"
 
@@ -9,11 +10,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/xxhash.h"
 
-#include <atomic>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <unistd.h>
 
 namespace tilejit {
 namespace {
@@ -147,13 +144,11 @@ std::optional<TuningEntry> TuningDatabase::lookup(const TuningKey &key) const {
   if (!enabled())
     return std::nullopt;
   std::filesystem::path path = pathFor(key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  std::string text;
+  if (!readFile(path, text))
     return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
   std::string why;
-  std::optional<TuningEntry> e = parseEntry(text.str(), key, &why);
+  std::optional<TuningEntry> e = parseEntry(text, key, &why);
   if (!e)
     log()->warn("ignoring tuning entry {}: {}; it will be re-tuned",
                 path.string(), why);
@@ -174,23 +169,17 @@ bool TuningDatabase::store(const TuningKey &key,
   std::string text;
   llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", doc) << "\n";
 
+  // Same-directory temp file and rename, as the kernel cache's aliases.
   std::filesystem::path path = pathFor(key);
-  static std::atomic<unsigned> counter{0};
-  std::filesystem::path temp = path.string() + ".tmp-" +
-                               std::to_string(getpid()) + "-" +
-                               std::to_string(counter++);
+  std::filesystem::path temp = uniqueName(path.string() + ".tmp");
   std::error_code ec;
   std::string problem;
   std::filesystem::create_directories(Dir, ec);
-  if (ec) {
+  if (ec)
     problem = ec.message();
-  } else {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out)
-      problem = "cannot write " + temp.string();
-    else if (std::filesystem::rename(temp, path, ec); ec)
+  else if (writeFile(temp, text, &problem)) {
+    std::filesystem::rename(temp, path, ec);
+    if (ec)
       problem = ec.message();
   }
   if (problem.empty())

@@ -1,12 +1,14 @@
 //===- TuningDatabase.h - tuned configs per GPU and shape ------*- C++ -*-===//
 //
 // Tuning takes seconds; a tuned config is valid only for the GPU, driver,
-// tilejit version, shape bucket and dtype it was measured with. So each
-// entry is one small JSON file named by a hash of all of those,
+// tilejit version, shape bucket, dtype, kernel sources and candidate set it
+// was measured with. So each entry is one small JSON file named by a hash of
+// all of those,
 //
 //   <cacheDirectory()>/tuning/<kernel>-<16 hex digits>.json
 //   {"format": 1, "key": {"kernel", "shape", "dtype", "gpu", "sm_count",
-//    "compute_capability", "driver", "tilejit"}, "best": {"BLOCK_SIZE": ...},
+//    "compute_capability", "driver", "tilejit", "kernel_version"},
+//    "best": {"BLOCK_SIZE": ...},
 //    "trials": [{"params", "status", "detail", "ms", "compile_ms",
 //                "threads", "registers", "shared_bytes"}, ...]}
 //

@@ -73,9 +73,7 @@ static void printKernel(const CeTvdTunedKernel &k, DType dtype) {
     std::printf("%12s", p.name.c_str());
   std::printf("  %5s %10s %9s %8s  %s\n", "regs", "compile ms", "time ms",
               "GB/s", "status");
-  TuneParams defaults;
-  for (const auto &[name, value] : spec.config(dtype).params)
-    defaults[name] = value;
+  TuneParams defaults = spec.config(dtype).params;
   const Trial *best = nullptr, *dflt = nullptr;
   for (const Trial &t : e.trials) {
     for (const ParamSpec &p : spec.params) {
