@@ -40,19 +40,30 @@ std::string shapeName(const Shape &s) {
   return n;
 }
 
-class CeTvdInterpreter : public ::testing::TestWithParam<Shape> {};
+using CeTvdRunner = CeTvdOutputs (*)(const ref::CeTvdInputs &,
+                                     const std::vector<float> &,
+                                     const std::vector<float> &,
+                                     const CeTvdRunOptions &);
 
-TEST_P(CeTvdInterpreter, MatchesReference) {
-  const Shape &s = GetParam();
-  ref::CeTvdInputs in = ref::makeCeTvdInputs(s.BT, s.V, s.dtype, 7);
+/// Runs forward + backward on generated logits of `s` and checks every row
+/// against the fp64 reference (shared by the CPU and the GPU tests).
+void expectMatchesReference(const Shape &s, uint64_t seed, CeTvdRunner run) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(s.BT, s.V, s.dtype, seed);
   std::vector<float> gCe, gTvd;
   defaultUpstream(s.BT, gCe, gTvd);
   CeTvdRunOptions options;
   options.overrides = s.overrides;
-  CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, options);
+  options.iterations = 1;
+  CeTvdOutputs out = run(in, gCe, gTvd, options);
   CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
   EXPECT_TRUE(c.passed) << c.summary;
   EXPECT_EQ(c.rowsChecked, s.BT);
+}
+
+class CeTvdInterpreter : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(CeTvdInterpreter, MatchesReference) {
+  expectMatchesReference(GetParam(), 7, runCeTvdCpu);
 }
 
 // V = 1, V not a multiple of BLOCK_SIZE, several tiles per row, every dtype.
@@ -291,16 +302,7 @@ protected:
 };
 
 TEST_P(CeTvdGpu, MatchesReference) {
-  const Shape &s = GetParam();
-  ref::CeTvdInputs in = ref::makeCeTvdInputs(s.BT, s.V, s.dtype, 11);
-  std::vector<float> gCe, gTvd;
-  defaultUpstream(s.BT, gCe, gTvd);
-  CeTvdRunOptions options;
-  options.overrides = s.overrides;
-  options.iterations = 1;
-  CeTvdOutputs out = runCeTvdGpu(in, gCe, gTvd, options);
-  CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
-  EXPECT_TRUE(c.passed) << c.summary;
+  expectMatchesReference(GetParam(), 11, runCeTvdGpu);
 }
 
 INSTANTIATE_TEST_SUITE_P(
