@@ -16,6 +16,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -107,6 +108,55 @@ __device__ __forceinline__ T tj_block_max(T x) { return tj_block_reduce<P, tj_ma
 template <int P, typename T>
 __device__ __forceinline__ T tj_block_min(T x) { return tj_block_reduce<P, tj_min_op>(x); }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Thread-block clusters (sm_90): every thread of every block of the cluster
+// arrives; writes before the barrier are visible to reads after it.
+__device__ __forceinline__ void tj_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n\t"
+               "barrier.cluster.wait.acquire;" ::: "memory");
+}
+// Reads `*local` of the block of rank `rank` in this cluster (DSMEM).
+template <typename T>
+__device__ __forceinline__ T tj_dsmem_load(const T *local, unsigned rank) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
+  unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local)), remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote) : "r"(addr), "r"(rank));
+  T v;
+  if constexpr (sizeof(T) == 4) {
+    unsigned bits;
+    asm volatile("ld.shared::cluster.u32 %0, [%1];"
+                 : "=r"(bits) : "r"(remote) : "memory");
+    memcpy(&v, &bits, 4);
+  } else {
+    unsigned long long bits;
+    asm volatile("ld.shared::cluster.u64 %0, [%1];"
+                 : "=l"(bits) : "r"(remote) : "memory");
+    memcpy(&v, &bits, 8);
+  }
+  return v;
+}
+// Combines v[0..N) (uniform in each block) over the C blocks of the cluster
+// in rank order, so every block gets the same bits: thread 0 publishes the
+// block's values in `slot`, then every thread reads all C slots.
+template <int C, typename Op, int N, typename T>
+__device__ __forceinline__ void tj_cluster_reduce(T *slot, T (&v)[N]) {
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      slot[i] = v[i];
+  tj_cluster_sync();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    T acc = tj_dsmem_load(slot + i, 0);
+#pragma unroll
+    for (unsigned r = 1; r < C; ++r)
+      acc = Op::apply(acc, tj_dsmem_load(slot + i, r));
+    v[i] = acc;
+  }
+}
+#endif
+
 // One 4/8/16-byte access of adjacent elements (the caller checked alignment).
 template <int Bytes> struct tj_bits;
 template <> struct tj_bits<4> { typedef unsigned int type; };
@@ -196,6 +246,8 @@ private:
   func::FuncOp func;
   std::string kernelName;
   int64_t threads = 0;
+  int64_t clusterSize = 1;
+  unsigned clusterOps = 0; // tile.cluster_reduce ops printed so far
   int indent = 0;
   unsigned nextId = 0;
   llvm::DenseMap<Value, std::string> names;
@@ -559,6 +611,7 @@ private:
   bool emitMath(Operation *op);
   bool emitVector(Operation *op);
   bool emitSimt(Operation *op);
+  void emitClusterReduce(tile::ClusterReduceOp op);
 
   std::string r(Operation *op, unsigned i, const std::string &e) const {
     return ref(op->getOperand(i), e, op);
@@ -582,9 +635,19 @@ void KernelEmitter::emit() {
   if (func.isExternal() || !func.getBody().hasOneBlock())
     fail(nullptr, "the kernel body must be a single block");
 
+  if (auto c = func->getAttrOfType<IntegerAttr>(attr::kClusterSize))
+    clusterSize = c.getInt();
   std::string p = std::to_string(threads);
   line("// tilejit: " + kernelName + ", " + p + " threads");
-  line("extern \"C\" __global__ void __launch_bounds__(" + p + ")");
+  std::string attrs = "__launch_bounds__(" + p + ")";
+  if (clusterSize > 1) {
+    line("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900");
+    line("#error \"" + kernelName +
+         " uses thread-block clusters: compile for sm_90 or newer\"");
+    line("#endif");
+    attrs += " __cluster_dims__(" + std::to_string(clusterSize) + ", 1, 1)";
+  }
+  line("extern \"C\" __global__ void " + attrs);
   Block &body = func.getBody().front();
   std::vector<std::string> params;
   for (BlockArgument arg : body.getArguments()) {
@@ -612,6 +675,8 @@ void KernelEmitter::emit() {
   }
   ++indent;
   emitBlock(body, {}, {});
+  if (clusterOps > 0)
+    line("tj_cluster_sync(); // no block exits while others read its slots");
   --indent;
   line("}");
 }
@@ -1306,6 +1371,10 @@ bool KernelEmitter::emitSimt(Operation *op) {
                  element);
     return true;
   }
+  if (auto cr = dyn_cast<tile::ClusterReduceOp>(op)) {
+    emitClusterReduce(cr);
+    return true;
+  }
   if (auto ap = dyn_cast<tile::AddPtrOp>(op)) {
     define(op, ap.getResult(), [&](const std::string &) {
       return name(ap.getPtr(), op) + " + " + name(ap.getOffset(), op);
@@ -1313,6 +1382,34 @@ bool KernelEmitter::emitSimt(Operation *op) {
     return true;
   }
   return false;
+}
+
+void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
+  std::string t = scalarType(op.getSrcs().front().getType(), op);
+  if (clusterSize == 1) { // a cluster of one program: nothing to combine
+    for (auto [src, res] : llvm::zip(op.getSrcs(), op.getResults()))
+      line(t + " " + bind(res) + " = " + name(src, op) + ";");
+    return;
+  }
+  std::string id = "tj_cluster" + std::to_string(clusterOps++);
+  std::string n = std::to_string(op.getSrcs().size());
+  std::vector<std::string> srcs;
+  for (Value src : op.getSrcs())
+    srcs.push_back(name(src, op));
+  const char *combine = op.getKind() == ReduceKind::Sum   ? "tj_sum_op"
+                        : op.getKind() == ReduceKind::Max ? "tj_max_op"
+                                                          : "tj_min_op";
+  line("__shared__ " + t + " " + id + "_slot[" + n + "];");
+  line(t + " " + id + "[" + n + "] = {" + llvm::join(srcs, ", ") + "};");
+  locate(op);
+  stmt("tj_cluster_reduce<" + std::to_string(clusterSize) + ", " + combine +
+       ">(" + id + "_slot, " + id + ");");
+  for (auto [i, res] : llvm::enumerate(op.getResults()))
+    line(t + " " + bind(res) + " = " + id + "[" + std::to_string(i) + "];");
+  // In a loop the slot is written again next iteration: wait until every
+  // block has read it.
+  if (op->getParentOfType<LoopLikeOpInterface>())
+    line("tj_cluster_sync();");
 }
 
 void KernelEmitter::emitFor(scf::ForOp op) {

@@ -13,9 +13,10 @@ def TileVerify : Pass<"tile-verify", "mlir::ModuleOp"> {
   let description = [{
     Every kernel (func.func with `tile.kernel`) has `tile.num_warps` in
     {1, 2, 4, 8, 16, 32}, returns nothing, takes only `!tile.ptr`, i32, i64 and
-    f32 arguments, uses only tiles whose size is a power of two and a multiple
-    of the program's thread count (32 * num_warps), and uses only ops of the
-    tile, arith, math, scf and func dialects. Errors name the kernel and the op.
+    f32 arguments, uses only tiles whose size is a multiple of the program's
+    thread count (32 * num_warps), has `tile.cluster_size` (when present) in
+    [1, 16], and uses only ops of the tile, arith, math, scf and func
+    dialects. Errors name the kernel and the op.
   }];
 }
 

@@ -96,6 +96,8 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
   module.impl().module->walk([&](func::FuncOp f) {
     if (auto p = f->getAttrOfType<IntegerAttr>(attr::kThreads))
       out.threads = p.getInt();
+    if (auto c = f->getAttrOfType<IntegerAttr>(attr::kClusterSize))
+      out.clusterSize = c.getInt();
   });
   if (options.upTo == Stage::Simt)
     return out;

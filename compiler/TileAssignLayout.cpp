@@ -28,9 +28,9 @@ namespace tilejit {
 namespace {
 
 /// Elements per 16-byte access of the narrowest accessed type, capped by the
-/// smallest per-thread tile (all powers of two, so every K is a multiple).
+/// largest power of two that divides every per-thread tile size K.
 int64_t vectorWidth(func::FuncOp kernel, int64_t threads) {
-  int64_t vec = 1, minK = std::numeric_limits<int64_t>::max();
+  int64_t vec = 1, kDivisor = std::numeric_limits<int64_t>::max();
   kernel.walk([&](Operation *op) {
     Type accessed;
     if (auto ld = dyn_cast<tile::LoadOp>(op))
@@ -42,9 +42,10 @@ int64_t vectorWidth(func::FuncOp kernel, int64_t threads) {
           vec, 16 / std::max<int64_t>(1, t.getElementTypeBitWidth() / 8));
     for (Type t : op->getResultTypes())
       if (auto tile = dyn_cast<RankedTensorType>(t))
-        minK = std::min(minK, tile.getNumElements() / threads);
+        kDivisor = std::min(kDivisor, (tile.getNumElements() / threads) &
+                                          -(tile.getNumElements() / threads));
   });
-  return std::min(vec, minK); // 1 for a kernel without tile accesses
+  return std::min(vec, kDivisor); // 1 for a kernel without tile accesses
 }
 
 struct TileAssignLayoutPass

@@ -317,7 +317,9 @@ struct TileLowerToSimtPass
     target.addIllegalOp<tile::ArangeOp, tile::SplatOp, tile::LoadOp,
                         tile::StoreOp, tile::ReduceOp, tile::ProgramIdOp,
                         tile::NumProgramsOp>();
-    target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp>();
+    // Scalars only: the emitter prints it (distributed shared memory).
+    target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp,
+                      tile::ClusterReduceOp>();
     target.addDynamicallyLegalDialect<arith::ArithDialect, math::MathDialect>(
         [](Operation *op) { return !hasTensorType(op); });
 

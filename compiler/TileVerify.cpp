@@ -39,6 +39,11 @@ LogicalResult verifyKernel(func::FuncOp kernel) {
            << name << "': " << attr::kNumWarps
            << " must be a power of two in [1, 32]";
   int64_t threads = 32 * warps.getInt();
+  auto cluster = kernel->getAttrOfType<IntegerAttr>(attr::kClusterSize);
+  if (cluster && (cluster.getInt() < 1 || cluster.getInt() > 16))
+    return kernel.emitOpError("kernel '")
+           << name << "': " << attr::kClusterSize << " = " << cluster.getInt()
+           << " is not in [1, 16]";
   if (kernel.getFunctionType().getNumResults() != 0)
     return kernel.emitOpError("kernel '") << name << "' must return nothing";
   for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes()))
@@ -58,10 +63,10 @@ LogicalResult verifyKernel(func::FuncOp kernel) {
       if (!tensor)
         continue;
       int64_t n = tensor.getRank() == 1 ? tensor.getDimSize(0) : -1;
-      if (n <= 0 || !llvm::isPowerOf2_64(n) || n % threads != 0) {
+      if (n <= 0 || n % threads != 0) {
         op->emitOpError("in kernel '")
-            << name << "': tile " << t << " must be 1-D with a power-of-two "
-            << "size that is a multiple of 32 * num_warps = " << threads;
+            << name << "': tile " << t << " must be 1-D with a size that "
+            << "is a multiple of 32 * num_warps = " << threads;
         return WalkResult::interrupt();
       }
     }

@@ -559,6 +559,7 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
     constexprs.push_back(k.b.getNamedAttr(name, k.b.getI64IntegerAttr(v)));
   k.func->setAttr(attr::kKernel, k.b.getUnitAttr());
   k.func->setAttr(attr::kNumWarps, k.b.getI64IntegerAttr(warps));
+  k.func->setAttr(attr::kClusterSize, k.b.getI64IntegerAttr(clusterSize()));
   k.func->setAttr(attr::kConstexprs, k.b.getDictionaryAttr(constexprs));
 }
 
@@ -615,6 +616,44 @@ Value KernelBuilder::programId(int axis, SourceLoc loc) {
     k.fail("programId axis must be 0, 1 or 2");
   return k.wrap(this,
                 tile::ProgramIdOp::create(k.b, k.loc, k.b.getI32Type(), axis));
+}
+
+std::vector<Value> KernelBuilder::clusterReduce(ClusterOp combine,
+                                                const std::vector<Value> &xs,
+                                                SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  if (xs.empty())
+    k.fail("clusterReduce of no values");
+  llvm::SmallVector<MValue> srcs;
+  for (const Value &x : xs) {
+    MValue v = k.use(x);
+    Type t = v.getType();
+    if (isTileType(t) || mlir::isa<tile::PtrType>(t))
+      k.fail("clusterReduce combines scalars; reduce a tile with .sum()/.max() "
+             "first");
+    if (t.isFloat() && !t.isF32())
+      v = castTo(k, v, k.b.getF32Type());
+    if (!srcs.empty() && v.getType() != srcs.front().getType())
+      k.fail("clusterReduce operands must share one type, got " +
+             typeStr(srcs.front().getType()) + " and " + typeStr(v.getType()));
+    srcs.push_back(v);
+  }
+  ReduceKind kind = combine == ClusterOp::Sum   ? ReduceKind::Sum
+                    : combine == ClusterOp::Max ? ReduceKind::Max
+                                                : ReduceKind::Min;
+  llvm::SmallVector<Type> types(srcs.size(), srcs.front().getType());
+  auto op = tile::ClusterReduceOp::create(
+      k.b, k.loc, types, ReduceKindAttr::get(k.ctx.get(), kind), srcs);
+  std::vector<Value> out;
+  for (MValue r : op.getResults())
+    out.push_back(k.wrap(this, r));
+  return out;
+}
+
+int64_t KernelBuilder::clusterSize() const {
+  auto it = impl_->config.params.find("CLUSTER_SIZE");
+  return it == impl_->config.params.end() ? 1 : it->second;
 }
 
 Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {

@@ -108,6 +108,26 @@ LogicalResult tile::StoreOp::verify() {
                       getValue().getType(), getMask());
 }
 
+LogicalResult tile::ClusterReduceOp::verify() {
+  if (getSrcs().empty())
+    return emitOpError("needs at least one operand");
+  if (getSrcs().size() > 16)
+    return emitOpError("combines at most 16 values at once");
+  Type t = getSrcs().front().getType();
+  for (Value v : llvm::concat<Value>(getSrcs(), getResults()))
+    if (v.getType() != t)
+      return emitOpError("operands and results must all have one type");
+  if (getResults().size() != getSrcs().size())
+    return emitOpError("needs one result per operand");
+  auto func = (*this)->getParentOfType<func::FuncOp>();
+  auto size = func ? func->getAttrOfType<IntegerAttr>(attr::kClusterSize)
+                   : IntegerAttr();
+  if (!size)
+    return emitOpError("is only valid in a kernel with a '")
+           << attr::kClusterSize << "' attribute";
+  return success();
+}
+
 LogicalResult tile::ReduceOp::verify() {
   if (getSrc().getType().getElementType() != getType())
     return emitOpError("result type ")

@@ -115,4 +115,20 @@ def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tile_ClusterReduceOp : Tile_Op<"cluster_reduce"> {
+  let summary = "combine scalars across the programs of a thread-block cluster";
+  let description = [{
+    The kernel's `tile.cluster_size` consecutive programs along axis 0 form
+    a cluster (CUDA thread-block clusters on sm_90: one row can be split over
+    several programs and still be reduced on chip). Each operand is combined
+    over the programs of the cluster in program order, so every program gets
+    bit-identical results. Every program of the cluster must reach the op
+    (it is a cluster-wide barrier); operands must be uniform in a program.
+  }];
+  let arguments = (ins ReduceKind:$kind, Variadic<AnyTypeOf<[I32, I64, F32]>>:$srcs);
+  let results = (outs Variadic<AnyTypeOf<[I32, I64, F32]>>:$results);
+  let assemblyFormat = "$kind $srcs attr-dict `:` type($srcs) `->` type($results)";
+  let hasVerifier = 1;
+}
+
 #endif // TILEJIT_TILE_OPS_TD

@@ -158,7 +158,8 @@ payload(const CompiledKernel &k) {
 /// count that meta.json records, then name, size and bytes of each file.
 std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
   llvm::BLAKE3 h;
-  h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":");
+  h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":" +
+           std::to_string(k.clusterSize) + ":");
   for (const auto &[name, bytes] : payload(k)) {
     h.update(name + ":" + std::to_string(bytes.size()) + ":");
     h.update(bytes);
@@ -332,6 +333,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   CompiledKernel k;
   k.name = str("kernel");
   k.threads = meta->getInteger("threads").value_or(0);
+  k.clusterSize = meta->getInteger("cluster_size").value_or(0);
   for (const PayloadFile &f : kTextFiles)
     if (!readFile(entry / f.name, k.*f.text))
       return std::string(f.name) + " is missing or unreadable";
@@ -348,8 +350,8 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   }
   if (entryChecksum(key, k) != str("checksum"))
     return "checksum mismatch";
-  if (k.name.empty() || k.threads <= 0)
-    return "meta.json lacks the kernel name or thread count";
+  if (k.name.empty() || k.threads <= 0 || k.clusterSize <= 0)
+    return "meta.json lacks the kernel name, thread count or cluster size";
   if (kernel)
     *kernel = std::move(k);
   return "";
@@ -467,6 +469,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"tilejit_version", TILEJIT_VERSION},
       {"nvrtc_version", field("nvrtc_version")},
       {"threads", k.threads},
+      {"cluster_size", k.clusterSize},
       {"resources", cubinResources(k.cubin, k.name)},
       {"compile_us", llvm::json::Object{{"mlir", int64_t(k.mlirMs * 1000)},
                                         {"nvrtc", int64_t(k.nvrtcMs * 1000)}}},
@@ -693,6 +696,8 @@ const cuda::Function &LoadedKernels::function(const CompiledKernel &kernel) {
         kernel.cubin.empty() ? cuda::Module::fromPtx(kernel.ptx)
                              : cuda::Module::fromCubin(kernel.cubin));
     loaded->function = loaded->module.function(kernel.name);
+    if (kernel.clusterSize > 8)
+      loaded->function.allowNonPortableClusterSize();
     slot = std::move(loaded);
   }
   return slot->function;

@@ -497,6 +497,14 @@ void Function::setMaxDynamicSharedBytes(int bytes) const {
              " bytes of dynamic shared memory for kernel '" + name + "'");
 }
 
+void Function::allowNonPortableClusterSize() const {
+  if (CUresult r = api().cuFuncSetAttribute(
+          fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+      r != CUDA_SUCCESS)
+    fail(r, "cuFuncSetAttribute",
+         "allowing clusters of more than 8 blocks for kernel '" + name + "'");
+}
+
 //===----------------------------------------------------------------------===//
 // Launch, streams, events
 //===----------------------------------------------------------------------===//

@@ -129,6 +129,8 @@ struct Function {
   /// Allows launches with up to `bytes` of dynamic shared memory (the driver
   /// refuses more than 48 KiB unless the kernel opts in).
   void setMaxDynamicSharedBytes(int bytes) const;
+  /// Allows clusters of more than 8 blocks (up to 16 on sm_90).
+  void allowNonPortableClusterSize() const;
 
 private:
   int attribute(CUfunction_attribute attr) const;

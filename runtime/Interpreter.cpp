@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <limits>
@@ -291,6 +292,93 @@ struct Kernel {
   const std::vector<InterpArg> *args;
   llvm::SmallVector<RuntimeValue> argValues; // bound once, shared
   int64_t blockThreads = 128; // threads per program on the GPU (sum order)
+  int64_t clusterSize = 1;     // programs per cluster along x
+};
+
+/// The meeting point of the programs of one cluster, each on its own
+/// thread: tile.cluster_reduce waits until every program has brought its
+/// values for the same op, and a program that ends (or fails) while others
+/// wait is reported instead of hanging, as the GPU would.
+class ClusterExchange {
+public:
+  struct Scalar {
+    float f = 0;
+    int64_t i = 0;
+  };
+  explicit ClusterExchange(int64_t size) : slots(size) {}
+
+  /// Contributes `values` for `op` from program `rank` and returns every
+  /// program's values, in rank order, once all have arrived.
+  std::vector<std::vector<Scalar>> exchange(int64_t rank, Operation *op,
+                                            std::vector<Scalar> values) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (done > 0)
+      abort("a program of the cluster ended before reaching this "
+            "tile.cluster_reduce (a condition that is not uniform in the "
+            "cluster)");
+    if (aborted)
+      throw Error(reason);
+    uint64_t gen = generation;
+    slots[rank] = {op, std::move(values)};
+    if (++arrived == static_cast<int64_t>(slots.size())) {
+      for (const Slot &s : slots)
+        if (s.op != op) {
+          abort("the programs of a cluster reached different ops (a "
+                "tile.cluster_reduce under a condition that is not uniform "
+                "in the cluster)");
+          break;
+        }
+      if (!aborted) {
+        result.clear();
+        for (Slot &s : slots)
+          result.push_back(std::move(s.values));
+      }
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else {
+      cv.wait(lock, [&] { return generation != gen || aborted; });
+    }
+    if (aborted)
+      throw Error(reason);
+    return result;
+  }
+
+  /// Program `rank` has ended: nobody may wait for it any more.
+  void finished() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (arrived > 0)
+      abort("a program of the cluster ended while others wait in "
+            "tile.cluster_reduce (a condition that is not uniform in the "
+            "cluster)");
+    ++done;
+  }
+
+  /// Wakes and fails every waiting program.
+  void abort(const std::string &why) {
+    if (!aborted)
+      reason = why;
+    aborted = true;
+    cv.notify_all();
+  }
+  void abortLocked(const std::string &why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    abort(why);
+  }
+
+private:
+  struct Slot {
+    Operation *op = nullptr;
+    std::vector<Scalar> values;
+  };
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<Slot> slots;
+  std::vector<std::vector<Scalar>> result;
+  int64_t arrived = 0, done = 0;
+  uint64_t generation = 0;
+  bool aborted = false;
+  std::string reason;
 };
 
 /// Guards MLIR printing when an error message is built on a worker thread.
@@ -305,7 +393,8 @@ std::mutex &printMutex() {
 
 class Runner {
 public:
-  explicit Runner(const Kernel &k) : k(k) {}
+  explicit Runner(const Kernel &k, ClusterExchange *cluster = nullptr)
+      : k(k), cluster(cluster) {}
 
   void runProgram(int64_t px, int64_t py, int64_t pz) {
     pid[0] = px;
@@ -320,6 +409,7 @@ public:
 
 private:
   const Kernel &k;
+  ClusterExchange *cluster;
   int64_t pid[3] = {0, 0, 0};
   llvm::DenseMap<Value, RuntimeValue> env;
   llvm::DenseMap<Operation *, RuntimeValue> constants; // across programs
@@ -512,6 +602,7 @@ private:
   void execLoad(tile::LoadOp op);
   void execStore(tile::StoreOp op);
   void execReduce(tile::ReduceOp op);
+  void execClusterReduce(tile::ClusterReduceOp op);
   void execFor(scf::ForOp op);
   void execIf(scf::IfOp op);
   void execWhile(scf::WhileOp op);
@@ -581,6 +672,8 @@ void Runner::execTile(Operation *op) {
     return execStore(store);
   if (auto r = dyn_cast<tile::ReduceOp>(op))
     return execReduce(r);
+  if (auto r = dyn_cast<tile::ClusterReduceOp>(op))
+    return execClusterReduce(r);
   if (isa<tile::ArangeOp>(op)) {
     Shape s = shapeOf(op->getResult(0).getType());
     auto out = std::make_shared<IVec>(s.n);
@@ -1261,6 +1354,40 @@ void Runner::execReduce(tile::ReduceOp op) {
   set(op.getResult(), intScalar(s.elem, r));
 }
 
+void Runner::execClusterReduce(tile::ClusterReduceOp op) {
+  std::vector<ClusterExchange::Scalar> mine;
+  for (Value src : op.getSrcs()) {
+    const RuntimeValue &v = get(src);
+    mine.push_back(v.f ? ClusterExchange::Scalar{v.floatScalar(), 0}
+                       : ClusterExchange::Scalar{0, v.intScalar()});
+  }
+  if (!cluster) { // a cluster of one program
+    for (auto [src, res] : llvm::zip(op.getSrcs(), op.getResults()))
+      set(res, get(src));
+    return;
+  }
+  auto all = cluster->exchange(pid[0] % k.clusterSize, op, std::move(mine));
+  ReduceKind kind = op.getKind();
+  for (auto [i, res] : llvm::enumerate(op.getResults())) {
+    Shape s = shapeOf(res.getType());
+    if (s.elem == Elem::F32) {
+      float r = all[0][i].f;
+      for (size_t c = 1; c < all.size(); ++c)
+        r = kind == ReduceKind::Sum   ? r + all[c][i].f
+            : kind == ReduceKind::Max ? maximumF(r, all[c][i].f)
+                                      : minimumF(r, all[c][i].f);
+      set(res, makeF(s, std::make_shared<FVec>(1, r)));
+      continue;
+    }
+    int64_t r = all[0][i].i;
+    for (size_t c = 1; c < all.size(); ++c)
+      r = kind == ReduceKind::Sum   ? normalize(uint64_t(r) + uint64_t(all[c][i].i), s.elem)
+          : kind == ReduceKind::Max ? std::max(r, all[c][i].i)
+                                    : std::min(r, all[c][i].i);
+    set(res, intScalar(s.elem, r));
+  }
+}
+
 void Runner::execFor(scf::ForOp op) {
   const RuntimeValue &lbv = intOperand(op, 0);
   const RuntimeValue &ubv = intOperand(op, 1);
@@ -1451,6 +1578,36 @@ unsigned workerCount(int64_t programs) {
   return static_cast<unsigned>(std::min<int64_t>(n, programs));
 }
 
+/// Runs the programs of each cluster together, one thread each (they meet in
+/// tile.cluster_reduce); clusters run one after another.
+void runClusters(const Kernel &k, Grid grid) {
+  int64_t c = k.clusterSize;
+  for (int64_t z = 0; z < grid.z; ++z)
+    for (int64_t y = 0; y < grid.y; ++y)
+      for (int64_t x0 = 0; x0 < grid.x; x0 += c) {
+        ClusterExchange exchange(c);
+        std::mutex errorMutex;
+        std::exception_ptr error;
+        std::vector<std::thread> threads;
+        for (int64_t r = 0; r < c; ++r)
+          threads.emplace_back([&, r] {
+            try {
+              Runner(k, &exchange).runProgram(x0 + r, y, z);
+              exchange.finished();
+            } catch (const std::exception &e) {
+              exchange.abortLocked(e.what());
+              std::lock_guard<std::mutex> lock(errorMutex);
+              if (!error) // the first failure is the cause
+                error = std::current_exception();
+            }
+          });
+        for (std::thread &t : threads)
+          t.join();
+        if (error)
+          std::rethrow_exception(error);
+      }
+}
+
 } // namespace
 
 void interpret(mlir::Operation *module, const std::string &kernelName,
@@ -1472,6 +1629,12 @@ void interpret(mlir::Operation *module, const std::string &kernelName,
     throw Error("interpret: kernel '" + kernelName + "': bad grid (" +
                 std::to_string(grid.x) + ", " + std::to_string(grid.y) + ", " +
                 std::to_string(grid.z) + ")");
+  if (auto c = k.func->getAttrOfType<IntegerAttr>(attr::kClusterSize))
+    k.clusterSize = c.getInt();
+  if (k.clusterSize < 1 || grid.x % k.clusterSize != 0)
+    throw Error("interpret: kernel '" + kernelName + "': the grid's x (" +
+                std::to_string(grid.x) + ") is not a multiple of its cluster "
+                "size (" + std::to_string(k.clusterSize) + ")");
   if (auto threads = k.func->getAttrOfType<IntegerAttr>(attr::kThreads))
     k.blockThreads = threads.getInt();
   else if (auto warps = k.func->getAttrOfType<IntegerAttr>(attr::kNumWarps))
@@ -1486,6 +1649,8 @@ void interpret(mlir::Operation *module, const std::string &kernelName,
             pz = idx / (grid.x * grid.y);
     runner.runProgram(px, py, pz);
   };
+  if (k.clusterSize > 1)
+    return runClusters(k, grid);
   unsigned workers = workerCount(programs);
   if (workers == 1) {
     Runner runner(k);

@@ -33,6 +33,8 @@ struct CompileOptions {
 struct CompiledKernel {
   std::string name;
   int64_t threads = 0;       ///< threads per program (block size)
+  /// Programs per thread-block cluster (grids must be a multiple along x).
+  int64_t clusterSize = 1;
   std::string tileIR;        ///< after verify/specialize/canonicalize
   std::string simtIR;        ///< after layout + lowering
   std::string cuda;          ///< CUDA C++ given to NVRTC

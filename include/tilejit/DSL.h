@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tilejit {
 
@@ -169,6 +170,19 @@ public:
 
   Value programId(int axis = 0, SourceLoc loc = SourceLoc::here());
   Value numPrograms(int axis = 0, SourceLoc loc = SourceLoc::here());
+  /// Programs per thread-block cluster: the CLUSTER_SIZE parameter, 1 when
+  /// the config has none. Programs c*n .. c*n + n-1 along axis 0 form
+  /// cluster c (on the GPU a CUDA cluster, sm_90 or newer).
+  int64_t clusterSize() const;
+  enum class ClusterOp { Sum, Max, Min };
+  /// Combines each scalar of `xs` (one type, f32/i32/i64; bf16/f16 widen to
+  /// f32) over the programs of this program's cluster, in program order:
+  /// every program gets the same bits. Every program of the cluster must
+  /// reach the call (it is a barrier), so call it under uniform conditions
+  /// only. Lowered to distributed shared memory on the GPU.
+  std::vector<Value> clusterReduce(ClusterOp combine,
+                                   const std::vector<Value> &xs,
+                                   SourceLoc loc = SourceLoc::here());
   /// The i32 tile [0, 1, ..., n-1].
   Value arange(int64_t n, SourceLoc loc = SourceLoc::here());
   Value constant(double v, DType type, SourceLoc loc = SourceLoc::here());

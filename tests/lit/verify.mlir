@@ -17,8 +17,23 @@ func.func @warps(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 3
 // -----
 
 func.func @small_tile(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
-  // expected-error @+1 {{in kernel 'small_tile': tile 'tensor<64xi32>' must be 1-D with a power-of-two size that is a multiple of 32 * num_warps = 128}}
+  // expected-error @+1 {{in kernel 'small_tile': tile 'tensor<64xi32>' must be 1-D with a size that is a multiple of 32 * num_warps = 128}}
   %r = tile.arange : tensor<64xi32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{kernel 'cluster': tile.cluster_size = 17 is not in [1, 16]}}
+func.func @cluster() attributes {tile.kernel, tile.num_warps = 1 : i64, tile.cluster_size = 17 : i64} {
+  return
+}
+
+// -----
+
+func.func @no_cluster(%x: f32) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  // expected-error @+1 {{'tile.cluster_reduce' op is only valid in a kernel with a 'tile.cluster_size' attribute}}
+  %r = tile.cluster_reduce sum %x : f32 -> f32
   return
 }
 
