@@ -706,6 +706,8 @@ void KernelEmitter::emitOp(Operation *op) {
     return emitIf(ifOp);
   if (op->getNumRegions() != 0)
     fail(op, "ops with regions other than scf.for/scf.if are not supported");
+  if (auto cr = dyn_cast<tile::ClusterReduceOp>(op))
+    return emitClusterReduce(cr);
   if (op->getNumResults() > 1)
     fail(op, "ops with several results are not supported");
   locate(op);
@@ -1369,10 +1371,6 @@ bool KernelEmitter::emitSimt(Operation *op) {
                           "[tj_g]);";
                  },
                  element);
-    return true;
-  }
-  if (auto cr = dyn_cast<tile::ClusterReduceOp>(op)) {
-    emitClusterReduce(cr);
     return true;
   }
   if (auto ap = dyn_cast<tile::AddPtrOp>(op)) {

@@ -34,6 +34,28 @@ namespace tilejit {
 
 KernelSpec fusedCeTvdForwardSpec();
 KernelSpec fusedCeTvdBackwardSpec();
+/// fused_ce_tvd_fwd_cluster: as fused_ce_tvd_fwd (same arguments), with
+/// grid = BT * CLUSTER_SIZE: the CLUSTER_SIZE programs of a cluster split a
+/// row into BLOCK_SIZE-wide slices (derived from V) held in registers, so
+/// the logits are read once. Needs sm_90 (thread-block clusters).
+KernelSpec fusedCeTvdForwardOnChipSpec();
+/// fused_ce_tvd_loss_grad(student, teacher, target, weights: ptr<f32> (3),
+///                        ce, tvd: ptr<f32> (BT), grad: ptr<dtype> (BT, V),
+///                        bad_target, V, row_stride, grad_stride,
+///                        ignore_index)
+///   the reduced API's one pass: per-row ce and tvd (for ce_tvd_loss_sum)
+///   and grad_v = weights[0] (p_v - [v == y]) + weights[1] 0.5 p_v
+///   (sign(p_v - q_v) - sigma). grad may be the student buffer (in place):
+///   each program reads its slice before writing it. Grid as above.
+KernelSpec fusedCeTvdLossGradSpec();
+/// ce_tvd_row_weights(target, weights: ptr<f32> (3), BT: i32,
+///                    ignore_index: i64, alpha, beta: f32, mean: i32), one
+///   program: weights = (alpha s, beta s, n_valid) with s = 1 / n_valid for
+///   mean (0 when every row is ignored) and 1 for sum.
+KernelSpec ceTvdRowWeightsSpec();
+/// ce_tvd_loss_sum(ce, tvd, weights, loss: ptr<f32> (1), BT: i32), one
+///   program: loss = weights[0] sum ce + weights[1] sum tvd.
+KernelSpec ceTvdLossSumSpec();
 
 } // namespace tilejit
 

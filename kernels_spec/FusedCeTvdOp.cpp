@@ -43,14 +43,18 @@ struct HostBuffers {
 };
 
 void validate(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
-              const std::vector<float> &gTvd,
-              const std::vector<std::string> &overrides) {
-  for (const std::string &o : overrides)
-    if (findKernel("fused_ce_tvd_fwd").ownOverrides({o}).empty() &&
+              const std::vector<float> &gTvd, const CeTvdRunOptions &options) {
+  if (options.forwardKernel != "fused_ce_tvd_fwd" &&
+      options.forwardKernel != "fused_ce_tvd_fwd_cluster")
+    throw Error("fused_ce_tvd: unknown forward kernel '" +
+                options.forwardKernel +
+                "' (fused_ce_tvd_fwd or fused_ce_tvd_fwd_cluster)");
+  for (const std::string &o : options.overrides)
+    if (findKernel(options.forwardKernel).ownOverrides({o}).empty() &&
         findKernel("fused_ce_tvd_bwd").ownOverrides({o}).empty())
-      throw Error("fused_ce_tvd: '" + o +
-                  "' names no parameter of fused_ce_tvd_fwd or _bwd "
-                  "(see tilejit list)");
+      throw Error("fused_ce_tvd: '" + o + "' names no parameter of " +
+                  options.forwardKernel +
+                  " or fused_ce_tvd_bwd (see tilejit list)");
   if (in.BT <= 0)
     throw Error("fused_ce_tvd: empty batch (BT = " + std::to_string(in.BT) +
                 ")");
@@ -112,17 +116,32 @@ void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
               std::to_string(ref::kCeTvdIgnoreIndex) + ")");
 }
 
-TileModule buildKernel(const char *name, const ref::CeTvdInputs &in,
+/// Builds kernel `name` for in's shape; *cluster receives its programs per
+/// cluster (the grid is BT times that).
+TileModule buildKernel(const std::string &name, const ref::CeTvdInputs &in,
                        const std::vector<std::string> &overrides,
-                       std::string *used = nullptr) {
+                       std::string *used = nullptr, int64_t *cluster = nullptr) {
   const KernelSpec &spec = findKernel(name);
-  dsl::Config config = spec.config(in.dtype, spec.ownOverrides(overrides));
+  dsl::Config config = spec.config(in.dtype, spec.ownOverrides(overrides),
+                                   {{"BT", in.BT}, {"V", in.V}});
   if (used)
     *used = formatParams(config.params) + " (" + *used + ")";
+  if (cluster)
+    *cluster = config.params.count("CLUSTER_SIZE")
+                   ? config.params.at("CLUSTER_SIZE")
+                   : 1;
   return spec.build(config);
 }
 
 } // namespace
+
+std::string forwardKernelFor(const std::string &choice) {
+  if (choice == "loop")
+    return "fused_ce_tvd_fwd";
+  if (choice == "cluster")
+    return "fused_ce_tvd_fwd_cluster";
+  throw Error("--forward must be loop or cluster (got '" + choice + "')");
+}
 
 void defaultUpstream(int64_t BT, std::vector<float> &gCe,
                      std::vector<float> &gTvd) {
@@ -138,7 +157,7 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &options) {
-  validate(in, gCe, gTvd, options.overrides);
+  validate(in, gCe, gTvd, options);
   CeTvdOutputs out;
   out.device = "cpu";
   HostBuffers h;
@@ -152,10 +171,13 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
         },
         [](auto x) { return x; });
   };
-  Grid grid{in.BT, 1, 1};
-  TileModule fwd = buildKernel("fused_ce_tvd_fwd", in, options.overrides);
+  int64_t cluster = 1;
+  TileModule fwd = buildKernel(options.forwardKernel, in, options.overrides,
+                               nullptr, &cluster);
   optimizeTile(fwd);
-  interpret(fwd.operation(), fwd.kernelName(), grid, args(false));
+  interpret(fwd.operation(), fwd.kernelName(), Grid{in.BT * cluster, 1, 1},
+            args(false));
+  Grid grid{in.BT, 1, 1};
   throwIfBadTarget(in, h.badTarget);
   TileModule bwd = buildKernel("fused_ce_tvd_bwd", in, options.overrides);
   optimizeTile(bwd);
@@ -181,7 +203,7 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &options) {
-  validate(in, gCe, gTvd, options.overrides);
+  validate(in, gCe, gTvd, options);
   cuda::Device device = cuda::Device::open();
   CompileOptions copts;
   copts.arch = options.arch.empty() ? device.archString() : options.arch;
@@ -191,24 +213,24 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   if (options.useTuned && options.overrides.empty()) {
     DeviceIdentity id = deviceIdentity(device);
     fwdSet =
-        tunedCeTvdOverrides("fused_ce_tvd_fwd", in, id, &out.forwardConfig);
+        tunedCeTvdOverrides(options.forwardKernel, in, id, &out.forwardConfig);
     bwdSet =
         tunedCeTvdOverrides("fused_ce_tvd_bwd", in, id, &out.backwardConfig);
   }
   // DSL build -> cached compile -> loaded function, timed per kernel: cold
   // with an empty cache, warm from the disk cache in a fresh process.
   LoadedKernels loaded;
-  auto jit = [&](const char *name, const std::vector<std::string> &set,
+  auto jit = [&](const std::string &name, const std::vector<std::string> &set,
                  std::string *config, double *ms) {
     auto t0 = std::chrono::steady_clock::now();
     CompiledKernel k = compileCached(buildKernel(name, in, set, config), copts);
     const cuda::Function &f = loaded.function(k);
     *ms = msSince(t0);
-    return std::make_pair(k.threads, f);
+    return std::make_tuple(k.threads, k.clusterSize, f);
   };
-  auto [fwdThreads, fwdF] =
-      jit("fused_ce_tvd_fwd", fwdSet, &out.forwardConfig, &out.forwardJitMs);
-  auto [bwdThreads, bwdF] =
+  auto [fwdThreads, fwdCluster, fwdF] = jit(
+      options.forwardKernel, fwdSet, &out.forwardConfig, &out.forwardJitMs);
+  auto [bwdThreads, bwdCluster, bwdF] =
       jit("fused_ce_tvd_bwd", bwdSet, &out.backwardConfig, &out.backwardJitMs);
 
   out.device = device.name();
@@ -227,14 +249,13 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
     ptrs[b] = dev[b].ptr();
   auto fwdArgs = launchArgs(false, scalars, ptrs.data());
   auto bwdArgs = launchArgs(true, scalars, ptrs.data());
-  cuda::Dim3 grid{static_cast<unsigned>(in.BT)};
   auto launchFwd = [&] {
-    cuda::launch(fwdF, grid, {static_cast<unsigned>(fwdThreads)}, 0, nullptr,
-                 fwdArgs);
+    cuda::launch(fwdF, {static_cast<unsigned>(in.BT * fwdCluster)},
+                 {static_cast<unsigned>(fwdThreads)}, 0, nullptr, fwdArgs);
   };
   auto launchBwd = [&] {
-    cuda::launch(bwdF, grid, {static_cast<unsigned>(bwdThreads)}, 0, nullptr,
-                 bwdArgs);
+    cuda::launch(bwdF, {static_cast<unsigned>(in.BT * bwdCluster)},
+                 {static_cast<unsigned>(bwdThreads)}, 0, nullptr, bwdArgs);
   };
   launchFwd();
   cuda::synchronize();

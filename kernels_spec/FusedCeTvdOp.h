@@ -17,6 +17,9 @@ namespace tilejit {
 
 struct CeTvdRunOptions {
   std::vector<std::string> overrides; ///< NAME=VALUE for both kernels
+  /// The forward kernel: fused_ce_tvd_fwd (two passes over each row) or
+  /// fused_ce_tvd_fwd_cluster (each row read once, held on chip; sm_90).
+  std::string forwardKernel = "fused_ce_tvd_fwd";
   /// GPU, when `overrides` is empty: each kernel's config from the tuning
   /// database (`tilejit tune`), else its defaults.
   bool useTuned = false;
@@ -38,6 +41,10 @@ struct CeTvdOutputs {
   /// "BLOCK_SIZE=4096 num_warps=8 (tuned, <file>)".
   std::string forwardConfig, backwardConfig;
 };
+
+/// The forward kernel for a `--forward=` choice: "loop" (fused_ce_tvd_fwd)
+/// or "cluster" (fused_ce_tvd_fwd_cluster). Throws tilejit::Error otherwise.
+std::string forwardKernelFor(const std::string &choice);
 
 /// Per-row upstream gradients used by `tilejit run` (vary by row so that a
 /// kernel that ignores them fails the check).

@@ -15,7 +15,6 @@
 namespace tilejit {
 namespace {
 
-const char *const kFwd = "fused_ce_tvd_fwd";
 const char *const kBwd = "fused_ce_tvd_bwd";
 
 using namespace cetvd;
@@ -99,13 +98,17 @@ public:
     const KernelSpec &spec = findKernel(name);
     auto k = std::make_unique<Kernel>();
     k->compiled = compileCached(
-        spec.build(spec.config(In.dtype, paramOverrides(params))), Copts);
+        spec.build(spec.config(In.dtype, paramOverrides(params),
+                               {{"BT", In.BT}, {"V", In.V}})),
+        Copts);
     return k;
   }
 
   KernelResources load(Kernel &k) const {
     k.module.emplace(cuda::Module::fromCubin(k.compiled.cubin));
     k.fn = k.module->function(k.compiled.name);
+    if (k.compiled.clusterSize > 8)
+      k.fn.allowNonPortableClusterSize();
     return {static_cast<int>(k.compiled.threads), k.fn.numRegs(),
             k.fn.sharedBytes()};
   }
@@ -113,7 +116,7 @@ public:
   void launchAsync(const Kernel &k) {
     std::vector<void *> args =
         launchArgs(k.compiled.name == kBwd, ScalarArgs, Ptrs);
-    cuda::launch(k.fn, {static_cast<unsigned>(In.BT)},
+    cuda::launch(k.fn, {static_cast<unsigned>(In.BT * k.compiled.clusterSize)},
                  {static_cast<unsigned>(k.compiled.threads)}, 0, nullptr, args);
   }
 
@@ -188,7 +191,7 @@ class CeTvdTarget : public TuningTarget {
 public:
   CeTvdTarget(Session &s, const char *kernel, const Kernel *partner)
       : S(s), Name(kernel), Partner(partner),
-        Outputs(Name == kFwd ? kRowOutputs : std::vector<Buf>{Grad}) {}
+        Outputs(Name != kBwd ? kRowOutputs : std::vector<Buf>{Grad}) {}
 
   std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
     return S.compileKernel(Name.c_str(), params);
@@ -299,12 +302,13 @@ CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
   // Forward, checked through the default backward.
   std::unique_ptr<Kernel> bwdDefault =
       loadedKernel(s, kBwd, defaultParams(kBwd, in.dtype));
-  tuneOne(kFwd, bwdDefault.get(), report.forward);
+  const char *fwdName = options.forwardKernel.c_str();
+  tuneOne(fwdName, bwdDefault.get(), report.forward);
   report.forward.bytes = 2 * bytes;
 
   // Backward, reading the saved state of one run of the chosen forward.
   std::unique_ptr<Kernel> fwd =
-      loadedKernel(s, kFwd, report.forward.entry.best);
+      loadedKernel(s, fwdName, report.forward.entry.best);
   s.reset(kRowOutputs);
   s.launchAsync(*fwd);
   cuda::synchronize();

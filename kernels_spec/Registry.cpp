@@ -34,6 +34,15 @@ dsl::Config KernelSpec::config(DType dtype,
   return c;
 }
 
+dsl::Config
+KernelSpec::config(DType dtype, const std::vector<std::string> &overrides,
+                   const std::map<std::string, int64_t> &shape) const {
+  dsl::Config c = config(dtype, overrides);
+  if (deriveParams)
+    deriveParams(c, shape);
+  return c;
+}
+
 std::vector<std::map<std::string, int64_t>>
 KernelSpec::candidateConfigs() const {
   std::vector<std::map<std::string, int64_t>> configs(1);
@@ -76,8 +85,10 @@ KernelSpec::ownOverrides(const std::vector<std::string> &overrides) const {
 }
 
 const std::vector<KernelSpec> &kernelRegistry() {
-  static const std::vector<KernelSpec> kernels = {fusedCeTvdForwardSpec(),
-                                                  fusedCeTvdBackwardSpec()};
+  static const std::vector<KernelSpec> kernels = {
+      fusedCeTvdForwardSpec(), fusedCeTvdBackwardSpec(),
+      fusedCeTvdForwardOnChipSpec(), fusedCeTvdLossGradSpec(),
+      ceTvdRowWeightsSpec(), ceTvdLossSumSpec()};
   return kernels;
 }
 

@@ -40,6 +40,11 @@ static cl::opt<std::string> benchDtype("dtype", cl::init("bf16"),
                                        cl::sub(benchCmd));
 static cl::list<std::string> benchSet("set", cl::desc("NAME=VALUE"),
                                       cl::sub(benchCmd));
+static cl::opt<std::string>
+    benchForward("forward", cl::init("loop"),
+                 cl::desc("Forward kernel: loop (two passes per row) or "
+                          "cluster (row read once, held on chip; sm_90)"),
+                 cl::sub(benchCmd));
 static cl::opt<int> benchIters("iters", cl::init(50),
                                cl::desc("Timed launches per kernel (median)"),
                                cl::sub(benchCmd));
@@ -58,6 +63,7 @@ int runBenchCommand() {
   defaultUpstream(in.BT, gCe, gTvd);
   CeTvdRunOptions options;
   options.overrides = benchSet;
+  options.forwardKernel = forwardKernelFor(benchForward);
   options.iterations = benchIters;
   options.useTuned = true; // tuned configs when present and no --set
   CeTvdOutputs out = runCeTvdGpu(in, gCe, gTvd, options);

@@ -54,6 +54,10 @@ static cl::opt<int64_t>
 static cl::opt<uint64_t> tuneSeed("seed", cl::init(1234),
                                   cl::desc("Seed of the generated logits"),
                                   cl::sub(tuneCmd));
+static cl::opt<std::string>
+    tuneForward("forward", cl::init("loop"),
+                cl::desc("Forward kernel: loop or cluster (see run)"),
+                cl::sub(tuneCmd));
 static cl::opt<bool> tuneRetune("retune",
                                 cl::desc("Tune even if an entry is stored"),
                                 cl::sub(tuneCmd));
@@ -123,6 +127,7 @@ int runTuneCommand() {
   options.repetitions = tuneReps;
   options.checkRows = tuneCheckRows;
   options.retune = tuneRetune;
+  options.forwardKernel = forwardKernelFor(tuneForward);
   options.progress = [](const std::string &line) {
     std::cerr << "tune: " << line << "\n";
   };

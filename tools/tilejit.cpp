@@ -62,10 +62,13 @@ static cl::opt<std::string> deviceArg("device", cl::init("gpu"),
                                       cl::desc("gpu or cpu"), cl::sub(runCmd),
                                       cl::cat(category));
 static cl::opt<int64_t> btArg("bt", cl::init(64), cl::desc("Tokens (rows)"),
-                              cl::sub(runCmd), cl::cat(category));
+                              cl::sub(compileCmd), cl::sub(runCmd),
+                              cl::cat(category));
 static cl::opt<int64_t> vocabArg("vocab", cl::init(32000),
-                                 cl::desc("Vocabulary size V"),
-                                 cl::sub(runCmd), cl::cat(category));
+                                 cl::desc("Vocabulary size V (also sets the "
+                                          "slices of the cluster kernels)"),
+                                 cl::sub(compileCmd), cl::sub(runCmd),
+                                 cl::cat(category));
 static cl::opt<bool> checkArg("check",
                               cl::desc("Compare with the fp64 reference"),
                               cl::sub(runCmd), cl::cat(category));
@@ -79,6 +82,13 @@ static cl::opt<uint64_t> seedArg("seed", cl::init(1234),
 static cl::opt<int> itersArg("iters", cl::init(20),
                              cl::desc("GPU: timed launches per kernel"),
                              cl::sub(runCmd), cl::cat(category));
+
+static cl::opt<std::string>
+    forwardArg("forward", cl::init("loop"),
+               cl::desc("Forward kernel: loop (two passes over each row) or "
+                        "cluster (each row read once, held on chip by a "
+                        "thread-block cluster; sm_90)"),
+               cl::sub(runCmd), cl::cat(category));
 
 static int listKernels() {
   for (const KernelSpec &k : kernelRegistry()) {
@@ -117,7 +127,8 @@ static void writeOutput(const std::string &text, bool binary) {
 
 static int compileKernel() {
   const KernelSpec &spec = findKernel(kernelArg);
-  dsl::Config config = spec.config(parseDType(dtypeArg), setArgs);
+  dsl::Config config =
+      spec.config(parseDType(dtypeArg), setArgs, {{"BT", btArg}, {"V", vocabArg}});
   CompileOptions options;
   if (!archArg.empty())
     options.arch = archArg;
@@ -174,6 +185,7 @@ static int runKernel() {
   options.useTuned = setArgs.empty();
   options.arch = archArg;
   options.iterations = itersArg;
+  options.forwardKernel = forwardKernelFor(forwardArg);
   auto t1 = std::chrono::steady_clock::now();
   CeTvdOutputs out = deviceArg == "gpu" ? runCeTvdGpu(in, gCe, gTvd, options)
                                         : runCeTvdCpu(in, gCe, gTvd, options);

@@ -39,11 +39,19 @@ struct KernelSpec {
   std::function<TileModule(const dsl::Config &)> build;
   /// Shapes in the tuning key; the dtype is always part of it as well.
   std::vector<TuneKeyArg> tuneKey;
+  /// Parameters that follow from the others and the launch shape (e.g. the
+  /// slice of a row each program of a cluster holds); throws tilejit::Error
+  /// when the shape does not fit the config. Unset for most kernels.
+  std::function<void(dsl::Config &, const std::map<std::string, int64_t> &)>
+      deriveParams;
 
   /// Default parameters for `dtype`, then each "NAME=VALUE" of `overrides`.
   /// Throws tilejit::Error for unknown names, bad values or dtypes.
   dsl::Config config(DType dtype,
                      const std::vector<std::string> &overrides = {}) const;
+  /// The same, then deriveParams (if any) for the launch `shape`.
+  dsl::Config config(DType dtype, const std::vector<std::string> &overrides,
+                     const std::map<std::string, int64_t> &shape) const;
   /// The NAME=VALUE entries of `overrides` that name one of this kernel's
   /// parameters (for options shared by several kernels of one operation).
   std::vector<std::string>
