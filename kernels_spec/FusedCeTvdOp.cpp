@@ -331,8 +331,11 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
     };
     upd(c.ceErr, out.ce[r], f.ce[i]);
     upd(c.tvdErr, out.tvd[r], f.tvd[i]);
-    upd(c.lseErr, out.lseS[r], f.lseS[i]);
-    upd(c.lseErr, out.lseT[r], f.lseT[i]);
+    bool hasState = !out.lseS.empty(); // the reduced API keeps none
+    if (hasState) {
+      upd(c.lseErr, out.lseS[r], f.lseS[i]);
+      upd(c.lseErr, out.lseT[r], f.lseT[i]);
+    }
     // Near ties of p and q: sign(p - q) is discontinuous there, and fp32 may
     // pick another sign than fp64 where they agree to ~1e-7. Either sign is
     // a valid subgradient; such a flip moves sigma by 2 p_v and, through
@@ -351,7 +354,8 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
         sigmaSlack += 2 * pv;
       }
     }
-    double sigmaExcess = std::fabs(out.sigma[r] - f.sigma[i]) - sigmaSlack;
+    double sigmaExcess =
+        hasState ? std::fabs(out.sigma[r] - f.sigma[i]) - sigmaSlack : 0.0;
     c.sigmaErr = std::isnan(sigmaExcess)
                      ? INFINITY
                      : std::max(c.sigmaErr, std::max(0.0, sigmaExcess));

@@ -387,6 +387,12 @@ void DeviceBuffer::copyToHost(void *dst, size_t bytes,
   check(api().cuMemcpyDtoH_v2(dst, Ptr + offsetBytes, bytes), "cuMemcpyDtoH");
 }
 
+void DeviceBuffer::copyFrom(const DeviceBuffer &src) {
+  checkRange("copy on the device", src.Size, 0);
+  if (src.Size != 0)
+    check(api().cuMemcpyDtoD_v2(Ptr, src.Ptr, src.Size), "cuMemcpyDtoD");
+}
+
 void DeviceBuffer::memset(uint8_t value) {
   if (Size == 0)
     return;

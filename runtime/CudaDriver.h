@@ -102,6 +102,8 @@ public:
   /// Copies `bytes` starting at `offsetBytes` of the buffer to host memory
   /// (synchronous); the offset form lets callers sample rows of big outputs.
   void copyToHost(void *dst, size_t bytes, size_t offsetBytes = 0) const;
+  /// Copies all of `src` (same size) into this buffer, on the device.
+  void copyFrom(const DeviceBuffer &src);
   /// Sets every byte of the buffer to `value` (synchronous w.r.t. the host).
   void memset(uint8_t value);
 

@@ -16,6 +16,7 @@
 #include "Commands.h"
 
 #include "kernels_spec/FusedCeTvdOp.h"
+#include "kernels_spec/FusedCeTvdReducedOp.h"
 #include "kernels_spec/FusedCeTvdTune.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
@@ -58,6 +59,11 @@ static cl::opt<std::string>
     tuneForward("forward", cl::init("loop"),
                 cl::desc("Forward kernel: loop or cluster (see run)"),
                 cl::sub(tuneCmd));
+static cl::opt<std::string> tuneReduction(
+    "reduction", cl::init("none"),
+    cl::desc("none: tune the unreduced forward and backward; mean or sum: "
+             "tune the reduced loss + gradient kernel"),
+    cl::sub(tuneCmd));
 static cl::opt<bool> tuneRetune("retune",
                                 cl::desc("Tune even if an entry is stored"),
                                 cl::sub(tuneCmd));
@@ -119,6 +125,18 @@ int runTuneCommand() {
             << dtypeName(dtype) << ")\n";
   ref::CeTvdInputs in =
       ref::makeCeTvdInputs(tuneBt, tuneVocab, dtype, tuneSeed);
+  if (tuneReduction != "none") {
+    CeTvdReducedOptions ro;
+    ro.mean = parseReduction(tuneReduction);
+    ro.arch = tuneArch;
+    std::string table;
+    auto best = tuneCeTvdReducedGpu(in, ro, tuneRetune, &table);
+    std::printf("%s  winner:", table.c_str());
+    for (const std::string &b : best)
+      std::printf(" %s", b.c_str());
+    std::printf("\n");
+    return 0;
+  }
   std::vector<float> gCe, gTvd;
   defaultUpstream(in.BT, gCe, gTvd);
 

@@ -13,6 +13,7 @@
 #include "Commands.h"
 #include "codegen/Nvrtc.h"
 #include "kernels_spec/FusedCeTvdOp.h"
+#include "kernels_spec/FusedCeTvdReducedOp.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
@@ -89,6 +90,23 @@ static cl::opt<std::string>
                         "cluster (each row read once, held on chip by a "
                         "thread-block cluster; sm_90)"),
                cl::sub(runCmd), cl::cat(category));
+
+static cl::opt<std::string> reductionArg(
+    "reduction", cl::init("none"),
+    cl::desc("none: per-row ce/tvd and a backward with per-row upstream "
+             "gradients; mean or sum: the reduced loss with its gradient in "
+             "the same pass (cluster kernel, sm_90)"),
+    cl::sub(runCmd), cl::cat(category));
+static cl::opt<bool> inPlaceArg("in-place",
+                                cl::desc("Reduced: write the gradient over "
+                                         "the student logits"),
+                                cl::sub(runCmd), cl::cat(category));
+static cl::opt<double> alphaArg("alpha", cl::init(1.0),
+                                cl::desc("Reduced: weight of the CE term"),
+                                cl::sub(runCmd), cl::cat(category));
+static cl::opt<double> betaArg("beta", cl::init(1.0),
+                               cl::desc("Reduced: weight of the TVD term"),
+                               cl::sub(runCmd), cl::cat(category));
 
 static int listKernels() {
   for (const KernelSpec &k : kernelRegistry()) {
@@ -167,6 +185,40 @@ static std::vector<int64_t> sampleRows(int64_t BT, int64_t count) {
   return rows;
 }
 
+/// `run fused_ce_tvd --reduction=mean|sum`.
+static int runReduced(const ref::CeTvdInputs &in) {
+  CeTvdReducedOptions o;
+  o.mean = parseReduction(reductionArg);
+  o.inPlace = inPlaceArg;
+  o.alpha = alphaArg;
+  o.beta = betaArg;
+  o.overrides = setArgs;
+  o.useTuned = setArgs.empty();
+  o.arch = archArg;
+  o.iterations = itersArg;
+  CeTvdReducedOutputs out = deviceArg == "gpu" ? runCeTvdReducedGpu(in, o)
+                                               : runCeTvdReducedCpu(in, o);
+  std::printf("fused_ce_tvd (reduction=%s%s) on %s: BT=%lld V=%lld dtype=%s\n"
+              "  loss = %.7g (alpha %g, beta %g, n_valid %g)\n  config: %s\n",
+              reductionArg.c_str(), o.inPlace ? ", in place" : "",
+              out.device.c_str(), (long long)in.BT, (long long)in.V,
+              dtypeName(in.dtype), out.loss, o.alpha, o.beta, out.nValid,
+              out.config.c_str());
+  if (deviceArg == "gpu") {
+    double bytes = 3.0 * in.BT * in.V * dtypeSize(in.dtype);
+    std::printf("  loss + grad: %8.3f ms  %7.1f GB/s (reads student + "
+                "teacher, writes grad); JIT %.1f ms\n",
+                out.ms, bytes / out.ms / 1e6, out.jitMs);
+  }
+  if (!checkArg)
+    return 0;
+  auto rows = deviceArg == "gpu" ? sampleRows(in.BT, checkRowsArg)
+                                 : std::vector<int64_t>{};
+  CeTvdCheck c = checkCeTvdReduced(in, o, out, rows);
+  std::printf("%s\n", c.summary.c_str());
+  return c.passed ? 0 : 1;
+}
+
 static int runKernel() {
   if (kernelArg != "fused_ce_tvd")
     throw Error("tilejit run supports the operation 'fused_ce_tvd' (got '" +
@@ -178,6 +230,8 @@ static int runKernel() {
     throw Error("--bt and --vocab must be positive");
   auto t0 = std::chrono::steady_clock::now();
   ref::CeTvdInputs in = ref::makeCeTvdInputs(btArg, vocabArg, dtype, seedArg);
+  if (reductionArg != "none")
+    return runReduced(in);
   std::vector<float> gCe, gTvd;
   defaultUpstream(in.BT, gCe, gTvd);
   CeTvdRunOptions options;

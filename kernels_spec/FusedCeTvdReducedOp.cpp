@@ -1,0 +1,459 @@
+//===- FusedCeTvdReducedOp.cpp - host side of the reduced CE+TVD ----------===//
+#include "kernels_spec/FusedCeTvdReducedOp.h"
+
+#include "kernels_spec/FusedCeTvdTune.h"
+#include "runtime/Autotuner.h"
+#include "runtime/Cache.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/HostFloat.h"
+#include "tilejit/Interpreter.h"
+#include "tilejit/KernelSpec.h"
+#include "tilejit/Timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace tilejit {
+namespace {
+
+const char *const kLossGrad = "fused_ce_tvd_loss_grad";
+const char *const kWeights = "ce_tvd_row_weights";
+const char *const kLossSum = "ce_tvd_loss_sum";
+
+/// Every buffer of one reduced run.
+enum Buf { Student, Teacher, Target, Weights, Ce, Tvd, Grad, Bad, Loss, NBufs };
+
+/// Scalar arguments, in one place so the GPU can point at them.
+struct Scalars {
+  Scalars(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o)
+      : V(static_cast<int32_t>(in.V)), BT(static_cast<int32_t>(in.BT)),
+        rowStride(in.V), gradStride(in.V), alpha(static_cast<float>(o.alpha)),
+        beta(static_cast<float>(o.beta)), mean(o.mean ? 1 : 0) {}
+  int32_t V, BT;
+  int64_t rowStride, gradStride;
+  int64_t ignoreIndex = ref::kCeTvdIgnoreIndex;
+  float alpha, beta;
+  int32_t mean;
+};
+
+/// The three kernels' arguments: buffer(b) for pointers, scalar(x) else.
+template <typename Arg, typename BufFn, typename ScalarFn>
+std::vector<std::vector<Arg>> kernelArgs(const Scalars &s, BufFn buffer,
+                                         ScalarFn scalar) {
+  std::vector<Arg> weights = {buffer(Target),       buffer(Weights),
+                              scalar(s.BT),         scalar(s.ignoreIndex),
+                              scalar(s.alpha),      scalar(s.beta),
+                              scalar(s.mean)};
+  std::vector<Arg> lossGrad = {
+      buffer(Student),   buffer(Teacher),     buffer(Target),
+      buffer(Weights),   buffer(Ce),          buffer(Tvd),
+      buffer(Grad),      buffer(Bad),         scalar(s.V),
+      scalar(s.rowStride), scalar(s.gradStride), scalar(s.ignoreIndex)};
+  std::vector<Arg> lossSum = {buffer(Ce), buffer(Tvd), buffer(Weights),
+                              buffer(Loss), scalar(s.BT)};
+  return {weights, lossGrad, lossSum};
+}
+
+void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
+  for (const std::string &s : o.overrides)
+    if (findKernel(kLossGrad).ownOverrides({s}).empty())
+      throw Error("fused_ce_tvd (reduced): '" + s + "' names no parameter of " +
+                  kLossGrad + " (see tilejit list)");
+  if (in.BT <= 0 || in.BT > std::numeric_limits<int32_t>::max())
+    throw Error("fused_ce_tvd (reduced): BT = " + std::to_string(in.BT) +
+                " must be in [1, 2^31)");
+  if (in.V <= 0 || in.V > std::numeric_limits<int32_t>::max())
+    throw Error("fused_ce_tvd (reduced): vocab V = " + std::to_string(in.V) +
+                " must be in [1, 2^31)");
+  size_t bytes = static_cast<size_t>(in.BT) * in.V * dtypeSize(in.dtype);
+  if (in.student.size() != bytes || in.teacher.size() != bytes ||
+      static_cast<int64_t>(in.target.size()) != in.BT)
+    throw Error("fused_ce_tvd (reduced): student/teacher must hold BT * V " +
+                std::string(dtypeName(in.dtype)) +
+                " elements and target BT entries");
+  if (!std::isfinite(o.alpha) || !std::isfinite(o.beta))
+    throw Error("fused_ce_tvd (reduced): alpha and beta must be finite");
+}
+
+void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t bad) {
+  if (bad == 0)
+    return;
+  int64_t row = bad - 1;
+  throw Error("fused_ce_tvd: target " + std::to_string(in.target[row]) +
+              " at row " + std::to_string(row) + " is outside [0, " +
+              std::to_string(in.V) + ") and is not ignore_index (" +
+              std::to_string(ref::kCeTvdIgnoreIndex) + ")");
+}
+
+/// The three kernels, built for in's shape; clusterSize of the main one.
+struct Built {
+  TileModule weights, lossGrad, lossSum;
+  std::string config;
+};
+
+Built build(const ref::CeTvdInputs &in, const std::vector<std::string> &set) {
+  const KernelSpec &lg = findKernel(kLossGrad);
+  dsl::Config c = lg.config(in.dtype, set, {{"BT", in.BT}, {"V", in.V}});
+  return {findKernel(kWeights).build(findKernel(kWeights).config(DType::F32)),
+          lg.build(c),
+          findKernel(kLossSum).build(findKernel(kLossSum).config(DType::F32)),
+          formatParams(c.params)};
+}
+
+/// Host storage of every buffer of one run (inputs point into `in`, or into
+/// `work` for an in-place gradient).
+struct Host {
+  std::vector<uint8_t> work; // the student copy an in-place run overwrites
+  std::vector<float> weights = std::vector<float>(3, 0.f), loss = {0.f};
+  int32_t bad = 0;
+  void *data[NBufs] = {};
+  DType dtype[NBufs] = {};
+  int64_t count[NBufs] = {};
+
+  Host(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
+       CeTvdReducedOutputs &out) {
+    out.ce.assign(in.BT, 0.f);
+    out.tvd.assign(in.BT, 0.f);
+    int64_t n = in.BT * in.V;
+    if (o.inPlace)
+      work = in.student;
+    else
+      out.grad.assign(n * dtypeSize(in.dtype), 0);
+    auto set = [&](Buf b, const void *p, DType t, int64_t c) {
+      data[b] = const_cast<void *>(p);
+      dtype[b] = t;
+      count[b] = c;
+    };
+    set(Student, o.inPlace ? work.data() : in.student.data(), in.dtype, n);
+    set(Teacher, in.teacher.data(), in.dtype, n);
+    set(Target, in.target.data(), DType::I64, in.BT);
+    set(Weights, weights.data(), DType::F32, 3);
+    set(Ce, out.ce.data(), DType::F32, in.BT);
+    set(Tvd, out.tvd.data(), DType::F32, in.BT);
+    set(Grad, o.inPlace ? work.data() : out.grad.data(), in.dtype, n);
+    set(Bad, &bad, DType::I32, 1);
+    set(Loss, loss.data(), DType::F32, 1);
+  }
+  size_t bytes(Buf b) const { return count[b] * dtypeSize(dtype[b]); }
+
+  void finish(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
+              CeTvdReducedOutputs &out) {
+    throwIfBadTarget(in, bad);
+    out.loss = loss[0];
+    out.nValid = weights[2];
+    if (o.inPlace)
+      out.grad = std::move(work);
+  }
+};
+
+} // namespace
+
+bool parseReduction(const std::string &name) {
+  if (name == "mean" || name == "sum")
+    return name == "mean";
+  throw Error("--reduction must be none, mean or sum (got '" + name + "')");
+}
+
+CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
+                                       const CeTvdReducedOptions &options) {
+  validate(in, options);
+  CeTvdReducedOutputs out;
+  out.device = "cpu";
+  Host h(in, options, out);
+  Scalars s(in, options);
+  auto args = kernelArgs<InterpArg>(
+      s, [&](Buf b) { return InterpBuffer{h.data[b], h.dtype[b], h.count[b]}; },
+      [](auto x) { return x; });
+  Built k = build(in, options.overrides);
+  out.config = k.config;
+  int64_t cluster = findKernel(kLossGrad)
+                        .config(in.dtype, options.overrides)
+                        .get("CLUSTER_SIZE");
+  TileModule *mods[3] = {&k.weights, &k.lossGrad, &k.lossSum};
+  Grid grids[3] = {{1, 1, 1}, {in.BT * cluster, 1, 1}, {1, 1, 1}};
+  for (int i = 0; i < 3; ++i) {
+    optimizeTile(*mods[i]);
+    interpret(mods[i]->operation(), mods[i]->kernelName(), grids[i], args[i]);
+  }
+  h.finish(in, options, out);
+  return out;
+}
+
+namespace {
+
+/// The GPU side: device buffers, loaded kernels, launches.
+class GpuRun {
+public:
+  GpuRun(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
+         CeTvdReducedOutputs &out)
+      : In(in), Opts(o), Dev(cuda::Device::open()), H(in, o, out),
+        S(in, o) {
+    Copts.arch = o.arch.empty() ? Dev.archString() : o.arch;
+    for (int b = 0; b < NBufs; ++b) {
+      Buf buf = static_cast<Buf>(b);
+      bool alias = buf == Grad && o.inPlace; // the student buffer itself
+      Buffers.emplace_back(alias ? 0 : H.bytes(buf));
+      Ptrs[b] = alias ? Buffers[Student].ptr() : Buffers.back().ptr();
+    }
+    for (Buf b : {Student, Teacher, Target})
+      Buffers[b].copyFromHost(H.data[b], H.bytes(b));
+    if (o.inPlace) { // a pristine copy restores the student before each run
+      Pristine.emplace(H.bytes(Student));
+      Pristine->copyFromHost(H.data[Student], H.bytes(Student));
+    }
+    Args = kernelArgs<void *>(
+        S, [&](Buf b) -> void * { return &Ptrs[b]; },
+        [](const auto &x) {
+          return const_cast<void *>(static_cast<const void *>(&x));
+        });
+  }
+
+  const cuda::Device &device() const { return Dev; }
+  const CompileOptions &compileOptions() const { return Copts; }
+
+  /// Compiles (through the cache) and loads the three kernels.
+  void load(const std::vector<std::string> &set, LoadedKernels &loaded) {
+    Built k = build(In, set);
+    Config = k.config;
+    TileModule *mods[3] = {&k.weights, &k.lossGrad, &k.lossSum};
+    for (int i = 0; i < 3; ++i) {
+      CompiledKernel c = compileCached(*mods[i], Copts);
+      Fns[i] = loaded.function(c);
+      Threads[i] = c.threads;
+      Grids[i] = i == 1 ? In.BT * c.clusterSize : 1;
+    }
+  }
+
+  /// Restores an in-place student and clears the bad-target flag.
+  void reset() {
+    if (Pristine)
+      Buffers[Student].copyFrom(*Pristine);
+    Buffers[Bad].memset(0);
+  }
+
+  /// NaN-fills every output, so a config that skips some cannot pass.
+  void poison() {
+    for (Buf b : {Ce, Tvd, Loss})
+      Buffers[b].memset(0xFF);
+    if (!Opts.inPlace)
+      Buffers[Grad].memset(0xFF);
+  }
+
+  void launchAll() {
+    for (int i = 0; i < 3; ++i)
+      cuda::launch(Fns[i], {static_cast<unsigned>(Grids[i])},
+                   {static_cast<unsigned>(Threads[i])}, 0, nullptr, Args[i]);
+  }
+
+  void copyBack(CeTvdReducedOutputs &out) {
+    cuda::synchronize();
+    for (Buf b : {Weights, Ce, Tvd, Bad, Loss})
+      Buffers[b].copyToHost(H.data[b], H.bytes(b));
+    Buffers[Opts.inPlace ? Student : Grad].copyToHost(H.data[Grad],
+                                                      H.bytes(Grad));
+    H.finish(In, Opts, out);
+  }
+
+  /// Makes `fn` (a build of fused_ce_tvd_loss_grad) the one launched.
+  void useLossGrad(const CompiledKernel &k, const cuda::Function &fn) {
+    Fns[1] = fn;
+    Threads[1] = k.threads;
+    Grids[1] = In.BT * k.clusterSize;
+  }
+
+  const std::string &config() const { return Config; }
+
+private:
+  const ref::CeTvdInputs &In;
+  const CeTvdReducedOptions &Opts;
+  cuda::Device Dev;
+  Host H;
+  Scalars S;
+  CompileOptions Copts;
+  std::vector<cuda::DeviceBuffer> Buffers;
+  std::optional<cuda::DeviceBuffer> Pristine;
+  CUdeviceptr Ptrs[NBufs] = {};
+  std::vector<std::vector<void *>> Args;
+  cuda::Function Fns[3];
+  int64_t Threads[3] = {}, Grids[3] = {};
+  std::string Config;
+};
+
+} // namespace
+
+CeTvdReducedOutputs runCeTvdReducedGpu(const ref::CeTvdInputs &in,
+                                       const CeTvdReducedOptions &options) {
+  validate(in, options);
+  CeTvdReducedOutputs out;
+  GpuRun run(in, options, out);
+  out.device = run.device().name();
+  std::vector<std::string> set = options.overrides;
+  std::string source = set.empty() ? "default" : "--set";
+  if (options.useTuned && set.empty())
+    set = tunedCeTvdOverrides(kLossGrad, in, deviceIdentity(run.device()),
+                              &source);
+  LoadedKernels loaded;
+  auto t0 = std::chrono::steady_clock::now();
+  run.load(set, loaded);
+  out.jitMs = msSince(t0);
+  out.config = run.config() + " (" + source + ")";
+  run.reset();
+  run.launchAll();
+  run.copyBack(out);
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(1, options.iterations); ++i) {
+    run.reset();
+    ms.push_back(cuda::timeMs([&] { run.launchAll(); }));
+  }
+  std::sort(ms.begin(), ms.end());
+  out.ms = ms[ms.size() / 2];
+  return out;
+}
+
+namespace {
+
+/// fused_ce_tvd_loss_grad as a tuning target: each candidate runs with the
+/// two helper kernels and is checked like a `run --check`.
+class ReducedTarget : public TuningTarget {
+  struct Candidate : TuneCandidate {
+    CompiledKernel compiled;
+    std::optional<cuda::Module> module;
+    cuda::Function fn;
+  };
+
+public:
+  ReducedTarget(GpuRun &run, const ref::CeTvdInputs &in,
+                const CeTvdReducedOptions &o, std::vector<int64_t> rows)
+      : Run(run), In(in), Opts(o), Rows(std::move(rows)), Timer(run.device()) {
+  }
+
+  std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
+    const KernelSpec &spec = findKernel(kLossGrad);
+    auto c = std::make_unique<Candidate>();
+    c->compiled = compileCached(
+        spec.build(spec.config(In.dtype, paramOverrides(params),
+                               {{"BT", In.BT}, {"V", In.V}})),
+        Run.compileOptions());
+    return c;
+  }
+  KernelResources load(TuneCandidate &tc) override {
+    auto &c = static_cast<Candidate &>(tc);
+    c.module.emplace(cuda::Module::fromCubin(c.compiled.cubin));
+    c.fn = c.module->function(c.compiled.name);
+    if (c.compiled.clusterSize > 8)
+      c.fn.allowNonPortableClusterSize();
+    return {static_cast<int>(c.compiled.threads), c.fn.numRegs(),
+            c.fn.sharedBytes()};
+  }
+  void resetBuffers() override {
+    Run.reset();
+    Run.poison();
+  }
+  void launch(TuneCandidate &tc) override {
+    select(tc);
+    Run.launchAll();
+    cuda::synchronize();
+  }
+  double timeLaunch(TuneCandidate &tc) override {
+    select(tc);
+    return Timer.timeMs([&] { Run.launchAll(); });
+  }
+  std::string checkOutputs() override {
+    CeTvdReducedOutputs out;
+    Run.copyBack(out);
+    CeTvdCheck c = checkCeTvdReduced(In, Opts, out, Rows);
+    return c.passed ? "" : c.summary;
+  }
+
+private:
+  void select(TuneCandidate &tc) {
+    auto &c = static_cast<Candidate &>(tc);
+    Run.useLossGrad(c.compiled, c.fn);
+  }
+  GpuRun &Run;
+  const ref::CeTvdInputs &In;
+  const CeTvdReducedOptions &Opts;
+  std::vector<int64_t> Rows;
+  L2FlushTimer Timer;
+};
+
+} // namespace
+
+std::vector<std::string> tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
+                                             const CeTvdReducedOptions &options,
+                                             bool retune, std::string *table) {
+  validate(in, options);
+  CeTvdReducedOutputs scratch;
+  GpuRun run(in, options, scratch);
+  LoadedKernels loaded;
+  run.load({}, loaded); // the helper kernels (and a default main kernel)
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < in.BT; r += std::max<int64_t>(1, in.BT / 16))
+    rows.push_back(r);
+  ReducedTarget target(run, in, options, rows);
+  DeviceIdentity id = deviceIdentity(run.device());
+  TuningDatabase db = TuningDatabase::fromEnvironment();
+  TuningKey key = ceTvdTuningKey(kLossGrad, in, id);
+  TuneOptions topts;
+  bool fromDb = false;
+  TuningEntry e = lookupOrTune(
+      db, key,
+      [&] {
+        return autotune(target, findKernel(kLossGrad).candidateConfigs(),
+                        deviceLimits(run.device()), topts);
+      },
+      retune, &fromDb);
+  if (table) {
+    std::ostringstream os;
+    os << kLossGrad << " " << key.shape << " " << key.dtype
+       << (fromDb ? " (stored entry)" : " (tuned now)") << "\n";
+    for (const Trial &t : e.trials)
+      os << "  " << formatParams(t.params) << "  " << t.statusText() << "\n";
+    *table = os.str();
+  }
+  return paramOverrides(e.best);
+}
+
+CeTvdCheck checkCeTvdReduced(const ref::CeTvdInputs &in,
+                             const CeTvdReducedOptions &options,
+                             const CeTvdReducedOutputs &out,
+                             std::vector<int64_t> rows) {
+  int64_t nValid = std::count_if(in.target.begin(), in.target.end(),
+                                 [](int64_t y) {
+                                   return y != ref::kCeTvdIgnoreIndex;
+                                 });
+  double scale = !options.mean ? 1.0 : nValid > 0 ? 1.0 / nValid : 0.0;
+  std::vector<float> gCe(in.BT, static_cast<float>(options.alpha * scale));
+  std::vector<float> gTvd(in.BT, static_cast<float>(options.beta * scale));
+  CeTvdOutputs asRows;
+  asRows.ce = out.ce;
+  asRows.tvd = out.tvd;
+  asRows.grad = out.grad;
+  CeTvdCheck c = checkCeTvd(in, gCe, gTvd, asRows, rows);
+  // The loss against the fp64 sum of the per-row terms checked above.
+  double sumCe = 0, sumTvd = 0;
+  for (int64_t r = 0; r < in.BT; ++r) {
+    sumCe += out.ce[r];
+    sumTvd += out.tvd[r];
+  }
+  double want = (options.alpha * sumCe + options.beta * sumTvd) * scale;
+  double lossErr = std::fabs(out.loss - want) / (1e-6 + std::fabs(want));
+  bool countOk = out.nValid == static_cast<float>(nValid);
+  const double kLossRelTol = 1e-5; // fp32 sums of BT terms
+  c.passed = c.passed && countOk && lossErr <= kLossRelTol;
+  std::ostringstream os;
+  os << c.summary << "\n  loss = " << out.loss << " vs " << want
+     << " from the per-row terms: relative error " << lossErr << " (tol "
+     << kLossRelTol << ")\n  n_valid = " << out.nValid << " (targets say "
+     << nValid << ")\n  " << (c.passed ? "PASS" : "FAIL");
+  c.summary = os.str();
+  return c;
+}
+
+} // namespace tilejit
