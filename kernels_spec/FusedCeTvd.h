@@ -38,7 +38,7 @@ KernelSpec fusedCeTvdBackwardSpec();
 /// grid = BT * CLUSTER_SIZE: the CLUSTER_SIZE programs of a cluster split a
 /// row into BLOCK_SIZE-wide slices (derived from V) held in registers, so
 /// the logits are read once. Needs sm_90 (thread-block clusters).
-KernelSpec fusedCeTvdForwardOnChipSpec();
+KernelSpec fusedCeTvdForwardClusterSpec();
 /// fused_ce_tvd_loss_grad(student, teacher, target, weights: ptr<f32> (3),
 ///                        ce, tvd: ptr<f32> (BT), grad: ptr<dtype> (BT, V),
 ///                        bad_target, V, row_stride, grad_stride,

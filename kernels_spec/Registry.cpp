@@ -87,7 +87,7 @@ KernelSpec::ownOverrides(const std::vector<std::string> &overrides) const {
 const std::vector<KernelSpec> &kernelRegistry() {
   static const std::vector<KernelSpec> kernels = {
       fusedCeTvdForwardSpec(), fusedCeTvdBackwardSpec(),
-      fusedCeTvdForwardOnChipSpec(), fusedCeTvdLossGradSpec(),
+      fusedCeTvdForwardClusterSpec(), fusedCeTvdLossGradSpec(),
       ceTvdRowWeightsSpec(), ceTvdLossSumSpec()};
   return kernels;
 }

@@ -1,10 +1,15 @@
-//===- FusedCeTvdOnChip.cpp - CE+TVD with each row held on chip -----------===//
+//===- FusedCeTvdCluster.cpp - CE+TVD with each row split over a cluster --===//
 //
-// A row is split over the CLUSTER_SIZE programs of a thread-block cluster;
-// each program loads its BLOCK_SIZE-wide slice of the student and teacher
-// rows once and keeps it in registers while the row's max, sum-exp, TVD and
-// sigma are combined across the cluster (tile.cluster_reduce, distributed
-// shared memory on sm_90). The logits are read from memory exactly once.
+// A row is split over the CLUSTER_SIZE programs of a thread-block cluster:
+// program r of the cluster owns the SLICE-wide slice starting at r * SLICE
+// and walks it in BLOCK_SIZE tiles. Pass 1 reads the slice from memory
+// (per-lane online max / sum-exp); the programs combine their partial
+// normalizers through distributed shared memory (tile.cluster_reduce); pass 2
+// (TVD, sigma) and, in the reduced kernel, pass 3 (the gradient) read the
+// slice again while it is still in L2: a slice is 1/CLUSTER_SIZE of a row,
+// so many rows are in flight and the re-reads stay on chip, where one
+// program per row must re-read a whole 0.6 MB row after 132 others have
+// pushed it out of the 50 MB L2.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -19,58 +24,17 @@ namespace tilejit {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-/// Logits of each row kept per thread and tensor (two f32 registers each,
-/// student and teacher); beyond this the slice spills out of registers.
-constexpr int64_t kMaxOnChipPerThread = 48;
 using CO = KernelBuilder::ClusterOp;
 
-/// Per-row results of one on-chip row, identical in every program of the
-/// cluster.
-struct OnChipRow {
-  Value ce, tvd, sigma, maxS, logSumS, maxT, logSumT;
-  Value p, q, diff; ///< this program's slice of softmax(s), softmax(t), p - q
-};
-
-/// The CE+TVD math of semantics.md §1 on a row whose slice `xs`, `xt` (f32,
-/// -inf where masked) this program holds. p and q are formed by the same
-/// operations, so a teacher equal to the student gives p == q bit for bit.
-OnChipRow onChipRow(KernelBuilder &k, Value xs, Value xt, Value offs,
-                    Value y) {
-  OnChipRow r;
-  auto m = k.clusterReduce(CO::Max, {xs.max(), xt.max()});
-  // A row that is entirely -inf shifts by 0 (exp(-inf) = 0, no NaN).
-  Value es = exp(xs - where(m[0] == kNegInf, 0.0, m[0]));
-  Value et = exp(xt - where(m[1] == kNegInf, 0.0, m[1]));
-  // The target logit comes from the registers of the program holding it (a
-  // second read could see a gradient already written in place).
-  Value syLocal = where(offs.to(DType::I64) == y, xs, 0.0).sum();
-  auto d = k.clusterReduce(CO::Sum, {es.sum(), et.sum(), syLocal});
-  r.p = es * where(d[0] > 0.0, 1.0 / d[0], 0.0);
-  r.q = et * where(d[1] > 0.0, 1.0 / d[1], 0.0);
-  r.diff = r.p - r.q;
-  auto t = k.clusterReduce(CO::Sum,
-                           {abs(r.diff).sum(), (r.p * sign(r.diff)).sum()});
-  r.tvd = 0.5 * t[0];
-  r.sigma = t[1];
-  r.maxS = m[0];
-  r.logSumS = log(d[0]);
-  r.maxT = m[1];
-  r.logSumT = log(d[1]);
-  // Differences against the row max keep the gap when logits share a large
-  // offset (semantics.md §1).
-  r.ce = r.logSumS - (d[2] - m[0]);
-  return r;
-}
-
-/// The arguments and the slice every on-chip kernel starts from.
+/// The arguments and the slice every cluster kernel starts from.
 struct RowSlice {
-  Value row, rank, s, t, y, V, offs, mask, ignored, inRange;
+  Value row, rank, s, t, y, V, start, end, ignored, inRange;
 };
 
 RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher,
                   Value target, Value V, Value rowStride, Value ignoreIndex) {
   RowSlice r;
-  const int64_t C = k.clusterSize(), BLOCK = k.param("BLOCK_SIZE");
+  const int64_t C = k.clusterSize(), SLICE = k.param("SLICE");
   Value pid = k.programId(0);
   r.row = pid / double(C);
   r.rank = pid - r.row * double(C);
@@ -79,11 +43,21 @@ RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher,
   r.t = teacher + rowOffset;
   r.y = k.load(target, r.row);
   r.V = V;
-  r.offs = r.rank * double(BLOCK) + k.arange(BLOCK);
-  r.mask = r.offs < V;
+  r.start = r.rank * double(SLICE);
+  r.end = min(r.start + double(SLICE), V);
   r.ignored = r.y == ignoreIndex;
   r.inRange = r.y >= 0.0 && r.y < V.to(DType::I64);
   return r;
+}
+
+/// body(offs, mask) for each BLOCK_SIZE tile of this program's slice.
+void forEachTile(KernelBuilder &k, const RowSlice &r,
+                 const std::function<void(Value, Value)> &body) {
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  k.forRange(r.start, r.end, k.constant(BLOCK, DType::I32), [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    body(offs, offs < r.end);
+  });
 }
 
 /// The row's bad target is reported once, by the cluster's first program.
@@ -93,12 +67,81 @@ void flagBadTarget(KernelBuilder &k, const RowSlice &r, Value badTarget) {
   });
 }
 
-std::pair<Value, Value> loadSlice(KernelBuilder &k, const RowSlice &r) {
-  return {k.load(r.s, r.offs, r.mask, kNegInf).to(DType::F32),
-          k.load(r.t, r.offs, r.mask, kNegInf).to(DType::F32)};
+/// A max that never produces -inf - -inf: 0 while everything is -inf.
+Value safeShift(Value m) { return where(m == kNegInf, 0.0, m); }
+
+/// Per-lane online softmax normalizer: folds tile x into (m, d) with one exp
+/// per element (the smaller of x and m is the one rescaled).
+void onlineUpdate(Var &m, Var &d, Value x) {
+  Value bigger = x > m;
+  Value e = where(x == kNegInf, 0.0, exp(where(bigger, m - x, x - m)));
+  d = where(bigger, d * e + 1.0, d + e);
+  m = max(m, x);
 }
 
-TileModule buildForwardOnChip(const Config &c) {
+/// The row's normalizers and per-row results, identical in every program
+/// of the cluster.
+struct RowStats {
+  Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
+};
+
+/// softmax(x) = exp((x - m) - log d), the max subtracted before the small
+/// log-sum, so logits sharing a huge offset keep their differences.
+Value softmaxAt(Value x, Value m, Value logSum) {
+  Value isEmpty = m == kNegInf;
+  return exp((x.to(DType::F32) - where(isEmpty, 0.0, m)) -
+             where(isEmpty, 0.0, logSum));
+}
+
+std::pair<Value, Value> loadTile(KernelBuilder &k, const RowSlice &r,
+                                 Value offs, Value mask) {
+  return {k.load(r.s, offs, mask, kNegInf), k.load(r.t, offs, mask, kNegInf)};
+}
+
+/// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
+/// across the cluster. p and q are formed by the same operations, so a
+/// teacher equal to the student gives p == q bit for bit.
+RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+  Var mS = negInf, dS = zero, mT = negInf, dT = zero, sy = zero;
+  forEachTile(k, r, [&](Value offs, Value mask) {
+    auto [s, t] = loadTile(k, r, offs, mask);
+    Value xs = s.to(DType::F32);
+    onlineUpdate(mS, dS, xs);
+    onlineUpdate(mT, dT, t.to(DType::F32));
+    // The target logit is taken here, before any in-place gradient store.
+    sy = sy + where(offs.to(DType::I64) == r.y, xs, 0.0);
+  });
+  auto m = k.clusterReduce(CO::Max, {mS.max(), mT.max()});
+  auto d = k.clusterReduce(
+      CO::Sum, {(dS * exp(mS - safeShift(m[0]))).sum(),
+                (dT * exp(mT - safeShift(m[1]))).sum(), sy.sum()});
+  RowStats st;
+  st.maxS = m[0];
+  st.logSumS = log(d[0]);
+  st.maxT = m[1];
+  st.logSumT = log(d[1]);
+  // Differences against the row max keep the gap when logits share a large
+  // offset (semantics.md §1).
+  st.ce = st.logSumS - (d[2] - m[0]);
+
+  Var absSum = zero, sig = zero;
+  forEachTile(k, r, [&](Value offs, Value mask) {
+    auto [s, t] = loadTile(k, r, offs, mask);
+    Value p = softmaxAt(s, st.maxS, st.logSumS);
+    Value q = softmaxAt(t, st.maxT, st.logSumT);
+    absSum = absSum + abs(p - q);
+    sig = sig + p * sign(p - q);
+  });
+  auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
+  st.tvd = 0.5 * t[0];
+  st.sigma = t[1];
+  return st;
+}
+
+TileModule buildForwardCluster(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
   Value student = k.pointerArg("student", c.dtype);
   Value teacher = k.pointerArg("teacher", c.dtype);
@@ -122,15 +165,14 @@ TileModule buildForwardOnChip(const Config &c) {
   Var ce = zero, tvd = zero, sigma = zero;
   Var maxS = zero, logSumS = zero, maxT = zero, logSumT = zero;
   k.ifThen(!r.ignored && r.inRange, [&] {
-    auto [xs, xt] = loadSlice(k, r);
-    OnChipRow o = onChipRow(k, xs, xt, r.offs, r.y);
-    ce = o.ce;
-    tvd = o.tvd;
-    sigma = o.sigma;
-    maxS = o.maxS;
-    logSumS = o.logSumS;
-    maxT = o.maxT;
-    logSumT = o.logSumT;
+    RowStats st = rowStats(k, r);
+    ce = st.ce;
+    tvd = st.tvd;
+    sigma = st.sigma;
+    maxS = st.maxS;
+    logSumS = st.logSumS;
+    maxT = st.maxT;
+    logSumT = st.logSumT;
   });
   k.ifThen(r.rank == 0.0, [&] {
     k.store(ceOut, r.row, ce);
@@ -168,21 +210,31 @@ TileModule buildLossGrad(const Config &c) {
   k.ifThen(
       !r.ignored && r.inRange,
       [&] {
-        auto [xs, xt] = loadSlice(k, r);
-        OnChipRow o = onChipRow(k, xs, xt, r.offs, r.y);
-        ce = o.ce;
-        tvd = o.tvd;
+        RowStats st = rowStats(k, r);
+        ce = st.ce;
+        tvd = st.tvd;
         // d loss / d ce_i and d loss / d tvd_i: alpha, beta over n_valid
         // (mean) or alone (sum), from ce_tvd_row_weights.
         Value gCe = k.load(weights, k.constant(0, DType::I32));
         Value gTvd = k.load(weights, k.constant(1, DType::I32));
-        // p_y - 1 is formed in fp32 before the store rounds it.
-        Value onehot = (r.offs.to(DType::I64) == r.y).to(DType::F32);
-        Value dce = gCe * (o.p - onehot);
-        Value dtvd = gTvd * 0.5 * o.p * (sign(o.diff) - o.sigma);
-        k.store(g, r.offs, dce + dtvd, r.mask);
+        // Pass 3. Each element is read before it is written, by the same
+        // program, so the gradient may overwrite the student in place.
+        forEachTile(k, r, [&](Value offs, Value mask) {
+          auto [s, t] = loadTile(k, r, offs, mask);
+          Value p = softmaxAt(s, st.maxS, st.logSumS);
+          Value q = softmaxAt(t, st.maxT, st.logSumT);
+          // p_y - 1 is formed in fp32 before the store rounds it.
+          Value onehot = (offs.to(DType::I64) == r.y).to(DType::F32);
+          Value dce = gCe * (p - onehot);
+          Value dtvd = gTvd * 0.5 * p * (sign(p - q) - st.sigma);
+          k.store(g, offs, dce + dtvd, mask);
+        });
       },
-      [&] { k.store(g, r.offs, zero, r.mask); });
+      [&] {
+        forEachTile(k, r, [&](Value offs, Value mask) {
+          k.store(g, offs, zero, mask);
+        });
+      });
   k.ifThen(r.rank == 0.0, [&] {
     k.store(ceOut, r.row, ce);
     k.store(tvdOut, r.row, tvd);
@@ -245,30 +297,20 @@ TileModule buildLossSum(const Config &c) {
 const std::vector<DType> kDtypes = {DType::BF16, DType::F16, DType::F32};
 const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
-std::vector<ParamSpec> onChipParams() {
+std::vector<ParamSpec> clusterParams() {
   return {{"CLUSTER_SIZE", {2, 4, 8, 16}, 8, "programs (blocks) per row"},
-          {"num_warps", {4, 8, 16, 32}, 16, "warps per program"}};
+          {"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
+          {"num_warps", {4, 8, 16}, 8, "warps per program"}};
 }
 
-/// BLOCK_SIZE covers a row with CLUSTER_SIZE slices, in whole 16-byte groups
-/// of every thread.
+/// SLICE: each program's share of a row, a whole number of tiles.
 void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   auto v = shape.find("V");
-  if (v == shape.end())
-    throw Error("CE+TVD on chip: the shape lacks V");
-  int64_t cluster = c.get("CLUSTER_SIZE"), threads = 32 * c.get("num_warps");
-  int64_t group = threads * 8;
+  if (v == shape.end() || v->second <= 0)
+    throw Error("CE+TVD cluster kernels: the shape needs V > 0");
+  int64_t cluster = c.get("CLUSTER_SIZE"), block = c.get("BLOCK_SIZE");
   int64_t slice = (v->second + cluster - 1) / cluster;
-  int64_t block = (slice + group - 1) / group * group;
-  if (block / threads > kMaxOnChipPerThread)
-    throw Error("CE+TVD on chip: V = " + std::to_string(v->second) +
-                " needs " + std::to_string(block / threads) +
-                " logits per thread with CLUSTER_SIZE=" +
-                std::to_string(cluster) + " num_warps=" +
-                std::to_string(c.get("num_warps")) + " (at most " +
-                std::to_string(kMaxOnChipPerThread) +
-                "); use more programs or warps");
-  c.params["BLOCK_SIZE"] = block;
+  c.params["SLICE"] = (slice + block - 1) / block * block;
 }
 
 std::vector<ParamSpec> singleProgramParams() {
@@ -278,11 +320,11 @@ std::vector<ParamSpec> singleProgramParams() {
 
 } // namespace
 
-KernelSpec fusedCeTvdForwardOnChipSpec() {
+KernelSpec fusedCeTvdForwardClusterSpec() {
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
-               "CE+TVD forward, each row read once and held on chip by a "
-               "cluster of programs (sm_90)",
-               onChipParams(), kDtypes, buildForwardOnChip, kTuneKey};
+               "CE+TVD forward, each row split over a cluster of programs "
+               "whose re-reads hit L2 (sm_90)",
+               clusterParams(), kDtypes, buildForwardCluster, kTuneKey};
   s.deriveParams = deriveSlice;
   return s;
 }
@@ -290,8 +332,8 @@ KernelSpec fusedCeTvdForwardOnChipSpec() {
 KernelSpec fusedCeTvdLossGradSpec() {
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
-               "pass, row held on chip by a cluster of programs (sm_90)",
-               onChipParams(), kDtypes, buildLossGrad, kTuneKey};
+               "launch, each row split over a cluster of programs (sm_90)",
+               clusterParams(), kDtypes, buildLossGrad, kTuneKey};
   s.deriveParams = deriveSlice;
   return s;
 }
