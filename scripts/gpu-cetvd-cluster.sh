@@ -29,7 +29,7 @@ for s in ${SHAPES:-4096:151936:bf16 1024:151936:bf16 16384:151936:bf16 4096:1282
       PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger timeout 300 python3 .carry/peers.py cetvd \
         $shape --providers torch_compile,liger 2>&1 | grep -v Warning
     fi
-  } 2>&1 | tee "$out/onchip-$bt-$v-$dt.log"
+  } 2>&1 | tee "$out/cluster-$bt-$v-$dt.log"
 done
 [ -f .carry/peers.py ] && PYTHONUNBUFFERED=1 python3 .carry/peers.py ceilings 2>&1 | tee "$out/ceilings.log"
 rm -rf "$TILEJIT_CACHE_DIR"
