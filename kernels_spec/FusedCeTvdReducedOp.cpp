@@ -415,8 +415,13 @@ std::vector<std::string> tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
     std::ostringstream os;
     os << kLossGrad << " " << key.shape << " " << key.dtype
        << (fromDb ? " (stored entry)" : " (tuned now)") << "\n";
-    for (const Trial &t : e.trials)
-      os << "  " << formatParams(t.params) << "  " << t.statusText() << "\n";
+    double bytes = 3.0 * in.BT * in.V * dtypeSize(in.dtype);
+    for (const Trial &t : e.trials) {
+      os << "  " << formatParams(t.params) << "  " << t.statusText();
+      if (t.status == TrialStatus::Ok)
+        os << "  " << t.ms << " ms  " << bytes / t.ms / 1e6 << " GB/s";
+      os << "\n";
+    }
     *table = os.str();
   }
   return paramOverrides(e.best);
