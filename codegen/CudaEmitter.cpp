@@ -488,8 +488,8 @@ private:
   void forEachGroup(
       Operation *op, Value ptr, Value offsets, Value mask, Type elem,
       int64_t width,
-      const std::function<std::string(const std::string &,
-                                      const std::string &)> &vectorAccess,
+      const std::function<std::string(const std::string &, const std::string &)>
+          &vectorAccess,
       const std::function<std::string(const std::string &)> &element) {
     int64_t k = *vecLen(offsets.getType(), op);
     std::string w = std::to_string(width);
@@ -1329,14 +1329,14 @@ bool KernelEmitter::emitSimt(Operation *op) {
     }
     std::string n = bind(ld.getResult());
     line(declaration(ld.getType(), n, op) + ";");
-    forEachGroup(op, ld.getPtr(), ld.getOffsets(), ld.getMask(), et, width,
-                 [&](const std::string &addr, const std::string &bytes) {
-                   return "tj_vload<" + bytes + ">(&" + n + "[tj_g], " + addr +
-                          ");";
-                 },
-                 [&](const std::string &e) {
-                   return n + "[" + e + "] = " + element(e) + ";";
-                 });
+    forEachGroup(
+        op, ld.getPtr(), ld.getOffsets(), ld.getMask(), et, width,
+        [&](const std::string &addr, const std::string &bytes) {
+          return "tj_vload<" + bytes + ">(&" + n + "[tj_g], " + addr + ");";
+        },
+        [&](const std::string &e) {
+          return n + "[" + e + "] = " + element(e) + ";";
+        });
     return true;
   }
   if (auto st = dyn_cast<simt::StoreOp>(op)) {
@@ -1365,12 +1365,13 @@ bool KernelEmitter::emitSimt(Operation *op) {
     }
     Type et = elemType(st.getValue().getType());
     std::string value = name(st.getValue(), op);
-    forEachGroup(op, st.getPtr(), st.getOffsets(), st.getMask(), et, width,
-                 [&](const std::string &addr, const std::string &bytes) {
-                   return "tj_vstore<" + bytes + ">(" + addr + ", &" + value +
-                          "[tj_g]);";
-                 },
-                 element);
+    forEachGroup(
+        op, st.getPtr(), st.getOffsets(), st.getMask(), et, width,
+        [&](const std::string &addr, const std::string &bytes) {
+          return "tj_vstore<" + bytes + ">(" + addr + ", &" + value +
+                 "[tj_g]);";
+        },
+        element);
     return true;
   }
   if (auto ap = dyn_cast<tile::AddPtrOp>(op)) {

@@ -31,8 +31,8 @@ struct RowSlice {
   Value row, rank, s, t, y, V, start, end, ignored, inRange;
 };
 
-RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher,
-                  Value target, Value V, Value rowStride, Value ignoreIndex) {
+RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
+                  Value V, Value rowStride, Value ignoreIndex) {
   RowSlice r;
   const int64_t C = k.clusterSize(), SLICE = k.param("SLICE");
   Value pid = k.programId(0);
@@ -62,9 +62,8 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
 
 /// The row's bad target is reported once, by the cluster's first program.
 void flagBadTarget(KernelBuilder &k, const RowSlice &r, Value badTarget) {
-  k.ifThen(!r.ignored && !r.inRange && r.rank == 0.0, [&] {
-    k.store(badTarget, k.constant(0, DType::I32), r.row + 1.0);
-  });
+  k.ifThen(!r.ignored && !r.inRange && r.rank == 0.0,
+           [&] { k.store(badTarget, k.constant(0, DType::I32), r.row + 1.0); });
 }
 
 /// A max that never produces -inf - -inf: 0 while everything is -inf.
@@ -115,9 +114,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     sy = sy + where(offs.to(DType::I64) == r.y, xs, 0.0);
   });
   auto m = k.clusterReduce(CO::Max, {mS.max(), mT.max()});
-  auto d = k.clusterReduce(
-      CO::Sum, {(dS * exp(mS - safeShift(m[0]))).sum(),
-                (dT * exp(mT - safeShift(m[1]))).sum(), sy.sum()});
+  auto d = k.clusterReduce(CO::Sum,
+                           {(dS * exp(mS - safeShift(m[0]))).sum(),
+                            (dT * exp(mT - safeShift(m[1]))).sum(), sy.sum()});
   RowStats st;
   st.maxS = m[0];
   st.logSumS = log(d[0]);
@@ -158,8 +157,7 @@ TileModule buildForwardCluster(const Config &c) {
   Value rowStride = k.scalarArg("row_stride", DType::I64);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
 
-  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride,
-                        ignoreIndex);
+  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero, sigma = zero;
@@ -201,8 +199,7 @@ TileModule buildLossGrad(const Config &c) {
   Value gradStride = k.scalarArg("grad_stride", DType::I64);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
 
-  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride,
-                        ignoreIndex);
+  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value zero = k.constant(0, DType::F32);
@@ -324,7 +321,10 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "whose re-reads hit L2 (sm_90)",
-               clusterParams(), kDtypes, buildForwardCluster, kTuneKey};
+               clusterParams(),
+               kDtypes,
+               buildForwardCluster,
+               kTuneKey};
   s.deriveParams = deriveSlice;
   return s;
 }
@@ -333,7 +333,10 @@ KernelSpec fusedCeTvdLossGradSpec() {
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",
-               clusterParams(), kDtypes, buildLossGrad, kTuneKey};
+               clusterParams(),
+               kDtypes,
+               buildLossGrad,
+               kTuneKey};
   s.deriveParams = deriveSlice;
   return s;
 }
@@ -341,12 +344,16 @@ KernelSpec fusedCeTvdLossGradSpec() {
 KernelSpec ceTvdRowWeightsSpec() {
   return {"ce_tvd_row_weights",
           "n_valid and the per-row loss weights of the reduced CE+TVD",
-          singleProgramParams(), {DType::F32}, buildRowWeights, {}};
+          singleProgramParams(),
+          {DType::F32},
+          buildRowWeights,
+          {}};
 }
 
 KernelSpec ceTvdLossSumSpec() {
-  return {"ce_tvd_loss_sum", "the reduced CE+TVD loss from per-row terms",
-          singleProgramParams(), {DType::F32}, buildLossSum, {}};
+  return {"ce_tvd_loss_sum",     "the reduced CE+TVD loss from per-row terms",
+          singleProgramParams(), {DType::F32},
+          buildLossSum,          {}};
 }
 
 } // namespace tilejit

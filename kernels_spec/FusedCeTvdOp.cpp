@@ -120,7 +120,8 @@ void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
 /// cluster (the grid is BT times that).
 TileModule buildKernel(const std::string &name, const ref::CeTvdInputs &in,
                        const std::vector<std::string> &overrides,
-                       std::string *used = nullptr, int64_t *cluster = nullptr) {
+                       std::string *used = nullptr,
+                       int64_t *cluster = nullptr) {
   const KernelSpec &spec = findKernel(name);
   dsl::Config config = spec.config(in.dtype, spec.ownOverrides(overrides),
                                    {{"BT", in.BT}, {"V", in.V}});
@@ -228,8 +229,8 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
     *ms = msSince(t0);
     return std::make_tuple(k.threads, k.clusterSize, f);
   };
-  auto [fwdThreads, fwdCluster, fwdF] = jit(
-      options.forwardKernel, fwdSet, &out.forwardConfig, &out.forwardJitMs);
+  auto [fwdThreads, fwdCluster, fwdF] =
+      jit(options.forwardKernel, fwdSet, &out.forwardConfig, &out.forwardJitMs);
   auto [bwdThreads, bwdCluster, bwdF] =
       jit("fused_ce_tvd_bwd", bwdSet, &out.backwardConfig, &out.backwardJitMs);
 

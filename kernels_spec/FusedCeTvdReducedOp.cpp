@@ -46,14 +46,13 @@ struct Scalars {
 template <typename Arg, typename BufFn, typename ScalarFn>
 std::vector<std::vector<Arg>> kernelArgs(const Scalars &s, BufFn buffer,
                                          ScalarFn scalar) {
-  std::vector<Arg> weights = {buffer(Target),       buffer(Weights),
-                              scalar(s.BT),         scalar(s.ignoreIndex),
-                              scalar(s.alpha),      scalar(s.beta),
-                              scalar(s.mean)};
+  std::vector<Arg> weights = {
+      buffer(Target),  buffer(Weights), scalar(s.BT),  scalar(s.ignoreIndex),
+      scalar(s.alpha), scalar(s.beta),  scalar(s.mean)};
   std::vector<Arg> lossGrad = {
-      buffer(Student),   buffer(Teacher),     buffer(Target),
-      buffer(Weights),   buffer(Ce),          buffer(Tvd),
-      buffer(Grad),      buffer(Bad),         scalar(s.V),
+      buffer(Student),     buffer(Teacher),      buffer(Target),
+      buffer(Weights),     buffer(Ce),           buffer(Tvd),
+      buffer(Grad),        buffer(Bad),          scalar(s.V),
       scalar(s.rowStride), scalar(s.gradStride), scalar(s.ignoreIndex)};
   std::vector<Arg> lossSum = {buffer(Ce), buffer(Tvd), buffer(Weights),
                               buffer(Loss), scalar(s.BT)};
@@ -168,7 +167,10 @@ CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
   Host h(in, options, out);
   Scalars s(in, options);
   auto args = kernelArgs<InterpArg>(
-      s, [&](Buf b) { return InterpBuffer{h.data[b], h.dtype[b], h.count[b]}; },
+      s,
+      [&](Buf b) {
+        return InterpBuffer{h.data[b], h.dtype[b], h.count[b]};
+      },
       [](auto x) { return x; });
   Built k = build(in, options.overrides);
   out.config = k.config;
@@ -192,8 +194,7 @@ class GpuRun {
 public:
   GpuRun(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
          CeTvdReducedOutputs &out)
-      : In(in), Opts(o), Dev(cuda::Device::open()), H(in, o, out),
-        S(in, o) {
+      : In(in), Opts(o), Dev(cuda::Device::open()), H(in, o, out), S(in, o) {
     Copts.arch = o.arch.empty() ? Dev.archString() : o.arch;
     for (int b = 0; b < NBufs; ++b) {
       Buf buf = static_cast<Buf>(b);
@@ -338,10 +339,10 @@ public:
   std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
     const KernelSpec &spec = findKernel(kLossGrad);
     auto c = std::make_unique<Candidate>();
-    c->compiled = compileCached(
-        spec.build(spec.config(In.dtype, paramOverrides(params),
-                               {{"BT", In.BT}, {"V", In.V}})),
-        Run.compileOptions());
+    c->compiled =
+        compileCached(spec.build(spec.config(In.dtype, paramOverrides(params),
+                                             {{"BT", In.BT}, {"V", In.V}})),
+                      Run.compileOptions());
     return c;
   }
   KernelResources load(TuneCandidate &tc) override {
@@ -431,10 +432,9 @@ CeTvdCheck checkCeTvdReduced(const ref::CeTvdInputs &in,
                              const CeTvdReducedOptions &options,
                              const CeTvdReducedOutputs &out,
                              std::vector<int64_t> rows) {
-  int64_t nValid = std::count_if(in.target.begin(), in.target.end(),
-                                 [](int64_t y) {
-                                   return y != ref::kCeTvdIgnoreIndex;
-                                 });
+  int64_t nValid =
+      std::count_if(in.target.begin(), in.target.end(),
+                    [](int64_t y) { return y != ref::kCeTvdIgnoreIndex; });
   double scale = !options.mean ? 1.0 : nValid > 0 ? 1.0 / nValid : 0.0;
   std::vector<float> gCe(in.BT, static_cast<float>(options.alpha * scale));
   std::vector<float> gTvd(in.BT, static_cast<float>(options.beta * scale));
@@ -456,10 +456,10 @@ CeTvdCheck checkCeTvdReduced(const ref::CeTvdInputs &in,
   c.passed = c.passed && countOk && lossErr <= kLossRelTol;
   std::ostringstream os;
   // checkCeTvd's last line is its verdict; the verdict here replaces it.
-  os << c.summary.substr(0, c.summary.rfind('\n')) << "\n  loss = " << out.loss << " vs " << want
-     << " from the per-row terms: relative error " << lossErr << " (tol "
-     << kLossRelTol << ")\n  n_valid = " << out.nValid << " (targets say "
-     << nValid << ")\n  " << (c.passed ? "PASS" : "FAIL");
+  os << c.summary.substr(0, c.summary.rfind('\n')) << "\n  loss = " << out.loss
+     << " vs " << want << " from the per-row terms: relative error " << lossErr
+     << " (tol " << kLossRelTol << ")\n  n_valid = " << out.nValid
+     << " (targets say " << nValid << ")\n  " << (c.passed ? "PASS" : "FAIL");
   c.summary = os.str();
   return c;
 }

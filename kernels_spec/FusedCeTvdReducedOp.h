@@ -1,4 +1,5 @@
-//===- FusedCeTvdReducedOp.h - the reduced CE+TVD loss and gradient -*- C++ -*-//
+//===- FusedCeTvdReducedOp.h - the reduced CE+TVD loss and gradient -*- C++
+//-*-//
 //
 // The reduced API of shared/semantics.md §1:
 //   loss = (alpha sum_i ce_i + beta sum_i tvd_i) / n_valid   (mean)

@@ -97,10 +97,10 @@ public:
                                         const TuneParams &params) const {
     const KernelSpec &spec = findKernel(name);
     auto k = std::make_unique<Kernel>();
-    k->compiled = compileCached(
-        spec.build(spec.config(In.dtype, paramOverrides(params),
-                               {{"BT", In.BT}, {"V", In.V}})),
-        Copts);
+    k->compiled =
+        compileCached(spec.build(spec.config(In.dtype, paramOverrides(params),
+                                             {{"BT", In.BT}, {"V", In.V}})),
+                      Copts);
     return k;
   }
 

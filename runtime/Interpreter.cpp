@@ -292,7 +292,7 @@ struct Kernel {
   const std::vector<InterpArg> *args;
   llvm::SmallVector<RuntimeValue> argValues; // bound once, shared
   int64_t blockThreads = 128; // threads per program on the GPU (sum order)
-  int64_t clusterSize = 1;     // programs per cluster along x
+  int64_t clusterSize = 1;    // programs per cluster along x
 };
 
 /// The meeting point of the programs of one cluster, each on its own
@@ -625,16 +625,15 @@ private:
     const InterpBuffer &buf = std::get<InterpBuffer>((*k.args)[ptr.ptrArg]);
     int64_t o;
     bool overflow = __builtin_add_overflow(ptr.ptrOff, laneOff, &o);
-    fail(std::string("out-of-bounds unmasked ") + what +
-           ": element offset " +
-           (overflow ? std::to_string(ptr.ptrOff) + " + " +
-                           std::to_string(laneOff)
-                     : std::to_string(o)) +
-           " (pointer offset " + std::to_string(ptr.ptrOff) + " + lane " +
-           std::to_string(lane) + " offset " + std::to_string(laneOff) +
-           ") is outside argument #" + std::to_string(ptr.ptrArg) +
-           ", a buffer of " + std::to_string(buf.numElements) + " " +
-           dtypeName(buf.dtype) + " elements");
+    fail(std::string("out-of-bounds unmasked ") + what + ": element offset " +
+         (overflow
+              ? std::to_string(ptr.ptrOff) + " + " + std::to_string(laneOff)
+              : std::to_string(o)) +
+         " (pointer offset " + std::to_string(ptr.ptrOff) + " + lane " +
+         std::to_string(lane) + " offset " + std::to_string(laneOff) +
+         ") is outside argument #" + std::to_string(ptr.ptrArg) +
+         ", a buffer of " + std::to_string(buf.numElements) + " " +
+         dtypeName(buf.dtype) + " elements");
   }
 };
 
@@ -803,13 +802,16 @@ bool Runner::execFloat(Operation *op) {
 bool Runner::execInt(Operation *op) {
   using U = uint64_t;
   if (isa<arith::AddIOp>(op))
-    return intBinary(op, [](int64_t a, int64_t b, Elem) { return U(a) + U(b); }),
+    return intBinary(op,
+                     [](int64_t a, int64_t b, Elem) { return U(a) + U(b); }),
            true;
   if (isa<arith::SubIOp>(op))
-    return intBinary(op, [](int64_t a, int64_t b, Elem) { return U(a) - U(b); }),
+    return intBinary(op,
+                     [](int64_t a, int64_t b, Elem) { return U(a) - U(b); }),
            true;
   if (isa<arith::MulIOp>(op))
-    return intBinary(op, [](int64_t a, int64_t b, Elem) { return U(a) * U(b); }),
+    return intBinary(op,
+                     [](int64_t a, int64_t b, Elem) { return U(a) * U(b); }),
            true;
   if (isa<arith::AndIOp>(op))
     return intBinary(op, [](int64_t a, int64_t b, Elem) { return U(a & b); }),
@@ -983,12 +985,11 @@ void Runner::execConstant(arith::ConstantOp op) {
   RuntimeValue r;
   if (!s.tile) {
     if (auto fa = dyn_cast<FloatAttr>(attr)) {
-      r = makeF(s, std::make_shared<FVec>(1, roundTo(apToFloat(fa.getValue()),
-                                                     s.elem)));
+      r = makeF(s, std::make_shared<FVec>(
+                       1, roundTo(apToFloat(fa.getValue()), s.elem)));
     } else if (auto ia = dyn_cast<IntegerAttr>(attr)) {
       llvm::APInt v = ia.getValue();
-      int64_t x = s.elem == Elem::I1 ? int64_t(!v.isZero())
-                                     : v.getSExtValue();
+      int64_t x = s.elem == Elem::I1 ? int64_t(!v.isZero()) : v.getSExtValue();
       r = intScalar(s.elem, x);
     } else {
       fail("unsupported constant attribute");
@@ -1230,8 +1231,8 @@ void Runner::execLoad(tile::LoadOp op) {
           continue;
         int64_t o = checkedOffset(ptr, size, po[j], j, "load");
         if constexpr (std::is_same_v<T, uint16_t>)
-          dst[j] = dt == DType::BF16 ? bf16ToFloat(base[o])
-                                     : halfToFloat(base[o]);
+          dst[j] =
+              dt == DType::BF16 ? bf16ToFloat(base[o]) : halfToFloat(base[o]);
         else
           dst[j] = static_cast<float>(base[o]);
       }
@@ -1381,7 +1382,8 @@ void Runner::execClusterReduce(tile::ClusterReduceOp op) {
     }
     int64_t r = all[0][i].i;
     for (size_t c = 1; c < all.size(); ++c)
-      r = kind == ReduceKind::Sum   ? normalize(uint64_t(r) + uint64_t(all[c][i].i), s.elem)
+      r = kind == ReduceKind::Sum
+              ? normalize(uint64_t(r) + uint64_t(all[c][i].i), s.elem)
           : kind == ReduceKind::Max ? std::max(r, all[c][i].i)
                                     : std::min(r, all[c][i].i);
     set(res, intScalar(s.elem, r));
@@ -1416,8 +1418,8 @@ void Runner::execFor(scf::ForOp op) {
     int64_t next;
     if (isUnsigned) {
       uint64_t un = zext(i, ivElem) + zext(step, ivElem);
-      if (un < zext(i, ivElem) || (ivElem != Elem::I64 &&
-                                   un > zext(-1, ivElem)))
+      if (un < zext(i, ivElem) ||
+          (ivElem != Elem::I64 && un > zext(-1, ivElem)))
         break;
       next = normalize(un, ivElem);
     } else {
@@ -1530,8 +1532,8 @@ void bindArguments(Kernel &k) {
         throw Error(prefix(i) + "has unsupported type " + typeString(t));
       auto *buf = std::get_if<InterpBuffer>(&a);
       if (!buf)
-        throw Error(prefix(i) + "(" + typeString(t) +
-                    ") needs a buffer, got " + argKindName(a));
+        throw Error(prefix(i) + "(" + typeString(t) + ") needs a buffer, got " +
+                    argKindName(a));
       if (buf->dtype != dtypeOfElem(*elem))
         throw Error(prefix(i) + "(" + typeString(t) + ") needs a buffer of " +
                     elemName(*elem) + ", got a buffer of " +
@@ -1633,8 +1635,10 @@ void interpret(mlir::Operation *module, const std::string &kernelName,
     k.clusterSize = c.getInt();
   if (k.clusterSize < 1 || grid.x % k.clusterSize != 0)
     throw Error("interpret: kernel '" + kernelName + "': the grid's x (" +
-                std::to_string(grid.x) + ") is not a multiple of its cluster "
-                "size (" + std::to_string(k.clusterSize) + ")");
+                std::to_string(grid.x) +
+                ") is not a multiple of its cluster "
+                "size (" +
+                std::to_string(k.clusterSize) + ")");
   if (auto threads = k.func->getAttrOfType<IntegerAttr>(attr::kThreads))
     k.blockThreads = threads.getInt();
   else if (auto warps = k.func->getAttrOfType<IntegerAttr>(attr::kNumWarps))

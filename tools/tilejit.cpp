@@ -35,8 +35,8 @@ static cl::OptionCategory category("tilejit options");
 static cl::SubCommand listCmd("list", "List kernels and their parameters");
 static cl::SubCommand compileCmd("compile",
                                  "Compile a kernel and print one stage");
-static cl::SubCommand runCmd("run",
-                             "Run fused_ce_tvd on the GPU or the CPU and check it");
+static cl::SubCommand
+    runCmd("run", "Run fused_ce_tvd on the GPU or the CPU and check it");
 
 static cl::opt<std::string> kernelArg(cl::Positional, cl::desc("KERNEL"),
                                       cl::Required, cl::sub(compileCmd),
@@ -49,8 +49,9 @@ static cl::opt<std::string> dtypeArg("dtype", cl::init("bf16"),
                                      cl::sub(compileCmd), cl::sub(runCmd),
                                      cl::cat(category));
 static cl::opt<std::string>
-    archArg("arch", cl::desc("GPU architecture, e.g. sm_90 (compile default: "
-                             "sm_90; run default: the device's)"),
+    archArg("arch",
+            cl::desc("GPU architecture, e.g. sm_90 (compile default: "
+                     "sm_90; run default: the device's)"),
             cl::sub(compileCmd), cl::sub(runCmd), cl::cat(category));
 static cl::opt<std::string>
     emitArg("emit", cl::init("ptx"),
@@ -134,9 +135,8 @@ static void writeOutput(const std::string &text, bool binary) {
     return;
   }
   std::error_code ec;
-  llvm::raw_fd_ostream os(outputArg, ec,
-                          binary ? llvm::sys::fs::OF_None
-                                 : llvm::sys::fs::OF_Text);
+  llvm::raw_fd_ostream os(
+      outputArg, ec, binary ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Text);
   if (ec)
     throw Error("cannot write " + outputArg + ": " + ec.message());
   os << text;
@@ -145,8 +145,8 @@ static void writeOutput(const std::string &text, bool binary) {
 
 static int compileKernel() {
   const KernelSpec &spec = findKernel(kernelArg);
-  dsl::Config config =
-      spec.config(parseDType(dtypeArg), setArgs, {{"BT", btArg}, {"V", vocabArg}});
+  dsl::Config config = spec.config(parseDType(dtypeArg), setArgs,
+                                   {{"BT", btArg}, {"V", vocabArg}});
   CompileOptions options;
   if (!archArg.empty())
     options.arch = archArg;
@@ -154,10 +154,18 @@ static int compileKernel() {
   TileModule module = spec.build(config);
   CompiledKernel k = compileCached(module, options);
   switch (options.upTo) {
-  case Stage::Tile: writeOutput(k.tileIR, false); break;
-  case Stage::Simt: writeOutput(k.simtIR, false); break;
-  case Stage::Cuda: writeOutput(k.cuda, false); break;
-  case Stage::Ptx: writeOutput(k.ptx, false); break;
+  case Stage::Tile:
+    writeOutput(k.tileIR, false);
+    break;
+  case Stage::Simt:
+    writeOutput(k.simtIR, false);
+    break;
+  case Stage::Cuda:
+    writeOutput(k.cuda, false);
+    break;
+  case Stage::Ptx:
+    writeOutput(k.ptx, false);
+    break;
   case Stage::Cubin:
     if (emitArg == "sass")
       writeOutput(nvrtc::disassembleCubin(k.cubin), false);

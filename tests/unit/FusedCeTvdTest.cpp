@@ -82,8 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 /// Inputs of one numerics.json case: logits written as numbers or "-inf".
 llvm::json::Object loadCase(const std::string &id) {
-  auto buf = llvm::MemoryBuffer::getFile(TILEJIT_TEST_DATA_DIR
-                                         "/numerics.json");
+  auto buf =
+      llvm::MemoryBuffer::getFile(TILEJIT_TEST_DATA_DIR "/numerics.json");
   EXPECT_TRUE(bool(buf));
   auto json = llvm::json::parse((*buf)->getBuffer());
   EXPECT_TRUE(bool(json));
@@ -140,14 +140,17 @@ TEST(CeTvdNumerics, AllNegInfButTargetAndVeryNegative) {
     auto t = numbers(&(*c.getArray("teacher"))[0]);
     int64_t y = *(*c.getArray("target"))[0].getAsInteger();
     auto *expect = c.getObject("expect");
-    auto grad = numbers(&(*expect->getArray("grad_student_with_g_ce_1_g_tvd_1"))[0]);
+    auto grad =
+        numbers(&(*expect->getArray("grad_student_with_g_ce_1_g_tvd_1"))[0]);
     for (DType dt : {DType::F32, DType::BF16}) {
       CeTvdOutputs out = runOne(oneRow(s, t, y, dt), 1, 1);
       EXPECT_NEAR(out.ce[0], number((*expect->getArray("ce"))[0]), 1e-6) << id;
-      EXPECT_NEAR(out.tvd[0], number((*expect->getArray("tvd"))[0]), 1e-6) << id;
+      EXPECT_NEAR(out.tvd[0], number((*expect->getArray("tvd"))[0]), 1e-6)
+          << id;
       for (size_t v = 0; v < grad.size(); ++v) {
         EXPECT_FALSE(std::isnan(gradAt(out, dt, v))) << id;
-        EXPECT_NEAR(gradAt(out, dt, v), grad[v], 1e-2 * std::fabs(grad[v]) + 1e-7)
+        EXPECT_NEAR(gradAt(out, dt, v), grad[v],
+                    1e-2 * std::fabs(grad[v]) + 1e-7)
             << id << " v=" << v;
       }
     }
@@ -269,7 +272,7 @@ TEST_P(CeTvdCompile, EveryConfigCompilesForSm90) {
   for (const ParamSpec &p : spec.params)
     expected *= p.candidates.size();
   for (const auto &overrides : allConfigs(spec)) {
-    dsl::Config c = spec.config(dt, overrides);
+    dsl::Config c = spec.config(dt, overrides, {{"BT", 64}, {"V", 151936}});
     CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
     ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
     EXPECT_EQ(k.threads, 32 * c.get("num_warps"));
@@ -285,7 +288,9 @@ TEST_P(CeTvdCompile, EveryConfigCompilesForSm90) {
 
 INSTANTIATE_TEST_SUITE_P(
     Kernels, CeTvdCompile,
-    ::testing::Combine(::testing::Values("fused_ce_tvd_fwd", "fused_ce_tvd_bwd"),
+    ::testing::Combine(::testing::Values("fused_ce_tvd_fwd", "fused_ce_tvd_bwd",
+                                         "fused_ce_tvd_fwd_cluster",
+                                         "fused_ce_tvd_loss_grad"),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     [](const auto &info) {
       return std::get<0>(info.param) + "_" + dtypeName(std::get<1>(info.param));

@@ -1,0 +1,154 @@
+//===- ClusterTest.cpp - tile.cluster_reduce: DSL, interpreter, CUDA ------===//
+#include "codegen/Nvrtc.h"
+#include "runtime/Cache.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/DSL.h"
+#include "tilejit/Interpreter.h"
+
+#include <gtest/gtest.h>
+
+using namespace tilejit;
+using namespace tilejit::dsl;
+
+namespace {
+
+Config clusterConfig(int64_t cluster) {
+  Config c;
+  c.params = {{"CLUSTER_SIZE", cluster}, {"num_warps", 1}};
+  return c;
+}
+
+/// Each program contributes (pid + 1) as f32 and i32; program pid writes
+/// the cluster's sum, max and min at out[3 pid ...]. With `diverge`, only
+/// even programs reach the reduction (a bug the interpreter must report).
+TileModule clusterKernel(int64_t cluster, bool diverge = false) {
+  KernelBuilder k("cluster_sums", clusterConfig(cluster));
+  Value out = k.pointerArg("out", DType::F32);
+  Value iout = k.pointerArg("iout", DType::I32);
+  Value pid = k.programId(0);
+  Value x = (pid + 1.0).to(DType::F32);
+  auto body = [&] {
+    auto s = k.clusterReduce(KernelBuilder::ClusterOp::Sum, {x, x * 2.0});
+    auto m = k.clusterReduce(KernelBuilder::ClusterOp::Max, {x});
+    auto n = k.clusterReduce(KernelBuilder::ClusterOp::Min, {x});
+    auto i = k.clusterReduce(KernelBuilder::ClusterOp::Sum, {pid + 1.0});
+    k.store(out, pid * 4.0, s[0]);
+    k.store(out, pid * 4.0 + 1.0, s[1]);
+    k.store(out, pid * 4.0 + 2.0, m[0]);
+    k.store(out, pid * 4.0 + 3.0, n[0]);
+    k.store(iout, pid, i[0]);
+  };
+  if (diverge)
+    k.ifThen(pid - (pid / 2.0) * 2.0 == 0.0, body);
+  else
+    body();
+  return k.finish();
+}
+
+TEST(Cluster, ReduceCombinesTheProgramsOfEachCluster) {
+  const int64_t C = 4, programs = 8;
+  TileModule m = clusterKernel(C);
+  optimizeTile(m);
+  std::vector<float> out(4 * programs, -1.f);
+  std::vector<int32_t> iout(programs, -1);
+  interpret(m.operation(), "cluster_sums", {programs, 1, 1},
+            {InterpBuffer{out.data(), DType::F32, 4 * programs},
+             InterpBuffer{iout.data(), DType::I32, programs}});
+  for (int64_t p = 0; p < programs; ++p) {
+    int64_t first = p / C * C + 1, last = first + C - 1;
+    float sum = float((first + last) * C / 2);
+    EXPECT_EQ(out[4 * p], sum) << "program " << p;
+    EXPECT_EQ(out[4 * p + 1], 2 * sum) << "program " << p;
+    EXPECT_EQ(out[4 * p + 2], float(last)) << "program " << p;
+    EXPECT_EQ(out[4 * p + 3], float(first)) << "program " << p;
+    EXPECT_EQ(iout[p], int32_t(sum)) << "program " << p;
+  }
+}
+
+TEST(Cluster, DivergingProgramsAndBadGridsAreErrorsNotHangs) {
+  TileModule m = clusterKernel(2, /*diverge=*/true);
+  optimizeTile(m);
+  std::vector<float> out(16);
+  std::vector<int32_t> iout(4);
+  std::vector<InterpArg> args = {InterpBuffer{out.data(), DType::F32, 16},
+                                 InterpBuffer{iout.data(), DType::I32, 4}};
+  try {
+    interpret(m.operation(), "cluster_sums", {4, 1, 1}, args);
+    FAIL() << "a cluster_reduce reached by half of a cluster must fail";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("not uniform in the cluster"),
+              std::string::npos)
+        << e.what();
+  }
+  TileModule ok = clusterKernel(2);
+  optimizeTile(ok);
+  try {
+    interpret(ok.operation(), "cluster_sums", {3, 1, 1}, args);
+    FAIL() << "a grid that is not a multiple of the cluster size must fail";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of its cluster"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Cluster, ReduceOfATileIsRejected) {
+  KernelBuilder k("bad", clusterConfig(2));
+  Value t = k.arange(32).to(DType::F32);
+  EXPECT_THROW(k.clusterReduce(KernelBuilder::ClusterOp::Sum, {t}), Error);
+}
+
+TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
+  CompiledKernel k = compile(clusterKernel(4), {"sm_90", Stage::Ptx, {}});
+  EXPECT_EQ(k.clusterSize, 4);
+  EXPECT_NE(k.cuda.find("__cluster_dims__(4, 1, 1)"), std::string::npos);
+  EXPECT_NE(k.cuda.find("tj_cluster_reduce<4, tj_sum_op>"), std::string::npos);
+  EXPECT_NE(k.ptx.find("mapa.shared::cluster"), std::string::npos);
+  EXPECT_NE(k.ptx.find("barrier.cluster.arrive"), std::string::npos);
+  std::string log;
+  EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log)) << log;
+  // Clusters need sm_90: an older target gets our message, not a crash.
+  try {
+    compile(clusterKernel(4), {"sm_80", Stage::Ptx, {}});
+    FAIL() << "clusters compiled for sm_80";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("compile for sm_90 or newer"),
+              std::string::npos)
+        << e.what();
+  }
+  // A cluster of one program needs no cluster hardware.
+  CompiledKernel one = compile(clusterKernel(1), {"sm_80", Stage::Ptx, {}});
+  EXPECT_EQ(one.cuda.find("__cluster_dims__"), std::string::npos);
+}
+
+TEST(ClusterGpu, ReduceMatchesTheInterpreter) {
+  std::string why;
+  if (!cuda::driverAvailable(&why))
+    GTEST_SKIP() << "no GPU: " << why;
+  for (int64_t C : {2, 4, 8, 16}) {
+    const int64_t programs = 2 * C;
+    cuda::Device device = cuda::Device::open();
+    CompiledKernel k =
+        compile(clusterKernel(C), {device.archString(), Stage::Cubin, {}});
+    LoadedKernels loaded;
+    const cuda::Function &f = loaded.function(k);
+    cuda::DeviceBuffer out(4 * programs * sizeof(float)),
+        iout(programs * sizeof(int32_t));
+    CUdeviceptr p0 = out.ptr(), p1 = iout.ptr();
+    std::vector<void *> args = {&p0, &p1};
+    cuda::launch(f, {unsigned(programs)}, {unsigned(k.threads)}, 0, nullptr,
+                 args);
+    cuda::synchronize();
+    std::vector<float> got(4 * programs);
+    out.copyToHost(got.data(), got.size() * sizeof(float));
+    for (int64_t p = 0; p < programs; ++p) {
+      int64_t first = p / C * C + 1, last = first + C - 1;
+      EXPECT_EQ(got[4 * p], float((first + last) * C / 2)) << C << " " << p;
+      EXPECT_EQ(got[4 * p + 2], float(last)) << C << " " << p;
+      EXPECT_EQ(got[4 * p + 3], float(first)) << C << " " << p;
+    }
+  }
+}
+
+} // namespace

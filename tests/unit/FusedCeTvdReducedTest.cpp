@@ -1,0 +1,204 @@
+//===- FusedCeTvdReducedTest.cpp - reduced CE+TVD and the cluster forward
+//--===//
+//
+// The reduced loss + gradient (three kernels) and the cluster-split forward
+// against the fp64 reference: in the CPU interpreter on every CI run, and on
+// the GPU when there is one.
+//
+//===----------------------------------------------------------------------===//
+#include "kernels_spec/FusedCeTvdReducedOp.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+
+#include <gtest/gtest.h>
+
+using namespace tilejit;
+
+namespace {
+
+struct Case {
+  int64_t BT, V;
+  DType dtype;
+  bool mean, inPlace;
+  std::vector<std::string> overrides;
+};
+
+std::string caseName(const Case &c) {
+  std::string n = "BT" + std::to_string(c.BT) + "_V" + std::to_string(c.V) +
+                  "_" + dtypeName(c.dtype) + (c.mean ? "_mean" : "_sum") +
+                  (c.inPlace ? "_inplace" : "");
+  for (auto &o : c.overrides)
+    n += "_" + o;
+  for (char &ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch)))
+      ch = '_';
+  return n;
+}
+
+using Runner = CeTvdReducedOutputs (*)(const ref::CeTvdInputs &,
+                                       const CeTvdReducedOptions &);
+
+void expectReducedMatchesReference(const Case &c, Runner run) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(c.BT, c.V, c.dtype, 3);
+  CeTvdReducedOptions o;
+  o.alpha = 0.7;
+  o.beta = 1.3;
+  o.mean = c.mean;
+  o.inPlace = c.inPlace;
+  o.overrides = c.overrides;
+  o.iterations = 1;
+  CeTvdReducedOutputs out = run(in, o);
+  CeTvdCheck check = checkCeTvdReduced(in, o, out);
+  EXPECT_TRUE(check.passed) << check.summary;
+  EXPECT_EQ(check.rowsChecked, c.BT);
+}
+
+class CeTvdReducedInterpreter : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CeTvdReducedInterpreter, MatchesReference) {
+  expectReducedMatchesReference(GetParam(), runCeTvdReducedCpu);
+}
+
+// V = 1 and 3 (most programs of a cluster own nothing), V not a multiple of
+// the slice or the tile, several tiles per slice, every dtype, both
+// reductions, in place and not.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CeTvdReducedInterpreter,
+    ::testing::Values(
+        Case{7,
+             1,
+             DType::F32,
+             true,
+             false,
+             {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}},
+        Case{7,
+             3,
+             DType::BF16,
+             false,
+             true,
+             {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4"}},
+        Case{14,
+             5000,
+             DType::F32,
+             true,
+             true,
+             {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}},
+        Case{8,
+             4096,
+             DType::F16,
+             false,
+             false,
+             {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=8"}},
+        Case{9, 30001, DType::BF16, true, false, {}}),
+    [](const auto &info) { return caseName(info.param); });
+
+ref::CeTvdInputs smallBatch(DType dtype = DType::F32) {
+  return ref::makeCeTvdInputs(6, 700, dtype, 9);
+}
+
+CeTvdReducedOptions smallOptions() {
+  CeTvdReducedOptions o;
+  o.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4"};
+  return o;
+}
+
+TEST(CeTvdReduced, InPlaceGivesTheSameBitsAsASeparateGradient) {
+  ref::CeTvdInputs in = smallBatch(DType::BF16);
+  CeTvdReducedOptions o = smallOptions();
+  CeTvdReducedOutputs separate = runCeTvdReducedCpu(in, o);
+  o.inPlace = true;
+  CeTvdReducedOutputs inPlace = runCeTvdReducedCpu(in, o);
+  EXPECT_EQ(separate.grad, inPlace.grad);
+  EXPECT_EQ(separate.loss, inPlace.loss);
+}
+
+TEST(CeTvdReduced, AllIgnoredBatchGivesZeroLossAndGradient) {
+  ref::CeTvdInputs in = smallBatch();
+  for (int64_t &y : in.target)
+    y = ref::kCeTvdIgnoreIndex;
+  CeTvdReducedOutputs out = runCeTvdReducedCpu(in, smallOptions());
+  EXPECT_EQ(out.loss, 0.f);
+  EXPECT_EQ(out.nValid, 0.f);
+  EXPECT_TRUE(std::all_of(out.grad.begin(), out.grad.end(),
+                          [](uint8_t b) { return b == 0; }));
+}
+
+TEST(CeTvdReduced, SelfDistillationGivesExactlyZeroTvdAndGradient) {
+  ref::CeTvdInputs in = smallBatch(DType::BF16);
+  in.teacher = in.student;
+  CeTvdReducedOptions o = smallOptions();
+  o.alpha = 0; // the TVD term alone
+  CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+  EXPECT_EQ(out.loss, 0.f);
+  for (float t : out.tvd)
+    EXPECT_EQ(t, 0.f);
+  EXPECT_TRUE(std::all_of(out.grad.begin(), out.grad.end(),
+                          [](uint8_t b) { return b == 0; }));
+}
+
+TEST(CeTvdReduced, BadInputsAreClearErrors) {
+  ref::CeTvdInputs in = smallBatch();
+  in.target[3] = in.V; // out of range, not ignore_index
+  try {
+    runCeTvdReducedCpu(in, smallOptions());
+    FAIL() << "an out-of-range target must be reported";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("at row 3"), std::string::npos)
+        << e.what();
+  }
+  ref::CeTvdInputs shortTargets = smallBatch();
+  shortTargets.target.pop_back();
+  EXPECT_THROW(runCeTvdReducedCpu(shortTargets, smallOptions()), Error);
+  CeTvdReducedOptions typo = smallOptions();
+  typo.overrides.push_back("CLUSTER=4");
+  EXPECT_THROW(runCeTvdReducedCpu(smallBatch(), typo), Error);
+  EXPECT_THROW(parseReduction("avg"), Error);
+}
+
+TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
+  for (DType dt : {DType::BF16, DType::F32}) {
+    ref::CeTvdInputs in = ref::makeCeTvdInputs(9, 5001, dt, 4);
+    std::vector<float> gCe, gTvd;
+    defaultUpstream(in.BT, gCe, gTvd);
+    CeTvdRunOptions o;
+    o.forwardKernel = forwardKernelFor("cluster");
+    o.overrides = {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"};
+    CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, o);
+    CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
+    EXPECT_TRUE(c.passed) << c.summary;
+  }
+  EXPECT_THROW(forwardKernelFor("twopass"), Error);
+}
+
+class CeTvdReducedGpu : public ::testing::TestWithParam<Case> {
+protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::driverAvailable(&why))
+      GTEST_SKIP() << "no GPU: " << why;
+  }
+};
+
+TEST_P(CeTvdReducedGpu, MatchesReference) {
+  expectReducedMatchesReference(GetParam(), runCeTvdReducedGpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CeTvdReducedGpu,
+    ::testing::Values(Case{7, 1, DType::F32, true, false, {}},
+                      Case{16, 151937, DType::BF16, true, true, {}},
+                      Case{16,
+                           30001,
+                           DType::F16,
+                           false,
+                           false,
+                           {"CLUSTER_SIZE=16", "num_warps=16"}},
+                      Case{32,
+                           32000,
+                           DType::BF16,
+                           true,
+                           false,
+                           {"CLUSTER_SIZE=2", "BLOCK_SIZE=4096"}}),
+    [](const auto &info) { return caseName(info.param); });
+
+} // namespace
