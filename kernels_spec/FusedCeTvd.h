@@ -35,9 +35,11 @@ namespace tilejit {
 KernelSpec fusedCeTvdForwardSpec();
 KernelSpec fusedCeTvdBackwardSpec();
 /// fused_ce_tvd_fwd_cluster: as fused_ce_tvd_fwd (same arguments), with
-/// grid = BT * CLUSTER_SIZE: the CLUSTER_SIZE programs of a cluster split a
-/// row into BLOCK_SIZE-wide slices (derived from V) held in registers, so
-/// the logits are read once. Needs sm_90 (thread-block clusters).
+/// grid = BT * CLUSTER_SIZE: the CLUSTER_SIZE programs of a thread-block
+/// cluster split a row into SLICE-wide slices (SLICE derived from V), walk
+/// them in BLOCK_SIZE tiles and combine their partial max / sum-exp / TVD /
+/// sigma through distributed shared memory; the second pass re-reads a
+/// slice while it is in L2. Needs sm_90 (thread-block clusters).
 KernelSpec fusedCeTvdForwardClusterSpec();
 /// fused_ce_tvd_loss_grad(student, teacher, target, weights: ptr<f32> (3),
 ///                        ce, tvd: ptr<f32> (BT), grad: ptr<dtype> (BT, V),

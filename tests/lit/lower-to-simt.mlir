@@ -188,3 +188,19 @@ func.func @vec_groups(%p: !tile.ptr<bf16>) attributes {tile.kernel, tile.num_war
   tile.store %p[%a], %x : !tile.ptr<bf16>[tensor<2048xi32>], tensor<2048xbf16>
   return
 }
+
+// A cluster reduction of scalars stays as it is (the emitter prints it with
+// distributed shared memory); the tile reduction before it is lowered.
+// CHECK-LABEL: func.func @cluster_sum(
+// CHECK:         %[[LOCAL:.*]] = simt.block_reduce sum
+// CHECK:         %[[ALL:.*]]:2 = tile.cluster_reduce sum %[[LOCAL]], %[[LOCAL]] : f32, f32 -> f32, f32
+// CHECK:         simt.store %arg0[{{.*}}], %[[ALL]]#1
+func.func @cluster_sum(%out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.cluster_size = 4 : i64} {
+  %a = tile.arange : tensor<32xi32>
+  %f = arith.sitofp %a : tensor<32xi32> to tensor<32xf32>
+  %s = tile.reduce sum %f : tensor<32xf32> -> f32
+  %r:2 = tile.cluster_reduce sum %s, %s : f32, f32 -> f32, f32
+  %z = arith.constant 0 : i32
+  tile.store %out[%z], %r#1 : !tile.ptr<f32>[i32], f32
+  return
+}
