@@ -1,5 +1,6 @@
 //===- FusedCeTvd.cpp - CE+TVD forward and backward in the DSL ------------===//
 #include "kernels_spec/FusedCeTvd.h"
+#include "kernels_spec/SoftmaxParts.h"
 
 #include <array>
 #include <limits>
@@ -9,17 +10,11 @@ using namespace tilejit::dsl;
 namespace tilejit {
 namespace {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
 std::vector<ParamSpec> rowKernelParams() {
-  return {{"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048,
-           "vocab elements per tile"},
-          {"num_warps", {2, 4, 8, 16}, 8, "warps per program"}};
+  return {
+      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
+      {"num_warps", {2, 4, 8, 16}, 8, "warps per program"}};
 }
-
-/// A row-max that never produces -inf - -inf: while everything seen so far
-/// is -inf the shift is 0 (exp(-inf - 0) = 0 keeps the sums right).
-Value safeShift(Value m) { return where(m == kNegInf, 0.0, m); }
 
 /// Online softmax normalizer over whole tiles: a block-wide max and sum
 /// every tile (fewest instructions per element, two barriers per reduction).
@@ -28,17 +23,6 @@ void tileUpdate(Var &m, Var &d, Value x) {
   Value shift = safeShift(mNew);
   d = d * exp(m - shift) + exp(x - shift).sum();
   m = mNew;
-}
-
-/// Online softmax normalizer, per lane: folds tile x into the running
-/// per-lane (max m, sum d) with one exp per element (the smaller of x and m
-/// is the one rescaled). Keeping the state per lane leaves the loop free of
-/// block-wide reductions; rowNormalizer() combines the lanes once at the end.
-void onlineUpdate(Var &m, Var &d, Value x) {
-  Value bigger = x > m;
-  Value e = where(x == kNegInf, 0.0, exp(where(bigger, m - x, x - m)));
-  d = where(bigger, d * e + 1.0, d + e);
-  m = max(m, x);
 }
 
 /// The row's (max, sum-exp) from the per-lane state.
@@ -78,15 +62,6 @@ std::array<Value, 4> tileNormalizers(KernelBuilder &k, Value s, Value t,
   return {mS, dS, mT, dT};
 }
 
-/// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
-/// (small) log-sum, so logits sharing a huge offset keep their differences,
-/// which exp(x - lse) would round away. A row that is entirely -inf gives 0.
-Value softmaxAt(Value x, Value m, Value logSum) {
-  Value isEmpty = m == kNegInf;
-  return exp((x.to(DType::F32) - where(isEmpty, 0.0, m)) -
-             where(isEmpty, 0.0, logSum));
-}
-
 TileModule buildForward(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
@@ -116,9 +91,8 @@ TileModule buildForward(const Config &c) {
   Var sigma = k.constant(0, DType::F32);
   Var maxS = k.constant(0, DType::F32), logSumS = k.constant(0, DType::F32);
   Var maxT = k.constant(0, DType::F32), logSumT = k.constant(0, DType::F32);
-  k.ifThen(!ignored && !inRange, [&] {
-    k.store(badTarget, k.constant(0, DType::I32), row + 1.0);
-  });
+  k.ifThen(!ignored && !inRange,
+           [&] { k.store(badTarget, k.constant(0, DType::I32), row + 1.0); });
   k.ifThen(!ignored && inRange, [&] {
     // Pass 1: max and sum-exp of both rows in one sweep.
     Value zero = k.full(BLOCK, k.constant(0, DType::F32));
@@ -220,18 +194,26 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
 KernelSpec fusedCeTvdForwardSpec() {
   std::vector<ParamSpec> params = rowKernelParams();
-  params.push_back({"LANE_STATS", {0, 1}, 0,
+  params.push_back({"LANE_STATS",
+                    {0, 1},
+                    0,
                     "pass 1 keeps per-lane softmax state (1) or reduces "
                     "across the block every tile (0)"});
   return {"fused_ce_tvd_fwd",
           "CE+TVD forward: per-row ce, tvd and saved lse_s, lse_t, sigma",
-          params, kDtypes, buildForward, kTuneKey};
+          params,
+          kDtypes,
+          buildForward,
+          kTuneKey};
 }
 
 KernelSpec fusedCeTvdBackwardSpec() {
   return {"fused_ce_tvd_bwd",
           "CE+TVD backward: student gradient from per-row g_ce, g_tvd",
-          rowKernelParams(), kDtypes, buildBackward, kTuneKey};
+          rowKernelParams(),
+          kDtypes,
+          buildBackward,
+          kTuneKey};
 }
 
 } // namespace tilejit

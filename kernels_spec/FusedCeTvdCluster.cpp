@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
+#include "kernels_spec/SoftmaxParts.h"
 
 #include "tilejit/Error.h"
 
@@ -23,7 +24,6 @@ using namespace tilejit::dsl;
 namespace tilejit {
 namespace {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 using CO = KernelBuilder::ClusterOp;
 
 /// The arguments and the slice every cluster kernel starts from.
@@ -66,31 +66,11 @@ void flagBadTarget(KernelBuilder &k, const RowSlice &r, Value badTarget) {
            [&] { k.store(badTarget, k.constant(0, DType::I32), r.row + 1.0); });
 }
 
-/// A max that never produces -inf - -inf: 0 while everything is -inf.
-Value safeShift(Value m) { return where(m == kNegInf, 0.0, m); }
-
-/// Per-lane online softmax normalizer: folds tile x into (m, d) with one exp
-/// per element (the smaller of x and m is the one rescaled).
-void onlineUpdate(Var &m, Var &d, Value x) {
-  Value bigger = x > m;
-  Value e = where(x == kNegInf, 0.0, exp(where(bigger, m - x, x - m)));
-  d = where(bigger, d * e + 1.0, d + e);
-  m = max(m, x);
-}
-
 /// The row's normalizers and per-row results, identical in every program
 /// of the cluster.
 struct RowStats {
   Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
 };
-
-/// softmax(x) = exp((x - m) - log d), the max subtracted before the small
-/// log-sum, so logits sharing a huge offset keep their differences.
-Value softmaxAt(Value x, Value m, Value logSum) {
-  Value isEmpty = m == kNegInf;
-  return exp((x.to(DType::F32) - where(isEmpty, 0.0, m)) -
-             where(isEmpty, 0.0, logSum));
-}
 
 std::pair<Value, Value> loadTile(KernelBuilder &k, const RowSlice &r,
                                  Value offs, Value mask) {

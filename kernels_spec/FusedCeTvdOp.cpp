@@ -106,16 +106,6 @@ void hostBuffers(HostBuffers &h, const ref::CeTvdInputs &in,
   set(Grad, out.grad.data());
 }
 
-void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
-  if (badTarget == 0)
-    return;
-  int64_t row = badTarget - 1;
-  throw Error("fused_ce_tvd: target " + std::to_string(in.target[row]) +
-              " at row " + std::to_string(row) + " is outside [0, " +
-              std::to_string(in.V) + ") and is not ignore_index (" +
-              std::to_string(ref::kCeTvdIgnoreIndex) + ")");
-}
-
 /// Builds kernel `name` for in's shape; *cluster receives its programs per
 /// cluster (the grid is BT times that).
 TileModule buildKernel(const std::string &name, const ref::CeTvdInputs &in,
@@ -135,6 +125,16 @@ TileModule buildKernel(const std::string &name, const ref::CeTvdInputs &in,
 }
 
 } // namespace
+
+void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
+  if (badTarget == 0)
+    return;
+  int64_t row = badTarget - 1;
+  throw Error("fused_ce_tvd: target " + std::to_string(in.target[row]) +
+              " at row " + std::to_string(row) + " is outside [0, " +
+              std::to_string(in.V) + ") and is not ignore_index (" +
+              std::to_string(ref::kCeTvdIgnoreIndex) + ")");
+}
 
 std::string forwardKernelFor(const std::string &choice) {
   if (choice == "loop")

@@ -42,6 +42,10 @@ struct CeTvdOutputs {
   std::string forwardConfig, backwardConfig;
 };
 
+/// Throws the error for the bad_target flag (row + 1 of the first row whose
+/// target is outside [0, V) and not ignore_index); 0 means none.
+void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget);
+
 /// The forward kernel for a `--forward=` choice: "loop" (fused_ce_tvd_fwd)
 /// or "cluster" (fused_ce_tvd_fwd_cluster). Throws tilejit::Error otherwise.
 std::string forwardKernelFor(const std::string &choice);

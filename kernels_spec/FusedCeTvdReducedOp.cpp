@@ -80,16 +80,6 @@ void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
     throw Error("fused_ce_tvd (reduced): alpha and beta must be finite");
 }
 
-void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t bad) {
-  if (bad == 0)
-    return;
-  int64_t row = bad - 1;
-  throw Error("fused_ce_tvd: target " + std::to_string(in.target[row]) +
-              " at row " + std::to_string(row) + " is outside [0, " +
-              std::to_string(in.V) + ") and is not ignore_index (" +
-              std::to_string(ref::kCeTvdIgnoreIndex) + ")");
-}
-
 /// The three kernels, built for in's shape; clusterSize of the main one.
 struct Built {
   TileModule weights, lossGrad, lossSum;

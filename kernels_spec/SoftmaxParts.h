@@ -1,0 +1,48 @@
+//===- SoftmaxParts.h - softmax pieces shared by the CE+TVD kernels -*- C++
+//-*-//
+//
+// DSL helpers (no MLIR) for kernels that normalize rows of logits: a max
+// shift that never forms -inf - -inf, the per-lane online max / sum-exp, and
+// softmax from a saved (max, log sum-exp) pair.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_KERNELS_SPEC_SOFTMAXPARTS_H
+#define TILEJIT_KERNELS_SPEC_SOFTMAXPARTS_H
+
+#include "tilejit/DSL.h"
+
+#include <limits>
+
+namespace tilejit {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+/// A row max that never produces -inf - -inf: while everything seen so far
+/// is -inf the shift is 0 (exp(-inf - 0) = 0 keeps the sums right).
+inline dsl::Value safeShift(dsl::Value m) {
+  return dsl::where(m == kNegInf, 0.0, m);
+}
+
+/// Online softmax normalizer, per lane: folds tile x into the running
+/// per-lane (max m, sum d) with one exp per element (the smaller of x and m
+/// is the one rescaled).
+inline void onlineUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x) {
+  dsl::Value bigger = x > m;
+  dsl::Value e =
+      dsl::where(x == kNegInf, 0.0, dsl::exp(dsl::where(bigger, m - x, x - m)));
+  d = dsl::where(bigger, d * e + 1.0, d + e);
+  m = dsl::max(m, x);
+}
+
+/// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
+/// (small) log-sum, so logits sharing a huge offset keep their differences,
+/// which exp(x - lse) would round away. A row that is entirely -inf gives 0.
+inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
+  dsl::Value isEmpty = m == kNegInf;
+  return dsl::exp((x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) -
+                  dsl::where(isEmpty, 0.0, logSum));
+}
+
+} // namespace tilejit
+
+#endif // TILEJIT_KERNELS_SPEC_SOFTMAXPARTS_H
