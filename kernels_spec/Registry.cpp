@@ -2,6 +2,7 @@
 #include "tilejit/KernelSpec.h"
 
 #include "kernels_spec/FusedCeTvd.h"
+#include "kernels_spec/LinearCe.h"
 
 #include <algorithm>
 
@@ -88,7 +89,8 @@ const std::vector<KernelSpec> &kernelRegistry() {
   static const std::vector<KernelSpec> kernels = {
       fusedCeTvdForwardSpec(), fusedCeTvdBackwardSpec(),
       fusedCeTvdForwardClusterSpec(), fusedCeTvdLossGradSpec(),
-      ceTvdRowWeightsSpec(), ceTvdLossSumSpec()};
+      ceTvdRowWeightsSpec(), ceTvdLossSumSpec(),
+      linearCeLogitsGradSpec(), linearCeRowWeightsSpec()};
   return kernels;
 }
 

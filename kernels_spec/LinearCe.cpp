@@ -1,0 +1,173 @@
+//===- LinearCe.cpp - the per-chunk programs of the fused linear CE -------===//
+//
+// The chunk loop of the linear cross-entropy (shared/semantics.md §2) is:
+// logits of a chunk of rows = h_chunk W^T (+ b); lce_logits_grad turns them,
+// row by row, into the loss terms and, in place, into d loss / d logits;
+// then dh_chunk = dz W and dW += dz^T h_chunk. The GEMMs are the host's (or a
+// GEMM library's); these programs are everything between them.
+//
+//===----------------------------------------------------------------------===//
+#include "kernels_spec/LinearCe.h"
+
+#include "kernels_spec/SoftmaxParts.h"
+
+using namespace tilejit::dsl;
+
+namespace tilejit {
+namespace {
+
+/// softcap(z) = c tanh(z / c) when c > 0; masked lanes (-inf) stay -inf.
+Value softcapped(Value z, Value c, Value useCap) {
+  return where(useCap && z != kNegInf, c * tanh(z / c), z);
+}
+
+TileModule buildLogitsGrad(const Config &cfg) {
+  KernelBuilder k("lce_logits_grad", cfg);
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value logits = k.pointerArg("logits", DType::F32);
+  Value target = k.pointerArg("target", DType::I64);
+  Value classWeight = k.pointerArg("class_weight", DType::F32);
+  Value stats = k.pointerArg("stats", DType::F32);
+  Value gradOutput = k.pointerArg("grad_output", DType::F32);
+  Value rowLoss = k.pointerArg("row_loss", DType::F32);
+  Value rowZLoss = k.pointerArg("row_z_loss", DType::F32);
+  Value lseOut = k.pointerArg("lse", DType::F32);
+  Value V = k.scalarArg("V", DType::I32);
+  Value rowStride = k.scalarArg("row_stride", DType::I64);
+  Value firstRow = k.scalarArg("first_row", DType::I32);
+  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  Value eps = k.scalarArg("label_smoothing", DType::F32);
+  Value zLoss = k.scalarArg("z_loss", DType::F32);
+  Value cap = k.scalarArg("softcap", DType::F32);
+  Value hasWeight = k.scalarArg("has_class_weight", DType::I32) != 0.0;
+  Value perRowUpstream = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
+
+  Value local = k.programId(0); // row within the chunk
+  Value row = local + firstRow; // row within the batch
+  Value z = logits + local.to(DType::I64) * rowStride;
+  Value y = k.load(target, row);
+  Value useCap = cap > 0.0;
+  Value valid = y != ignoreIndex;
+  // An ignored row's target may be anything; read class 0 instead.
+  Value yIdx = where(valid, y, k.constant(0, DType::I64));
+  // Without class weights the buffer is not touched (masked loads give 1).
+  Value wy = k.load(classWeight, yIdx, hasWeight, 1.0);
+  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+  auto weightAt = [&](Value offs, Value mask) {
+    return where(mask, k.load(classWeight, offs, mask && hasWeight, 1.0), zero);
+  };
+
+  Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
+  Var wz = zero, zy = zero; // sum_v w_v z_v, and z_y
+  k.forRange(0, V, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    Value mask = offs < V;
+    Value zc = softcapped(k.load(z, offs, mask, kNegInf), cap, useCap);
+    onlineUpdate(m, d, zc);
+    wz = wz + weightAt(offs, mask) * where(mask, zc, zero);
+    zy = zy + where(offs.to(DType::I64) == y, zc, zero);
+  });
+  Value rowMax = m.max();
+  Value lse = rowMax + log((d * exp(m - safeShift(rowMax))).sum());
+  Value wSum = k.load(stats, k.constant(2, DType::I32));
+  // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by
+  // w_v inside the sum (semantics.md §2).
+  Value nll = (1.0 - eps) * wy * (lse - zy.sum());
+  Value smooth = eps / V.to(DType::F32) * (wSum * lse - wz.sum());
+  Value zTerm = zLoss * lse * lse;
+  Value f32Zero = k.constant(0, DType::F32);
+  k.store(rowLoss, row, where(valid, nll + smooth + zTerm, f32Zero));
+  k.store(rowZLoss, row, where(valid, zTerm, f32Zero));
+  k.store(lseOut, row, where(valid, lse, f32Zero));
+
+  // g: 1 / sum of w_y (mean), 1 (sum), or the row's upstream gradient.
+  Value g = where(valid,
+                  where(perRowUpstream, k.load(gradOutput, row),
+                        k.load(stats, k.constant(0, DType::I32))),
+                  f32Zero);
+  k.forRange(0, V, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    Value mask = offs < V;
+    Value raw = k.load(z, offs, mask, 0.0);
+    Value t = tanh(raw / cap);
+    Value zc = where(useCap, cap * t, raw);
+    Value p = exp(zc - lse);
+    Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
+    Value dzc = (1.0 - eps) * wy * (p - onehot) +
+                eps / V.to(DType::F32) * (wSum * p - weightAt(offs, mask)) +
+                2.0 * zLoss * lse * p;
+    // Chain rule through the softcap: d(c tanh(z/c))/dz = 1 - tanh^2.
+    Value dz = g * dzc * where(useCap, 1.0 - t * t, 1.0 + zero);
+    k.store(z, offs, dz, mask);
+  });
+  return k.finish();
+}
+
+/// One program: the mean's denominator and the smoothing term's sum of
+/// class weights.
+TileModule buildRowWeights(const Config &cfg) {
+  KernelBuilder k("lce_row_weights", cfg);
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value target = k.pointerArg("target", DType::I64);
+  Value classWeight = k.pointerArg("class_weight", DType::F32);
+  Value stats = k.pointerArg("stats", DType::F32);
+  Value N = k.scalarArg("N", DType::I32);
+  Value V = k.scalarArg("V", DType::I32);
+  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  Value hasWeight = k.scalarArg("has_class_weight", DType::I32) != 0.0;
+  Value mean = k.scalarArg("mean", DType::I32) != 0.0;
+  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+  Var den = zero;
+  k.forRange(0, N, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    Value valid = offs < N;
+    Value y = k.load(target, offs, valid, 0.0);
+    valid = valid && y != ignoreIndex;
+    den = den +
+          where(valid, k.load(classWeight, y, valid && hasWeight, 1.0), zero);
+  });
+  Var wSum = zero;
+  k.forRange(0, V, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    Value mask = offs < V;
+    wSum = wSum +
+           where(mask, k.load(classWeight, offs, mask && hasWeight, 1.0), zero);
+  });
+  Value total = den.sum();
+  // An all-ignored batch gives loss 0 and zero gradients, not 0/0.
+  Value scale = where(mean, where(total > 0.0, 1.0 / total, 0.0),
+                      k.constant(1, DType::F32));
+  k.store(stats, k.constant(0, DType::I32), scale);
+  k.store(stats, k.constant(1, DType::I32), total);
+  k.store(stats, k.constant(2, DType::I32), wSum.sum());
+  return k.finish();
+}
+
+std::vector<ParamSpec> rowParams() {
+  return {{"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
+          {"num_warps", {4, 8, 16}, 8, "warps per program"}};
+}
+
+} // namespace
+
+KernelSpec linearCeLogitsGradSpec() {
+  return {"lce_logits_grad",
+          "linear CE: loss terms of a chunk of logits rows, and d loss / d "
+          "logits in place",
+          rowParams(),
+          {DType::F32},
+          buildLogitsGrad,
+          {{"N", true}, {"V", false}}};
+}
+
+KernelSpec linearCeRowWeightsSpec() {
+  return {"lce_row_weights",
+          "linear CE: the mean's denominator and the sum of class weights",
+          {{"BLOCK_SIZE", {1024}, 1024, "rows per tile"},
+           {"num_warps", {8}, 8, "warps per program"}},
+          {DType::F32},
+          buildRowWeights,
+          {}};
+}
+
+} // namespace tilejit
