@@ -9,6 +9,10 @@
 #include "kernels_spec/FusedCeTvdReducedOp.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
+#include "tilejit/HostFloat.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
 
@@ -153,6 +157,53 @@ TEST(CeTvdReduced, BadInputsAreClearErrors) {
   typo.overrides.push_back("CLUSTER=4");
   EXPECT_THROW(runCeTvdReducedCpu(smallBatch(), typo), Error);
   EXPECT_THROW(parseReduction("avg"), Error);
+}
+
+// shared/cases/numerics.json "mean-over-valid-rows": uniform logits over 8
+// classes, two of four rows ignored, alpha = 1, beta = 0.
+TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
+  auto buf =
+      llvm::MemoryBuffer::getFile(TILEJIT_TEST_DATA_DIR "/numerics.json");
+  ASSERT_TRUE(bool(buf));
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  ASSERT_TRUE(bool(json));
+  const llvm::json::Object *c = nullptr;
+  for (auto &x : *json->getAsObject()->getArray("cases"))
+    if (x.getAsObject()->getString("id") == "mean-over-valid-rows")
+      c = x.getAsObject();
+  ASSERT_NE(c, nullptr);
+  const llvm::json::Array &rows = *c->getArray("student");
+  ref::CeTvdInputs in;
+  in.BT = rows.size();
+  in.V = rows[0].getAsArray()->size();
+  in.dtype = DType::F32;
+  in.student.resize(in.BT * in.V * sizeof(float));
+  for (int64_t r = 0; r < in.BT; ++r)
+    for (int64_t v = 0; v < in.V; ++v)
+      storeFromDouble(in.student.data(), DType::F32, r * in.V + v,
+                      *(*rows[r].getAsArray())[v].getAsNumber());
+  in.teacher = in.student;
+  for (auto &y : *c->getArray("target"))
+    in.target.push_back(*y.getAsInteger());
+  const llvm::json::Object &expect = *c->getObject("expect");
+  CeTvdReducedOptions o = smallOptions();
+  o.beta = 0;
+  for (bool mean : {true, false}) {
+    o.mean = mean;
+    CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+    EXPECT_NEAR(out.loss, *expect.getNumber(mean ? "loss_mean" : "loss_sum"),
+                1e-6);
+  }
+  o.mean = true;
+  CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+  for (const char *key : {"grad_row0_mean", "grad_row1_mean"}) {
+    int64_t row = key[8] - '0';
+    const llvm::json::Array &g = *expect.getArray(key);
+    for (int64_t v = 0; v < in.V; ++v)
+      EXPECT_NEAR(loadAsDouble(out.grad.data(), DType::F32, row * in.V + v),
+                  *g[v].getAsNumber(), 1e-7)
+          << key << " v " << v;
+  }
 }
 
 TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
