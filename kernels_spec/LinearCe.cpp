@@ -25,6 +25,8 @@ TileModule buildLogitsGrad(const Config &cfg) {
   KernelBuilder k("lce_logits_grad", cfg);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   Value logits = k.pointerArg("logits", DType::F32);
+  Value dzOut = k.pointerArg("dz", cfg.dtype);
+  Value bias = k.pointerArg("bias", DType::F32);
   Value target = k.pointerArg("target", DType::I64);
   Value classWeight = k.pointerArg("class_weight", DType::F32);
   Value stats = k.pointerArg("stats", DType::F32);
@@ -34,72 +36,96 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value lseOut = k.pointerArg("lse", DType::F32);
   Value V = k.scalarArg("V", DType::I32);
   Value rowStride = k.scalarArg("row_stride", DType::I64);
+  Value dzStride = k.scalarArg("dz_stride", DType::I64);
   Value firstRow = k.scalarArg("first_row", DType::I32);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
   Value eps = k.scalarArg("label_smoothing", DType::F32);
   Value zLoss = k.scalarArg("z_loss", DType::F32);
   Value cap = k.scalarArg("softcap", DType::F32);
+  Value hasBias = k.scalarArg("has_bias", DType::I32) != 0.0;
   Value hasWeight = k.scalarArg("has_class_weight", DType::I32) != 0.0;
   Value perRowUpstream = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
 
   Value local = k.programId(0); // row within the chunk
   Value row = local + firstRow; // row within the batch
   Value z = logits + local.to(DType::I64) * rowStride;
+  Value dz = dzOut + local.to(DType::I64) * dzStride;
   Value y = k.load(target, row);
   Value useCap = cap > 0.0;
   Value valid = y != ignoreIndex;
   // An ignored row's target may be anything; read class 0 instead.
   Value yIdx = where(valid, y, k.constant(0, DType::I64));
-  // Without class weights the buffer is not touched (masked loads give 1).
+  // Without class weights or bias those buffers are not touched (masked
+  // loads give 1 and 0).
   Value wy = k.load(classWeight, yIdx, hasWeight, 1.0);
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
   auto weightAt = [&](Value offs, Value mask) {
     return where(mask, k.load(classWeight, offs, mask && hasWeight, 1.0), zero);
   };
+  // The raw logit (GEMM output plus bias) and its softcapped value.
+  auto logitAt = [&](Value offs, Value mask) {
+    Value raw = k.load(z, offs, mask, kNegInf) +
+                k.load(bias, offs, mask && hasBias, 0.0);
+    return std::make_pair(raw, softcapped(raw, cap, useCap));
+  };
 
+  // Pass 1: the row's max and sum-exp, and the target logit.
   Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
-  Var wz = zero, zy = zero; // sum_v w_v z_v, and z_y
+  Var zy = zero;
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
-    Value mask = offs < V;
-    Value zc = softcapped(k.load(z, offs, mask, kNegInf), cap, useCap);
+    Value zc = logitAt(offs, offs < V).second;
     onlineUpdate(m, d, zc);
-    wz = wz + weightAt(offs, mask) * where(mask, zc, zero);
     zy = zy + where(offs.to(DType::I64) == y, zc, zero);
   });
   Value rowMax = m.max();
-  Value lse = rowMax + log((d * exp(m - safeShift(rowMax))).sum());
+  Value shift = safeShift(rowMax);
+  Value logSum = log((d * exp(m - shift)).sum());
+  Value lse = shift + logSum;
   Value wSum = k.load(stats, k.constant(2, DType::I32));
-  // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by
-  // w_v inside the sum (semantics.md §2).
-  Value nll = (1.0 - eps) * wy * (lse - zy.sum());
-  Value smooth = eps / V.to(DType::F32) * (wSum * lse - wz.sum());
-  Value zTerm = zLoss * lse * lse;
-  Value f32Zero = k.constant(0, DType::F32);
-  k.store(rowLoss, row, where(valid, nll + smooth + zTerm, f32Zero));
-  k.store(rowZLoss, row, where(valid, zTerm, f32Zero));
-  k.store(lseOut, row, where(valid, lse, f32Zero));
 
-  // g: 1 / sum of w_y (mean), 1 (sum), or the row's upstream gradient.
-  Value g = where(valid,
-                  where(perRowUpstream, k.load(gradOutput, row),
-                        k.load(stats, k.constant(0, DType::I32))),
-                  f32Zero);
+  // Upstream factors of the CE part and of the (unweighted) z-loss part:
+  // 1 / sum of w_y and 1 / n_valid (mean), 1 (sum), or the row's upstream
+  // gradient (none).
+  Value f32Zero = k.constant(0, DType::F32);
+  Value upstream = k.load(gradOutput, row, perRowUpstream, 0.0);
+  auto factor = [&](int index) {
+    return where(valid,
+                 where(perRowUpstream, upstream,
+                       k.load(stats, k.constant(index, DType::I32))),
+                 f32Zero);
+  };
+  Value gCe = factor(0), gZ = factor(1);
+
+  // Pass 2: d loss / d logits, and sum_v w_v (z_v - max) for the smoothing
+  // term (differences against the max keep a large common offset exact).
+  Var wzShifted = zero;
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
     Value mask = offs < V;
-    Value raw = k.load(z, offs, mask, 0.0);
-    Value t = tanh(raw / cap);
-    Value zc = where(useCap, cap * t, raw);
-    Value p = exp(zc - lse);
+    auto [raw, zc] = logitAt(offs, mask);
+    Value w = weightAt(offs, mask);
+    wzShifted = wzShifted + w * where(mask, zc - shift, zero);
+    Value p = exp((zc - shift) - logSum);
     Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
-    Value dzc = (1.0 - eps) * wy * (p - onehot) +
-                eps / V.to(DType::F32) * (wSum * p - weightAt(offs, mask)) +
-                2.0 * zLoss * lse * p;
-    // Chain rule through the softcap: d(c tanh(z/c))/dz = 1 - tanh^2.
-    Value dz = g * dzc * where(useCap, 1.0 - t * t, 1.0 + zero);
-    k.store(z, offs, dz, mask);
+    Value dzc = gCe * ((1.0 - eps) * wy * (p - onehot) +
+                       eps / V.to(DType::F32) * (wSum * p - w)) +
+                gZ * 2.0 * zLoss * lse * p;
+    // Chain rule through the softcap: d(c tanh(r/c))/dr = 1 - tanh^2.
+    Value t = zc / cap;
+    k.store(dz, offs, dzc * where(useCap, 1.0 - t * t, 1.0 + zero), mask);
   });
+  // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by
+  // w_v inside the sum (reference/LinearCeReference.h).
+  Value nll = (1.0 - eps) * wy * (logSum - (zy.sum() - shift));
+  // (Without smoothing the term is skipped: 0 * inf for -inf logits.)
+  Value smooth = where(
+      eps > 0.0, eps / V.to(DType::F32) * (wSum * logSum - wzShifted.sum()),
+      f32Zero);
+  Value zTerm = zLoss * lse * lse;
+  k.store(rowLoss, row, where(valid, nll + smooth + zTerm, f32Zero));
+  k.store(rowZLoss, row, where(valid, zTerm, f32Zero));
+  k.store(lseOut, row, where(valid, lse, f32Zero));
   return k.finish();
 }
 
@@ -117,7 +143,7 @@ TileModule buildRowWeights(const Config &cfg) {
   Value hasWeight = k.scalarArg("has_class_weight", DType::I32) != 0.0;
   Value mean = k.scalarArg("mean", DType::I32) != 0.0;
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
-  Var den = zero;
+  Var den = zero, count = zero;
   k.forRange(0, N, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
     Value valid = offs < N;
@@ -125,6 +151,7 @@ TileModule buildRowWeights(const Config &cfg) {
     valid = valid && y != ignoreIndex;
     den = den +
           where(valid, k.load(classWeight, y, valid && hasWeight, 1.0), zero);
+    count = count + where(valid, 1.0, zero);
   });
   Var wSum = zero;
   k.forRange(0, V, BLOCK, [&](Value i) {
@@ -133,13 +160,43 @@ TileModule buildRowWeights(const Config &cfg) {
     wSum = wSum +
            where(mask, k.load(classWeight, offs, mask && hasWeight, 1.0), zero);
   });
-  Value total = den.sum();
   // An all-ignored batch gives loss 0 and zero gradients, not 0/0.
-  Value scale = where(mean, where(total > 0.0, 1.0 / total, 0.0),
-                      k.constant(1, DType::F32));
-  k.store(stats, k.constant(0, DType::I32), scale);
-  k.store(stats, k.constant(1, DType::I32), total);
+  auto scale = [&](Value total) {
+    return where(mean, where(total > 0.0, 1.0 / total, 0.0),
+                 k.constant(1, DType::F32));
+  };
+  Value total = den.sum(), nValid = count.sum();
+  k.store(stats, k.constant(0, DType::I32), scale(total));
+  k.store(stats, k.constant(1, DType::I32), scale(nValid));
   k.store(stats, k.constant(2, DType::I32), wSum.sum());
+  k.store(stats, k.constant(3, DType::I32), total);
+  k.store(stats, k.constant(4, DType::I32), nValid);
+  return k.finish();
+}
+
+/// One program: the reduced loss and its z-loss part, in a fixed order.
+TileModule buildLossSum(const Config &cfg) {
+  KernelBuilder k("lce_loss_sum", cfg);
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value rowLoss = k.pointerArg("row_loss", DType::F32);
+  Value rowZLoss = k.pointerArg("row_z_loss", DType::F32);
+  Value stats = k.pointerArg("stats", DType::F32);
+  Value loss = k.pointerArg("loss", DType::F32);
+  Value N = k.scalarArg("N", DType::I32);
+  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+  Var ce = zero, z = zero;
+  k.forRange(0, N, BLOCK, [&](Value i) {
+    Value offs = i + k.arange(BLOCK);
+    Value in = offs < N;
+    Value zl = k.load(rowZLoss, offs, in, 0.0);
+    ce = ce + (k.load(rowLoss, offs, in, 0.0) - zl);
+    z = z + zl;
+  });
+  Value gCe = k.load(stats, k.constant(0, DType::I32));
+  Value gZ = k.load(stats, k.constant(1, DType::I32));
+  Value zTotal = gZ * z.sum();
+  k.store(loss, k.constant(0, DType::I32), gCe * ce.sum() + zTotal);
+  k.store(loss, k.constant(1, DType::I32), zTotal);
   return k.finish();
 }
 
@@ -155,9 +212,19 @@ KernelSpec linearCeLogitsGradSpec() {
           "linear CE: loss terms of a chunk of logits rows, and d loss / d "
           "logits in place",
           rowParams(),
-          {DType::F32},
+          {DType::BF16, DType::F16, DType::F32},
           buildLogitsGrad,
           {{"N", true}, {"V", false}}};
+}
+
+KernelSpec linearCeLossSumSpec() {
+  return {"lce_loss_sum",
+          "linear CE: the reduced loss and z-loss from per-row terms",
+          {{"BLOCK_SIZE", {1024}, 1024, "rows per tile"},
+           {"num_warps", {8}, 8, "warps per program"}},
+          {DType::F32},
+          buildLossSum,
+          {}};
 }
 
 KernelSpec linearCeRowWeightsSpec() {

@@ -90,7 +90,8 @@ const std::vector<KernelSpec> &kernelRegistry() {
       fusedCeTvdForwardSpec(), fusedCeTvdBackwardSpec(),
       fusedCeTvdForwardClusterSpec(), fusedCeTvdLossGradSpec(),
       ceTvdRowWeightsSpec(), ceTvdLossSumSpec(),
-      linearCeLogitsGradSpec(), linearCeRowWeightsSpec()};
+      linearCeLogitsGradSpec(), linearCeRowWeightsSpec(),
+      linearCeLossSumSpec()};
   return kernels;
 }
 

@@ -14,6 +14,7 @@
 #include "codegen/Nvrtc.h"
 #include "kernels_spec/FusedCeTvdOp.h"
 #include "kernels_spec/FusedCeTvdReducedOp.h"
+#include "kernels_spec/LinearCeOp.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
@@ -36,7 +37,8 @@ static cl::SubCommand listCmd("list", "List kernels and their parameters");
 static cl::SubCommand compileCmd("compile",
                                  "Compile a kernel and print one stage");
 static cl::SubCommand
-    runCmd("run", "Run fused_ce_tvd on the GPU or the CPU and check it");
+    runCmd("run", "Run fused_ce_tvd (GPU or CPU) or fused_linear_ce (CPU) "
+                  "and check it");
 
 static cl::opt<std::string> kernelArg(cl::Positional, cl::desc("KERNEL"),
                                       cl::Required, cl::sub(compileCmd),
@@ -109,6 +111,29 @@ static cl::opt<double> betaArg("beta", cl::init(1.0),
                                cl::desc("Reduced: weight of the TVD term"),
                                cl::sub(runCmd), cl::cat(category));
 
+static cl::opt<int64_t> hiddenArg("hidden", cl::init(64),
+                                  cl::desc("fused_linear_ce: hidden size d"),
+                                  cl::sub(runCmd), cl::cat(category));
+static cl::opt<double> smoothingArg("label-smoothing", cl::init(0.0),
+                                    cl::desc("fused_linear_ce: epsilon"),
+                                    cl::sub(runCmd), cl::cat(category));
+static cl::opt<double> zLossArg("z-loss", cl::init(0.0),
+                                cl::desc("fused_linear_ce: lambda_z"),
+                                cl::sub(runCmd), cl::cat(category));
+static cl::opt<double> softcapArg("softcap", cl::init(0.0),
+                                  cl::desc("fused_linear_ce: c (0 = off)"),
+                                  cl::sub(runCmd), cl::cat(category));
+static cl::opt<bool> biasArg("bias", cl::desc("fused_linear_ce: with a bias"),
+                             cl::sub(runCmd), cl::cat(category));
+static cl::opt<bool> weightsArg("class-weights",
+                                cl::desc("fused_linear_ce: with class weights"),
+                                cl::sub(runCmd), cl::cat(category));
+static cl::opt<int64_t>
+    chunkRowsArg("chunk-rows", cl::init(0),
+                 cl::desc("fused_linear_ce: rows of logits alive at once "
+                          "(0 = all)"),
+                 cl::sub(runCmd), cl::cat(category));
+
 static int listKernels() {
   for (const KernelSpec &k : kernelRegistry()) {
     std::cout << k.name << "  " << k.summary << "\n  dtypes:";
@@ -123,7 +148,8 @@ static int listKernels() {
       std::cout << ")\n";
     }
   }
-  std::cout << "operations for `tilejit run`: fused_ce_tvd (fwd + bwd)\n";
+  std::cout << "operations for `tilejit run`: fused_ce_tvd (fwd + bwd), "
+               "fused_linear_ce (CPU)\n";
   return 0;
 }
 
@@ -227,9 +253,46 @@ static int runReduced(const ref::CeTvdInputs &in) {
   return c.passed ? 0 : 1;
 }
 
+/// `run fused_linear_ce` (the CPU interpreter; the GPU path is not built).
+static int runLinearCe() {
+  if (deviceArg != "cpu")
+    throw Error("fused_linear_ce runs on the CPU interpreter only so far "
+                "(--device=cpu); its GPU GEMM path is not built yet");
+  using Reduction = ref::LinearCeParams::Reduction;
+  std::string red =
+      reductionArg.getNumOccurrences() ? reductionArg.getValue() : "mean";
+  LinearCeOptions o;
+  o.params.reduction = red == "none"         ? Reduction::None
+                       : parseReduction(red) ? Reduction::Mean
+                                             : Reduction::Sum;
+  o.params.labelSmoothing = smoothingArg;
+  o.params.zLoss = zLossArg;
+  o.params.softcap = softcapArg;
+  o.chunkRows = chunkRowsArg;
+  o.overrides = setArgs;
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),
+                         biasArg, weightsArg, seedArg);
+  if (o.params.reduction == Reduction::None)
+    in.gradOutput.assign(in.N, 1.f);
+  LinearCeOutputs out = runLinearCeCpu(in, o);
+  std::printf("fused_linear_ce on cpu: N=%lld d=%lld V=%lld dtype=%s, "
+              "reduction=%s, %lld chunks\n  loss = %.7g (z-loss part %.7g)\n",
+              (long long)in.N, (long long)in.d, (long long)in.V,
+              dtypeName(in.dtype), red.c_str(), (long long)out.chunks, out.loss,
+              out.zLoss);
+  if (!checkArg)
+    return 0;
+  LinearCeCheck c = checkLinearCe(in, o, out);
+  std::printf("%s\n", c.summary.c_str());
+  return c.passed ? 0 : 1;
+}
+
 static int runKernel() {
+  if (kernelArg == "fused_linear_ce")
+    return runLinearCe();
   if (kernelArg != "fused_ce_tvd")
-    throw Error("tilejit run supports the operation 'fused_ce_tvd' (got '" +
+    throw Error("tilejit run supports fused_ce_tvd and fused_linear_ce (got '" +
                 kernelArg + "')");
   if (deviceArg != "gpu" && deviceArg != "cpu")
     throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");

@@ -1,0 +1,251 @@
+//===- LinearCeOp.cpp - chunked fused linear CE on the CPU ----------------===//
+#include "kernels_spec/LinearCeOp.h"
+
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/HostFloat.h"
+#include "tilejit/Interpreter.h"
+#include "tilejit/KernelSpec.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+
+namespace tilejit {
+namespace {
+
+using Reduction = ref::LinearCeParams::Reduction;
+
+std::vector<float> toFloats(const std::vector<uint8_t> &raw, DType t,
+                            int64_t n) {
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(loadAsDouble(raw.data(), t, i));
+  return out;
+}
+
+void validate(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
+  auto fail = [](const std::string &why) {
+    throw Error("fused_linear_ce: " + why);
+  };
+  if (in.N <= 0 || in.d <= 0 || in.V <= 0)
+    fail("N, d and V must be positive (got N = " + std::to_string(in.N) +
+         ", d = " + std::to_string(in.d) + ", V = " + std::to_string(in.V) +
+         ")");
+  if (in.N > std::numeric_limits<int32_t>::max() ||
+      in.V > std::numeric_limits<int32_t>::max())
+    fail("N and V must be below 2^31");
+  size_t es = dtypeSize(in.dtype);
+  if (in.h.size() != size_t(in.N * in.d) * es ||
+      in.W.size() != size_t(in.V * in.d) * es ||
+      (!in.bias.empty() && in.bias.size() != size_t(in.V) * es) ||
+      int64_t(in.target.size()) != in.N)
+    fail("h must be (N, d), W (V, d), bias (V) or empty, target (N)");
+  if (!in.classWeight.empty() && int64_t(in.classWeight.size()) != in.V)
+    fail("class weights must have V = " + std::to_string(in.V) + " entries");
+  bool none = o.params.reduction == Reduction::None;
+  if (none != !in.gradOutput.empty() ||
+      (none && int64_t(in.gradOutput.size()) != in.N))
+    fail("reduction none takes a per-row upstream gradient (N entries); mean "
+         "and sum take none");
+  for (int64_t r = 0; r < in.N; ++r)
+    if (in.target[r] != o.params.ignoreIndex &&
+        (in.target[r] < 0 || in.target[r] >= in.V))
+      fail("target " + std::to_string(in.target[r]) + " at row " +
+           std::to_string(r) + " is outside [0, " + std::to_string(in.V) +
+           ") and is not ignore_index (" +
+           std::to_string(o.params.ignoreIndex) + ")");
+  if (o.params.labelSmoothing < 0 || o.params.labelSmoothing > 1)
+    fail("label smoothing must be in [0, 1]");
+  if (o.params.softcap < 0)
+    fail("softcap must be >= 0 (0 turns it off)");
+  if (o.chunkRows < 0)
+    fail("chunk rows must be >= 0 (0 = all rows)");
+}
+
+TileModule buildKernel(const char *name, const std::vector<std::string> &set,
+                       int64_t N, int64_t V) {
+  const KernelSpec &spec = findKernel(name);
+  TileModule m = spec.build(
+      spec.config(DType::F32, spec.ownOverrides(set), {{"N", N}, {"V", V}}));
+  optimizeTile(m);
+  return m;
+}
+
+} // namespace
+
+ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
+                                       DType dtype, bool bias, bool weights,
+                                       uint64_t seed) {
+  ref::LinearCeInputs in;
+  in.N = N;
+  in.d = d;
+  in.V = V;
+  in.dtype = dtype;
+  std::mt19937_64 rng(seed);
+  auto fill = [&](std::vector<uint8_t> &raw, int64_t n, float sd) {
+    std::normal_distribution<float> dist(0.f, sd);
+    raw.resize(n * dtypeSize(dtype));
+    for (int64_t i = 0; i < n; ++i)
+      storeFromDouble(raw.data(), dtype, i, dist(rng));
+  };
+  fill(in.h, N * d, 1.f);
+  fill(in.W, V * d, 1.f / std::sqrt(float(d)));
+  if (bias)
+    fill(in.bias, V, 0.1f);
+  if (weights) {
+    std::uniform_real_distribution<float> w(0.5f, 1.5f);
+    for (int64_t v = 0; v < V; ++v)
+      in.classWeight.push_back(w(rng));
+  }
+  std::uniform_int_distribution<int64_t> token(0, V - 1);
+  for (int64_t r = 0; r < N; ++r)
+    in.target.push_back(r % 5 == 4 ? ref::LinearCeParams().ignoreIndex
+                                   : token(rng));
+  return in;
+}
+
+LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
+                               const LinearCeOptions &options) {
+  validate(in, options);
+  const ref::LinearCeParams &p = options.params;
+  const int64_t N = in.N, d = in.d, V = in.V;
+  const int64_t chunk =
+      options.chunkRows == 0 ? N : std::min(N, options.chunkRows);
+  std::vector<float> h = toFloats(in.h, in.dtype, N * d);
+  std::vector<float> W = toFloats(in.W, in.dtype, V * d);
+  std::vector<float> b = in.bias.empty() ? std::vector<float>{0.f}
+                                         : toFloats(in.bias, in.dtype, V);
+  bool hasWeight = !in.classWeight.empty();
+  std::vector<float> weight =
+      hasWeight ? in.classWeight : std::vector<float>{1.f};
+  std::vector<float> upstream =
+      in.gradOutput.empty() ? std::vector<float>{0.f} : in.gradOutput;
+  std::vector<int64_t> target = in.target;
+
+  LinearCeOutputs out;
+  out.rowLoss.assign(N, 0.f);
+  out.rowZLoss.assign(N, 0.f);
+  out.lse.assign(N, 0.f);
+  out.dh.assign(N * d, 0.f);
+  out.dW.assign(V * d, 0.f);
+  out.db.assign(in.bias.empty() ? 0 : V, 0.f);
+  std::vector<float> stats(5, 0.f), logits(chunk * V);
+
+  auto buf = [](auto &v, DType t) {
+    return InterpBuffer{v.data(), t, static_cast<int64_t>(v.size())};
+  };
+  int32_t hasW = hasWeight ? 1 : 0, hasB = in.bias.empty() ? 0 : 1;
+  bool none = p.reduction == Reduction::None;
+  TileModule weights = buildKernel("lce_row_weights", options.overrides, N, V);
+  interpret(weights.operation(), weights.kernelName(), {1, 1, 1},
+            {buf(target, DType::I64), buf(weight, DType::F32),
+             buf(stats, DType::F32), int32_t(N), int32_t(V),
+             int64_t(p.ignoreIndex), hasW,
+             int32_t(p.reduction == Reduction::Mean ? 1 : 0)});
+  TileModule rows = buildKernel("lce_logits_grad", options.overrides, N, V);
+
+  for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks) {
+    int64_t rowsHere = std::min(chunk, N - r0);
+    // z = h_c W^T with fp32 accumulation (the kernel adds the bias).
+    for (int64_t i = 0; i < rowsHere; ++i)
+      for (int64_t v = 0; v < V; ++v) {
+        float acc = 0;
+        for (int64_t k = 0; k < d; ++k)
+          acc += h[(r0 + i) * d + k] * W[v * d + k];
+        logits[i * V + v] = acc;
+      }
+    // dz overwrites the logits (both f32 here).
+    interpret(rows.operation(), rows.kernelName(), {rowsHere, 1, 1},
+              {buf(logits, DType::F32),
+               buf(logits, DType::F32),
+               buf(b, DType::F32),
+               buf(target, DType::I64),
+               buf(weight, DType::F32),
+               buf(stats, DType::F32),
+               buf(upstream, DType::F32),
+               buf(out.rowLoss, DType::F32),
+               buf(out.rowZLoss, DType::F32),
+               buf(out.lse, DType::F32),
+               int32_t(V),
+               int64_t(V),
+               int64_t(V),
+               int32_t(r0),
+               int64_t(p.ignoreIndex),
+               float(p.labelSmoothing),
+               float(p.zLoss),
+               float(p.softcap),
+               hasB,
+               hasW,
+               int32_t(none ? 1 : 0)});
+    // dh_c = dz W; dW += dz^T h_c; db += sum_i dz.
+    for (int64_t i = 0; i < rowsHere; ++i)
+      for (int64_t v = 0; v < V; ++v) {
+        float g = logits[i * V + v];
+        if (g == 0)
+          continue;
+        for (int64_t k = 0; k < d; ++k) {
+          out.dh[(r0 + i) * d + k] += g * W[v * d + k];
+          out.dW[v * d + k] += g * h[(r0 + i) * d + k];
+        }
+        if (!out.db.empty())
+          out.db[v] += g;
+      }
+  }
+  if (!none) {
+    std::vector<float> loss(2, 0.f);
+    TileModule sum = buildKernel("lce_loss_sum", options.overrides, N, V);
+    interpret(sum.operation(), sum.kernelName(), {1, 1, 1},
+              {buf(out.rowLoss, DType::F32), buf(out.rowZLoss, DType::F32),
+               buf(stats, DType::F32), buf(loss, DType::F32), int32_t(N)});
+    out.loss = loss[0];
+    out.zLoss = loss[1];
+  }
+  return out;
+}
+
+LinearCeCheck checkLinearCe(const ref::LinearCeInputs &in,
+                            const LinearCeOptions &options,
+                            const LinearCeOutputs &out, double lossTol,
+                            double gradTol) {
+  ref::LinearCeResult want = ref::linearCeReference(in, options.params);
+  LinearCeCheck c;
+  auto rel = [](const std::vector<float> &got, const std::vector<double> &ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      double e = got[i] - ref[i];
+      num += e * e;
+      den += ref[i] * ref[i];
+    }
+    double r = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+    return std::isnan(r) ? INFINITY : (den == 0 && num == 0 ? 0.0 : r);
+  };
+  if (options.params.reduction == Reduction::None) {
+    for (int64_t r = 0; r < in.N; ++r) {
+      double e = std::fabs(out.rowLoss[r] - want.rowLoss[r]) /
+                 std::max(1e-6, std::fabs(want.rowLoss[r]));
+      c.lossErr = std::isnan(e) ? INFINITY : std::max(c.lossErr, e);
+    }
+  } else {
+    double e =
+        std::fabs(out.loss - want.loss) / std::max(1e-6, std::fabs(want.loss));
+    c.lossErr = std::isnan(e) ? INFINITY : e;
+  }
+  c.dhErr = rel(out.dh, want.dh);
+  c.dWErr = rel(out.dW, want.dW);
+  c.dbErr = out.db.empty() ? 0 : rel(out.db, want.db);
+  c.passed = c.lossErr <= lossTol && c.dhErr <= gradTol && c.dWErr <= gradTol &&
+             c.dbErr <= gradTol;
+  std::ostringstream os;
+  os << "fused_linear_ce against the fp64 reference (N " << in.N << ", d "
+     << in.d << ", V " << in.V << ", " << out.chunks << " chunks)\n"
+     << "  loss relative error " << c.lossErr << " (tol " << lossTol << ")\n"
+     << "  dh, dW, db relative Frobenius errors " << c.dhErr << ", " << c.dWErr
+     << ", " << c.dbErr << " (tol " << gradTol << ")\n  "
+     << (c.passed ? "PASS" : "FAIL");
+  c.summary = os.str();
+  return c;
+}
+
+} // namespace tilejit

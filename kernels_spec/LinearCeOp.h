@@ -1,0 +1,65 @@
+//===- LinearCeOp.h - the chunked fused linear cross-entropy ----*- C++ -*-===//
+//
+// The host side of shared/semantics.md §2 on the CPU: rows are processed in
+// chunks; for each chunk the logits z = h_c W^T (+ b) are formed (fp32
+// accumulation, as a GPU GEMM), lce_logits_grad (LinearCe.h) runs in the
+// interpreter and leaves d loss / d z in their place, then dh_c = dz W and
+// dW += dz^T h_c, db += sum dz (fp32). Only one chunk of logits exists at a
+// time: chunkRows x V floats.
+//
+// Not here yet: the GPU path (the GEMMs through cuBLASLt or a tile `dot`).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_KERNELS_SPEC_LINEARCEOP_H
+#define TILEJIT_KERNELS_SPEC_LINEARCEOP_H
+
+#include "kernels_spec/reference/LinearCeReference.h"
+
+#include <string>
+#include <vector>
+
+namespace tilejit {
+
+struct LinearCeOptions {
+  ref::LinearCeParams params;
+  int64_t chunkRows = 0; ///< rows of logits alive at once; 0 = all N
+  /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps).
+  std::vector<std::string> overrides;
+};
+
+struct LinearCeOutputs {
+  float loss = 0;   ///< mean / sum reductions (z-loss term included)
+  float zLoss = 0;  ///< the z-loss part of `loss`, reduced the same way
+  std::vector<float> rowLoss, rowZLoss, lse; ///< (N), 0 for ignored rows
+  std::vector<float> dh, dW, db; ///< (N, d), (V, d), (V) (db empty: no bias)
+  int64_t chunks = 0;
+};
+
+/// Deterministic inputs: h ~ N(0, 1), W ~ N(0, 1/d) (logits ~ N(0, 1)),
+/// bias ~ N(0, 0.1) when `bias`, class weights in [0.5, 1.5] when `weights`,
+/// targets uniform with every 5th row ignore_index; rounded to `dtype`.
+ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
+                                       DType dtype, bool bias, bool weights,
+                                       uint64_t seed);
+
+/// Runs the chunked loss and gradients on the CPU. Throws tilejit::Error for
+/// bad shapes or targets (as the reference does) and kernel errors.
+LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
+                               const LinearCeOptions &options);
+
+struct LinearCeCheck {
+  double lossErr = 0;  ///< relative error of the loss (or max over rows)
+  double dhErr = 0, dWErr = 0, dbErr = 0; ///< relative Frobenius errors
+  bool passed = false;
+  std::string summary;
+};
+/// Compares with the fp64 reference: loss within `lossTol` relative, each
+/// gradient within `gradTol` relative (Frobenius).
+LinearCeCheck checkLinearCe(const ref::LinearCeInputs &in,
+                            const LinearCeOptions &options,
+                            const LinearCeOutputs &out, double lossTol = 1e-5,
+                            double gradTol = 1e-5);
+
+} // namespace tilejit
+
+#endif // TILEJIT_KERNELS_SPEC_LINEARCEOP_H

@@ -1,0 +1,181 @@
+//===- CublasLt.cpp - GEMMs through a dlopen'ed cuBLASLt ------------------===//
+#include "runtime/CublasLt.h"
+
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace tilejit {
+namespace cublaslt {
+namespace {
+
+#define TILEJIT_CUBLASLT_FUNCTIONS(X)                                          \
+  X(cublasLtCreate)                                                            \
+  X(cublasLtDestroy)                                                           \
+  X(cublasLtMatmul)                                                            \
+  X(cublasLtMatmulDescCreate)                                                  \
+  X(cublasLtMatmulDescDestroy)                                                 \
+  X(cublasLtMatmulDescSetAttribute)                                            \
+  X(cublasLtMatrixLayoutCreate)                                                \
+  X(cublasLtMatrixLayoutDestroy)                                               \
+  X(cublasLtMatmulPreferenceCreate)                                            \
+  X(cublasLtMatmulPreferenceDestroy)                                           \
+  X(cublasLtMatmulPreferenceSetAttribute)                                      \
+  X(cublasLtMatmulAlgoGetHeuristic)
+
+struct Api {
+#define TILEJIT_DECLARE(Name) decltype(&::Name) Name = nullptr;
+  TILEJIT_CUBLASLT_FUNCTIONS(TILEJIT_DECLARE)
+#undef TILEJIT_DECLARE
+  bool usable = false;
+  std::string whyNot;
+};
+
+const Api &api() {
+  static Api a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> names;
+    if (const char *env = std::getenv("TILEJIT_CUBLASLT"))
+      names.push_back(env);
+    names.push_back("libcublasLt.so.13");
+    names.push_back("libcublasLt.so.12");
+    void *lib = nullptr;
+    for (const std::string &n : names)
+      if ((lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)))
+        break;
+    if (!lib) {
+      a.whyNot = "libcublasLt not found (tried $TILEJIT_CUBLASLT, "
+                 "libcublasLt.so.13, .so.12): " +
+                 std::string(dlerror() ? dlerror() : "");
+      return;
+    }
+#define TILEJIT_RESOLVE(Name)                                                  \
+  a.Name = reinterpret_cast<decltype(a.Name)>(dlsym(lib, #Name));              \
+  if (!a.Name) {                                                               \
+    a.whyNot = "libcublasLt has no " #Name;                                    \
+    return;                                                                    \
+  }
+    TILEJIT_CUBLASLT_FUNCTIONS(TILEJIT_RESOLVE)
+#undef TILEJIT_RESOLVE
+    a.usable = true;
+  });
+  return a;
+}
+
+void check(cublasStatus_t s, const std::string &what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error("cuBLASLt: " + what + " failed with status " +
+                std::to_string(int(s)));
+}
+
+cudaDataType_t cudaType(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::F32:
+    return CUDA_R_32F;
+  default:
+    throw Error(std::string("cuBLASLt GEMM: unsupported dtype ") +
+                dtypeName(t));
+  }
+}
+
+constexpr size_t kWorkspaceBytes = 32 << 20;
+
+} // namespace
+
+bool available(std::string *why) {
+  const Api &a = api();
+  if (!a.usable && why)
+    *why = a.whyNot;
+  return a.usable;
+}
+
+struct Gemm::Impl {
+  cublasLtHandle_t handle = nullptr;
+  cuda::DeviceBuffer workspace{kWorkspaceBytes};
+};
+
+Gemm::Gemm() {
+  std::string why;
+  if (!available(&why))
+    throw Error(why);
+  impl_ = std::make_unique<Impl>();
+  check(api().cublasLtCreate(&impl_->handle), "cublasLtCreate");
+}
+
+Gemm::~Gemm() {
+  if (impl_ && impl_->handle)
+    api().cublasLtDestroy(impl_->handle);
+}
+
+void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
+               const Matrix &C, float alpha, float beta) {
+  int64_t m = transA ? A.cols : A.rows, k = transA ? A.rows : A.cols;
+  int64_t kb = transB ? B.cols : B.rows, n = transB ? B.rows : B.cols;
+  std::string shapes = "op(A) " + std::to_string(m) + "x" + std::to_string(k) +
+                       ", op(B) " + std::to_string(kb) + "x" +
+                       std::to_string(n) + ", C " + std::to_string(C.rows) +
+                       "x" + std::to_string(C.cols);
+  if (k != kb || C.rows != m || C.cols != n)
+    throw Error("cuBLASLt GEMM: shapes do not agree: " + shapes);
+  const Api &a = api();
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+  // library sees B's and A's buffers as the column-major transposes.
+  auto layout = [&](const Matrix &x) {
+    cublasLtMatrixLayout_t l = nullptr;
+    check(a.cublasLtMatrixLayoutCreate(&l, cudaType(x.dtype), x.cols, x.rows,
+                                       x.ld),
+          "cublasLtMatrixLayoutCreate");
+    return l;
+  };
+  cublasLtMatrixLayout_t la = layout(B), lb = layout(A), lc = layout(C);
+  cublasLtMatmulDesc_t desc = nullptr;
+  check(a.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        "cublasLtMatmulDescCreate");
+  cublasOperation_t opa = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opb = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(a.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                         &opa, sizeof(opa)),
+        "setting TRANSA");
+  check(a.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                         &opb, sizeof(opb)),
+        "setting TRANSB");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(a.cublasLtMatmulPreferenceCreate(&pref),
+        "cublasLtMatmulPreferenceCreate");
+  size_t ws = kWorkspaceBytes;
+  check(a.cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+        "setting the workspace size");
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  check(a.cublasLtMatmulAlgoGetHeuristic(impl_->handle, desc, la, lb, lc, lc,
+                                         pref, 1, &heuristic, &found),
+        "cublasLtMatmulAlgoGetHeuristic (" + shapes + ")");
+  if (found == 0)
+    throw Error("cuBLASLt has no algorithm for " + shapes);
+  cublasStatus_t s = a.cublasLtMatmul(
+      impl_->handle, desc, &alpha, reinterpret_cast<const void *>(B.ptr), la,
+      reinterpret_cast<const void *>(A.ptr), lb, &beta,
+      reinterpret_cast<const void *>(C.ptr), lc,
+      reinterpret_cast<void *>(C.ptr), lc, &heuristic.algo,
+      reinterpret_cast<void *>(impl_->workspace.ptr()), ws, nullptr);
+  a.cublasLtMatmulPreferenceDestroy(pref);
+  a.cublasLtMatmulDescDestroy(desc);
+  for (auto l : {la, lb, lc})
+    a.cublasLtMatrixLayoutDestroy(l);
+  check(s, "cublasLtMatmul (" + shapes + ")");
+}
+
+} // namespace cublaslt
+} // namespace tilejit

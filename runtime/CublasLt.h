@@ -1,0 +1,57 @@
+//===- CublasLt.h - GEMMs through cuBLASLt, loaded at run time --*- C++ -*-===//
+//
+// The chunk loop of the linear cross-entropy hands its three GEMMs to
+// cuBLASLt (the issue allows an external GEMM beside tilejit's own `dot`).
+// libcublasLt is opened with dlopen, as libcuda is: TILEJIT_CUBLASLT names
+// the library file; otherwise libcublasLt.so.13 and .12 are tried through
+// the loader's search path. Row-major matrices throughout; the column-major
+// library is driven through the transposed problem.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_RUNTIME_CUBLASLT_H
+#define TILEJIT_RUNTIME_CUBLASLT_H
+
+#include "tilejit/DType.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tilejit {
+namespace cublaslt {
+
+/// True when libcublasLt can be opened; otherwise `why` says why.
+bool available(std::string *why = nullptr);
+
+/// A row-major matrix in device memory: rows x cols, `ld` elements between
+/// rows (ld >= cols), of type `dtype` (bf16, f16 or f32).
+struct Matrix {
+  uint64_t ptr = 0; ///< CUdeviceptr
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0, ld = 0;
+};
+
+/// One cuBLASLt handle and workspace (current context; not thread-safe).
+class Gemm {
+public:
+  /// Throws tilejit::Error when cuBLASLt is unavailable.
+  Gemm();
+  ~Gemm();
+  Gemm(const Gemm &) = delete;
+
+  /// C = alpha op(A) op(B) + beta C with fp32 accumulation, op(X) = X or X^T
+  /// (transA / transB). Shapes must agree: op(A) is m x k, op(B) k x n, C
+  /// m x n. Runs on the legacy default stream, asynchronously. Throws
+  /// tilejit::Error with cuBLASLt's status and the shapes.
+  void run(const Matrix &A, bool transA, const Matrix &B, bool transB,
+           const Matrix &C, float alpha, float beta);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace cublaslt
+} // namespace tilejit
+
+#endif // TILEJIT_RUNTIME_CUBLASLT_H

@@ -1,0 +1,148 @@
+//===- LinearCeTest.cpp - chunked linear CE (interpreter) against fp64 ----===//
+#include "codegen/Nvrtc.h"
+#include "kernels_spec/LinearCeOp.h"
+#include "runtime/Autotuner.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
+
+#include <gtest/gtest.h>
+
+using namespace tilejit;
+
+namespace {
+
+using Reduction = ref::LinearCeParams::Reduction;
+
+struct Case {
+  std::string name;
+  int64_t N, d, V;
+  DType dtype;
+  Reduction reduction;
+  double eps = 0, zLoss = 0, softcap = 0;
+  bool bias = false, weights = false;
+  int64_t chunkRows = 0;
+};
+
+void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
+
+class LinearCeInterpreter : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LinearCeInterpreter, MatchesReference) {
+  const Case &c = GetParam();
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(c.N, c.d, c.V, c.dtype, c.bias, c.weights, 17);
+  LinearCeOptions o;
+  o.params.reduction = c.reduction;
+  o.params.labelSmoothing = c.eps;
+  o.params.zLoss = c.zLoss;
+  o.params.softcap = c.softcap;
+  o.chunkRows = c.chunkRows;
+  o.overrides = {"BLOCK_SIZE=1024", "num_warps=4"};
+  if (c.reduction == Reduction::None)
+    for (int64_t r = 0; r < c.N; ++r)
+      in.gradOutput.push_back(0.5f + 0.25f * (r % 4)); // varies by row
+  LinearCeOutputs out = runLinearCeCpu(in, o);
+  if (c.chunkRows > 0)
+    EXPECT_EQ(out.chunks, (c.N + c.chunkRows - 1) / c.chunkRows);
+  // fp32 math against fp64: 1e-5 relative (semantics.md §2, issue 5).
+  LinearCeCheck check = checkLinearCe(in, o, out, 1e-5, 1e-5);
+  EXPECT_TRUE(check.passed) << check.summary;
+}
+
+// V not a multiple of the 1024-wide tile, every feature alone and all at
+// once, every reduction, chunks that do not divide N, every dtype.
+INSTANTIATE_TEST_SUITE_P(
+    Features, LinearCeInterpreter,
+    ::testing::Values(
+        Case{"plain_mean", 12, 16, 1500, DType::F32, Reduction::Mean},
+        Case{"plain_sum", 12, 16, 1500, DType::F32, Reduction::Sum},
+        Case{"none_per_row_upstream", 12, 16, 1500, DType::F32,
+             Reduction::None},
+        Case{"label_smoothing", 12, 16, 1500, DType::F32, Reduction::Mean, 0.1},
+        Case{"z_loss", 12, 16, 1500, DType::F32, Reduction::Mean, 0, 1e-3},
+        Case{"softcap", 12, 16, 1500, DType::F32, Reduction::Mean, 0, 0, 2.0},
+        Case{"bias", 12, 16, 1500, DType::F32, Reduction::Sum, 0, 0, 0, true},
+        Case{"class_weights", 12, 16, 1500, DType::F32, Reduction::Mean, 0, 0,
+             0, false, true},
+        Case{"everything_mean_chunked", 13, 24, 2500, DType::F32,
+             Reduction::Mean, 0.1, 1e-3, 3.0, true, true, 5},
+        Case{"everything_none_chunked", 13, 24, 2500, DType::F32,
+             Reduction::None, 0.05, 1e-3, 3.0, true, true, 4},
+        Case{"everything_sum_bf16", 10, 32, 3001, DType::BF16, Reduction::Sum,
+             0.1, 1e-4, 5.0, true, true, 3},
+        Case{"f16_V1", 6, 8, 1, DType::F16, Reduction::Mean, 0.2}),
+    [](const auto &info) { return info.param.name; });
+
+TEST(LinearCe, AllIgnoredBatchGivesZeroLossAndGradients) {
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(5, 8, 300, DType::F32, true, true, 3);
+  for (int64_t &y : in.target)
+    y = -100;
+  LinearCeOptions o;
+  o.params.labelSmoothing = 0.1;
+  o.params.zLoss = 1e-3;
+  LinearCeOutputs out = runLinearCeCpu(in, o);
+  EXPECT_EQ(out.loss, 0.f);
+  for (const auto *g : {&out.dh, &out.dW, &out.db})
+    for (float x : *g)
+      ASSERT_EQ(x, 0.f);
+}
+
+TEST(LinearCe, ChunkingDoesNotChangeTheResult) {
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(11, 8, 700, DType::F32, false, false, 5);
+  LinearCeOptions whole, chunked;
+  chunked.chunkRows = 3;
+  LinearCeOutputs a = runLinearCeCpu(in, whole),
+                  b = runLinearCeCpu(in, chunked);
+  EXPECT_EQ(a.rowLoss, b.rowLoss);
+  EXPECT_EQ(a.dh, b.dh);
+  EXPECT_EQ(b.chunks, 4);
+}
+
+TEST(LinearCe, BadInputsAreClearErrors) {
+  auto fails =
+      [](const std::function<void(ref::LinearCeInputs &, LinearCeOptions &)>
+             &spoil,
+         const std::string &words) {
+        ref::LinearCeInputs in =
+            makeLinearCeInputs(4, 8, 50, DType::F32, false, false, 1);
+        LinearCeOptions o;
+        spoil(in, o);
+        try {
+          runLinearCeCpu(in, o);
+          ADD_FAILURE() << "no error for: " << words;
+        } catch (const Error &e) {
+          EXPECT_NE(std::string(e.what()).find(words), std::string::npos)
+              << e.what();
+        }
+      };
+  fails([](auto &in, auto &) { in.target[2] = 50; }, "at row 2");
+  fails([](auto &in, auto &) { in.h.pop_back(); }, "h must be (N, d)");
+  fails([](auto &in, auto &) { in.classWeight = {1.f}; }, "class weights");
+  fails([](auto &, auto &o) { o.params.reduction = Reduction::None; },
+        "per-row upstream");
+  fails([](auto &, auto &o) { o.params.labelSmoothing = 1.5; },
+        "label smoothing");
+  fails([](auto &, auto &o) { o.params.softcap = -1; }, "softcap");
+  fails([](auto &in, auto &) { in.N = 0; }, "positive");
+}
+
+// Every configuration of the linear-CE programs through NVRTC and ptxas.
+TEST(LinearCe, EveryConfigCompilesForSm90) {
+  for (const char *name : {"lce_logits_grad", "lce_row_weights", "lce_loss_sum"}) {
+    const KernelSpec &spec = findKernel(name);
+    for (const auto &params : spec.candidateConfigs()) {
+      dsl::Config c =
+          spec.config(DType::F32, paramOverrides(params), {{"V", 1000}});
+      CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
+      std::string log;
+      EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
+          << name << " " << c.str() << "\n"
+          << log;
+    }
+  }
+}
+
+} // namespace
