@@ -25,7 +25,9 @@ std::vector<float> toFloats(const std::vector<uint8_t> &raw, DType t,
   return out;
 }
 
-void validate(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
+} // namespace
+
+void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   auto fail = [](const std::string &why) {
     throw Error("fused_linear_ce: " + why);
   };
@@ -63,6 +65,8 @@ void validate(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   if (o.chunkRows < 0)
     fail("chunk rows must be >= 0 (0 = all rows)");
 }
+
+namespace {
 
 TileModule buildKernel(const char *name, const std::vector<std::string> &set,
                        int64_t N, int64_t V) {
@@ -108,7 +112,7 @@ ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
 
 LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                                const LinearCeOptions &options) {
-  validate(in, options);
+  validateLinearCe(in, options);
   const ref::LinearCeParams &p = options.params;
   const int64_t N = in.N, d = in.d, V = in.V;
   const int64_t chunk =
@@ -125,6 +129,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   std::vector<int64_t> target = in.target;
 
   LinearCeOutputs out;
+  out.device = "cpu";
   out.rowLoss.assign(N, 0.f);
   out.rowZLoss.assign(N, 0.f);
   out.lse.assign(N, 0.f);

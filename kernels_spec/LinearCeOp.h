@@ -7,7 +7,8 @@
 // dW += dz^T h_c, db += sum dz (fp32). Only one chunk of logits exists at a
 // time: chunkRows x V floats.
 //
-// Not here yet: the GPU path (the GEMMs through cuBLASLt or a tile `dot`).
+// runLinearCeGpu (LinearCeGpu.cpp) does the same with cuBLASLt GEMMs. Not
+// here yet: the GEMMs through tilejit's own tile `dot`.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_KERNELS_SPEC_LINEARCEOP_H
@@ -28,11 +29,14 @@ struct LinearCeOptions {
 };
 
 struct LinearCeOutputs {
-  float loss = 0;   ///< mean / sum reductions (z-loss term included)
-  float zLoss = 0;  ///< the z-loss part of `loss`, reduced the same way
+  float loss = 0;  ///< mean / sum reductions (z-loss term included)
+  float zLoss = 0; ///< the z-loss part of `loss`, reduced the same way
   std::vector<float> rowLoss, rowZLoss, lse; ///< (N), 0 for ignored rows
   std::vector<float> dh, dW, db; ///< (N, d), (V, d), (V) (db empty: no bias)
   int64_t chunks = 0;
+  std::string device; ///< "cpu" or the GPU's name
+  double gpuMs = 0;   ///< GPU: wall time of the whole loop (incl. JIT-free
+                      ///< launches; not a benchmark)
 };
 
 /// Deterministic inputs: h ~ N(0, 1), W ~ N(0, 1/d) (logits ~ N(0, 1)),
@@ -42,13 +46,24 @@ ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
                                        DType dtype, bool bias, bool weights,
                                        uint64_t seed);
 
+/// Throws tilejit::Error for bad shapes, targets or options.
+void validateLinearCe(const ref::LinearCeInputs &in,
+                      const LinearCeOptions &options);
+
 /// Runs the chunked loss and gradients on the CPU. Throws tilejit::Error for
 /// bad shapes or targets (as the reference does) and kernel errors.
 LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                                const LinearCeOptions &options);
 
+/// The same on the GPU: cuBLASLt GEMMs (runtime/CublasLt.h) around the DSL
+/// programs, dW and db accumulated in fp32, dh in fp32. Also throws when
+/// there is no GPU, driver or libcublasLt. Written but not yet run on a GPU
+/// (see the tests marked LinearCeGpu).
+LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
+                               const LinearCeOptions &options);
+
 struct LinearCeCheck {
-  double lossErr = 0;  ///< relative error of the loss (or max over rows)
+  double lossErr = 0; ///< relative error of the loss (or max over rows)
   double dhErr = 0, dWErr = 0, dbErr = 0; ///< relative Frobenius errors
   bool passed = false;
   std::string summary;

@@ -37,8 +37,8 @@ static cl::SubCommand listCmd("list", "List kernels and their parameters");
 static cl::SubCommand compileCmd("compile",
                                  "Compile a kernel and print one stage");
 static cl::SubCommand
-    runCmd("run", "Run fused_ce_tvd (GPU or CPU) or fused_linear_ce (CPU) "
-                  "and check it");
+    runCmd("run", "Run fused_ce_tvd or fused_linear_ce on the GPU or the "
+                  "CPU and check it");
 
 static cl::opt<std::string> kernelArg(cl::Positional, cl::desc("KERNEL"),
                                       cl::Required, cl::sub(compileCmd),
@@ -149,7 +149,7 @@ static int listKernels() {
     }
   }
   std::cout << "operations for `tilejit run`: fused_ce_tvd (fwd + bwd), "
-               "fused_linear_ce (CPU)\n";
+               "fused_linear_ce\n";
   return 0;
 }
 
@@ -253,11 +253,11 @@ static int runReduced(const ref::CeTvdInputs &in) {
   return c.passed ? 0 : 1;
 }
 
-/// `run fused_linear_ce` (the CPU interpreter; the GPU path is not built).
+/// `run fused_linear_ce`: the CPU interpreter, or cuBLASLt GEMMs around the
+/// DSL programs on the GPU.
 static int runLinearCe() {
-  if (deviceArg != "cpu")
-    throw Error("fused_linear_ce runs on the CPU interpreter only so far "
-                "(--device=cpu); its GPU GEMM path is not built yet");
+  if (deviceArg != "gpu" && deviceArg != "cpu")
+    throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
   using Reduction = ref::LinearCeParams::Reduction;
   std::string red =
       reductionArg.getNumOccurrences() ? reductionArg.getValue() : "mean";
@@ -275,12 +275,17 @@ static int runLinearCe() {
                          biasArg, weightsArg, seedArg);
   if (o.params.reduction == Reduction::None)
     in.gradOutput.assign(in.N, 1.f);
-  LinearCeOutputs out = runLinearCeCpu(in, o);
-  std::printf("fused_linear_ce on cpu: N=%lld d=%lld V=%lld dtype=%s, "
+  LinearCeOutputs out =
+      deviceArg == "gpu" ? runLinearCeGpu(in, o) : runLinearCeCpu(in, o);
+  std::printf("fused_linear_ce on %s: N=%lld d=%lld V=%lld dtype=%s, "
               "reduction=%s, %lld chunks\n  loss = %.7g (z-loss part %.7g)\n",
-              (long long)in.N, (long long)in.d, (long long)in.V,
-              dtypeName(in.dtype), red.c_str(), (long long)out.chunks, out.loss,
-              out.zLoss);
+              out.device.c_str(), (long long)in.N, (long long)in.d,
+              (long long)in.V, dtypeName(in.dtype), red.c_str(),
+              (long long)out.chunks, out.loss, out.zLoss);
+  if (deviceArg == "gpu")
+    std::printf("  one call, first run (JIT and cuBLASLt heuristics "
+                "included): %.2f ms\n",
+                out.gpuMs);
   if (!checkArg)
     return 0;
   LinearCeCheck c = checkLinearCe(in, o, out);

@@ -2,6 +2,7 @@
 #include "codegen/Nvrtc.h"
 #include "kernels_spec/LinearCeOp.h"
 #include "runtime/Autotuner.h"
+#include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
@@ -129,18 +130,41 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &in, auto &) { in.N = 0; }, "positive");
 }
 
+// On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
+// in the input dtype (fp32 accumulation).
+TEST(LinearCeGpu, MatchesReference) {
+  std::string why;
+  if (!cuda::driverAvailable(&why))
+    GTEST_SKIP() << "no GPU: " << why;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    ref::LinearCeInputs in =
+        makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
+    LinearCeOptions o;
+    o.params.labelSmoothing = 0.1;
+    o.params.zLoss = 1e-4;
+    o.params.softcap = 20;
+    o.chunkRows = 16;
+    LinearCeOutputs out = runLinearCeGpu(in, o);
+    double tol = dt == DType::F32 ? 1e-4 : 1e-2;
+    LinearCeCheck c = checkLinearCe(in, o, out, tol, tol);
+    EXPECT_TRUE(c.passed) << dtypeName(dt) << "\n" << c.summary;
+  }
+}
+
 // Every configuration of the linear-CE programs through NVRTC and ptxas.
 TEST(LinearCe, EveryConfigCompilesForSm90) {
-  for (const char *name : {"lce_logits_grad", "lce_row_weights", "lce_loss_sum"}) {
+  for (const char *name :
+       {"lce_logits_grad", "lce_row_weights", "lce_loss_sum"}) {
     const KernelSpec &spec = findKernel(name);
     for (const auto &params : spec.candidateConfigs()) {
-      dsl::Config c =
-          spec.config(DType::F32, paramOverrides(params), {{"V", 1000}});
-      CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
-      std::string log;
-      EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
-          << name << " " << c.str() << "\n"
-          << log;
+      for (DType dt : spec.dtypes) {
+        dsl::Config c = spec.config(dt, paramOverrides(params), {{"V", 1000}});
+        CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
+        std::string log;
+        EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
+            << name << " " << c.str() << "\n"
+            << log;
+      }
     }
   }
 }

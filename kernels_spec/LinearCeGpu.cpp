@@ -1,0 +1,184 @@
+//===- LinearCeGpu.cpp - chunked fused linear CE on the GPU ---------------===//
+//
+// The chunk loop of LinearCeOp.h with cuBLASLt GEMMs (runtime/CublasLt.h)
+// and the DSL programs compiled for the GPU in front of us. Everything is
+// queued on the default stream: no host synchronization until the results
+// are copied back.
+//
+//===----------------------------------------------------------------------===//
+#include "kernels_spec/LinearCeOp.h"
+
+#include "runtime/Cache.h"
+#include "runtime/CublasLt.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/HostFloat.h"
+#include "tilejit/KernelSpec.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tilejit {
+namespace {
+
+using Reduction = ref::LinearCeParams::Reduction;
+
+/// A device buffer filled from a host vector (or one zero element, so that
+/// an absent optional input still has a valid address).
+template <typename T> cuda::DeviceBuffer upload(const std::vector<T> &host) {
+  size_t bytes = std::max<size_t>(host.size(), 1) * sizeof(T);
+  cuda::DeviceBuffer b(bytes);
+  b.memset(0);
+  if (!host.empty())
+    b.copyFromHost(host.data(), host.size() * sizeof(T));
+  return b;
+}
+
+std::vector<float> asFloats(const std::vector<uint8_t> &raw, DType t,
+                            int64_t n) {
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(loadAsDouble(raw.data(), t, i));
+  return out;
+}
+
+} // namespace
+
+LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
+                               const LinearCeOptions &options) {
+  validateLinearCe(in, options);
+  const ref::LinearCeParams &p = options.params;
+  const int64_t N = in.N, d = in.d, V = in.V;
+  const int64_t chunk =
+      options.chunkRows == 0 ? N : std::min(N, options.chunkRows);
+  cuda::Device device = cuda::Device::open();
+  cublaslt::Gemm gemm;
+  CompileOptions copts;
+  copts.arch = device.archString();
+  LoadedKernels loaded;
+  auto load = [&](const char *name, DType dtype) {
+    const KernelSpec &spec = findKernel(name);
+    CompiledKernel k = compileCached(
+        spec.build(spec.config(dtype, spec.ownOverrides(options.overrides),
+                               {{"N", N}, {"V", V}})),
+        copts);
+    return std::make_pair(loaded.function(k), k.threads);
+  };
+  auto [weightsFn, weightsThreads] = load("lce_row_weights", DType::F32);
+  auto [rowsFn, rowsThreads] = load("lce_logits_grad", in.dtype);
+  auto [sumFn, sumThreads] = load("lce_loss_sum", DType::F32);
+
+  // Inputs, outputs and the one chunk of logits (f32). dz overwrites the
+  // logits in place for f32 inputs (each element is read and written by the
+  // same thread); in a narrower input dtype it gets a buffer of its own,
+  // since a narrower view of a row would be written by threads other than
+  // those still reading it.
+  size_t es = dtypeSize(in.dtype);
+  cuda::DeviceBuffer h = upload(in.h), W = upload(in.W);
+  cuda::DeviceBuffer bias = upload(
+      in.bias.empty() ? std::vector<float>{} : asFloats(in.bias, in.dtype, V));
+  cuda::DeviceBuffer target = upload(in.target);
+  cuda::DeviceBuffer weight = upload(in.classWeight);
+  cuda::DeviceBuffer upstream = upload(in.gradOutput);
+  cuda::DeviceBuffer stats(5 * sizeof(float)), loss(2 * sizeof(float));
+  cuda::DeviceBuffer rowLoss(N * 4), rowZLoss(N * 4), lse(N * 4);
+  cuda::DeviceBuffer logits(chunk * V * 4);
+  bool inPlace = in.dtype == DType::F32;
+  cuda::DeviceBuffer dzBuffer(inPlace ? 0 : chunk * V * es);
+  cuda::DeviceBuffer dh(N * d * 4), dW(V * d * 4), db(V * 4);
+  std::vector<uint8_t> onesHost(chunk * es);
+  for (int64_t i = 0; i < chunk; ++i)
+    storeFromDouble(onesHost.data(), in.dtype, i, 1.0);
+  cuda::DeviceBuffer ones = upload(onesHost);
+  dW.memset(0);
+  db.memset(0);
+  loss.memset(0);
+
+  int32_t n32 = int32_t(N), v32 = int32_t(V);
+  int64_t ignore = p.ignoreIndex, rowStride = V;
+  int64_t dzStride = V;
+  int32_t hasB = in.bias.empty() ? 0 : 1, hasW = in.classWeight.empty() ? 0 : 1;
+  int32_t none = p.reduction == Reduction::None ? 1 : 0;
+  int32_t mean = p.reduction == Reduction::Mean ? 1 : 0;
+  float eps = float(p.labelSmoothing), zl = float(p.zLoss),
+        cap = float(p.softcap);
+  CUdeviceptr ptr[] = {logits.ptr(),   inPlace ? logits.ptr() : dzBuffer.ptr(),
+                       bias.ptr(),     target.ptr(),
+                       weight.ptr(),   stats.ptr(),
+                       upstream.ptr(), rowLoss.ptr(),
+                       rowZLoss.ptr(), lse.ptr(),
+                       loss.ptr()};
+  enum {
+    Logits,
+    Dz,
+    Bias,
+    Target,
+    Weight,
+    Stats,
+    Up,
+    RowLoss,
+    RowZ,
+    Lse,
+    Loss
+  };
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<void *> wArgs = {&ptr[Target], &ptr[Weight], &ptr[Stats], &n32,
+                               &v32,         &ignore,      &hasW,       &mean};
+  cuda::launch(weightsFn, {1}, {unsigned(weightsThreads)}, 0, nullptr, wArgs);
+  LinearCeOutputs out;
+  for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks) {
+    int64_t rows = std::min(chunk, N - r0);
+    int32_t first = int32_t(r0);
+    cublaslt::Matrix hc{h.ptr() + r0 * d * es, in.dtype, rows, d, d};
+    cublaslt::Matrix Wm{W.ptr(), in.dtype, V, d, d};
+    cublaslt::Matrix z{logits.ptr(), DType::F32, rows, V, V};
+    cublaslt::Matrix dz{ptr[Dz], in.dtype, rows, V, dzStride};
+    gemm.run(hc, false, Wm, true, z, 1.f, 0.f); // z = h_c W^T
+    std::vector<void *> args = {
+        &ptr[Logits], &ptr[Dz],   &ptr[Bias],    &ptr[Target], &ptr[Weight],
+        &ptr[Stats],  &ptr[Up],   &ptr[RowLoss], &ptr[RowZ],   &ptr[Lse],
+        &v32,         &rowStride, &dzStride,     &first,       &ignore,
+        &eps,         &zl,        &cap,          &hasB,        &hasW,
+        &none};
+    cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0, nullptr,
+                 args);
+    gemm.run(dz, false, Wm, false,
+             {dh.ptr() + r0 * d * 4, DType::F32, rows, d, d}, 1.f, 0.f);
+    gemm.run(dz, true, hc, false, {dW.ptr(), DType::F32, V, d, d}, 1.f, 1.f);
+    if (hasB)
+      gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
+               {db.ptr(), DType::F32, 1, V, V}, 1.f, 1.f);
+  }
+  if (!none) {
+    std::vector<void *> sArgs = {&ptr[RowLoss], &ptr[RowZ], &ptr[Stats],
+                                 &ptr[Loss], &n32};
+    cuda::launch(sumFn, {1}, {unsigned(sumThreads)}, 0, nullptr, sArgs);
+  }
+  cuda::synchronize();
+  out.gpuMs = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - t0)
+                  .count();
+
+  auto fetch = [](const cuda::DeviceBuffer &b, std::vector<float> &v,
+                  int64_t n) {
+    v.resize(n);
+    b.copyToHost(v.data(), n * sizeof(float));
+  };
+  fetch(rowLoss, out.rowLoss, N);
+  fetch(rowZLoss, out.rowZLoss, N);
+  fetch(lse, out.lse, N);
+  fetch(dh, out.dh, N * d);
+  fetch(dW, out.dW, V * d);
+  if (hasB)
+    fetch(db, out.db, V);
+  std::vector<float> l;
+  fetch(loss, l, 2);
+  out.loss = l[0];
+  out.zLoss = l[1];
+  out.device = device.name();
+  return out;
+}
+
+} // namespace tilejit

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine from the repo root (see docs/static-build.md): the
+# chunked fused linear cross-entropy with cuBLASLt GEMMs, checked against
+# the fp64 reference, then the peers (torch eager, torch.compile, Liger, Cut
+# Cross-Entropy when carried) from .carry/peers.py. Logs go to $OUT.
+# libcublasLt comes from the machine's PyTorch wheels unless TILEJIT_CUBLASLT
+# names it.
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
+export TILEJIT_CACHE_DIR=/tmp/tilejit-cache-$$
+if [ -z "${TILEJIT_CUBLASLT:-}" ]; then
+  site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  TILEJIT_CUBLASLT=$(find $site /usr/local/cuda* -name 'libcublasLt.so.1[23]' 2>/dev/null | head -1)
+  export TILEJIT_CUBLASLT
+fi
+echo "libcublasLt: ${TILEJIT_CUBLASLT:-<loader path>}" | tee "$out/env.log"
+tj="timeout 300 ./gpu-bin/tilejit"
+timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 --gtest_filter='*LinearCe*' 2>&1 | tail -20 > "$out/unit-tests.log"
+tail -3 "$out/unit-tests.log"
+{
+  $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
+    --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 --check
+  $tj run fused_linear_ce --device=gpu --bt 8192 --hidden 4096 --vocab 128256 --dtype bf16 --chunk-rows 1024
+  if [ -f .carry/peers.py ]; then
+    PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger timeout 300 python3 .carry/peers.py lce \
+      --n 8192 --hidden 4096 --vocab 128256 --providers torch_compile,liger 2>&1 | grep -v Warning
+  fi
+} 2>&1 | tee "$out/lce.log"
+rm -rf "$TILEJIT_CACHE_DIR"
