@@ -50,8 +50,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   validateLinearCe(in, options);
   const ref::LinearCeParams &p = options.params;
   const int64_t N = in.N, d = in.d, V = in.V;
-  const int64_t chunk =
-      options.chunkRows == 0 ? N : std::min(N, options.chunkRows);
+  const int64_t chunk = linearCeChunkRows(in, options);
   cuda::Device device = cuda::Device::open();
   cublaslt::Gemm gemm;
   CompileOptions copts;

@@ -62,8 +62,19 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
     fail("label smoothing must be in [0, 1]");
   if (o.params.softcap < 0)
     fail("softcap must be >= 0 (0 turns it off)");
-  if (o.chunkRows < 0)
-    fail("chunk rows must be >= 0 (0 = all rows)");
+  if (o.chunkRows < 0 || o.memoryBudgetBytes < 0)
+    fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
+}
+
+int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
+                          const LinearCeOptions &o) {
+  if (o.chunkRows > 0)
+    return std::min(in.N, o.chunkRows);
+  if (o.memoryBudgetBytes == 0)
+    return in.N;
+  int64_t rowBytes =
+      in.V * (4 + (in.dtype == DType::F32 ? 0 : int64_t(dtypeSize(in.dtype))));
+  return std::clamp<int64_t>(o.memoryBudgetBytes / rowBytes, 1, in.N);
 }
 
 namespace {
@@ -115,8 +126,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   validateLinearCe(in, options);
   const ref::LinearCeParams &p = options.params;
   const int64_t N = in.N, d = in.d, V = in.V;
-  const int64_t chunk =
-      options.chunkRows == 0 ? N : std::min(N, options.chunkRows);
+  const int64_t chunk = linearCeChunkRows(in, options);
   std::vector<float> h = toFloats(in.h, in.dtype, N * d);
   std::vector<float> W = toFloats(in.W, in.dtype, V * d);
   std::vector<float> b = in.bias.empty() ? std::vector<float>{0.f}

@@ -23,7 +23,12 @@ namespace tilejit {
 
 struct LinearCeOptions {
   ref::LinearCeParams params;
-  int64_t chunkRows = 0; ///< rows of logits alive at once; 0 = all N
+  /// Rows of logits alive at once; 0 = from memoryBudgetBytes.
+  int64_t chunkRows = 0;
+  /// With chunkRows = 0: the bytes the chunk's logits (f32) and, for bf16 or
+  /// f16 inputs, its dz may take; the chunk is the most rows that fit (at
+  /// least one). 0 = all N rows at once.
+  int64_t memoryBudgetBytes = 0;
   /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps).
   std::vector<std::string> overrides;
 };
@@ -45,6 +50,11 @@ struct LinearCeOutputs {
 ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
                                        DType dtype, bool bias, bool weights,
                                        uint64_t seed);
+
+/// Rows per chunk for `options` (chunkRows, or what memoryBudgetBytes
+/// allows), at most N.
+int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
+                          const LinearCeOptions &options);
 
 /// Throws tilejit::Error for bad shapes, targets or options.
 void validateLinearCe(const ref::LinearCeInputs &in,

@@ -15,6 +15,7 @@
 #include "Commands.h"
 
 #include "kernels_spec/FusedCeTvdOp.h"
+#include "kernels_spec/FusedCeTvdReducedOp.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 
@@ -45,6 +46,15 @@ static cl::opt<std::string>
                  cl::desc("Forward kernel: loop (two passes per row) or "
                           "cluster (row read once, held on chip; sm_90)"),
                  cl::sub(benchCmd));
+static cl::opt<std::string>
+    benchReduction("reduction", cl::init("none"),
+                   cl::desc("none: forward and backward kernels; mean or sum: "
+                            "the reduced loss + gradient (cluster kernel)"),
+                   cl::sub(benchCmd));
+static cl::opt<bool> benchInPlace("in-place",
+                                  cl::desc("Reduced: gradient over the "
+                                           "student logits"),
+                                  cl::sub(benchCmd));
 static cl::opt<int> benchIters("iters", cl::init(50),
                                cl::desc("Timed launches per kernel (median)"),
                                cl::sub(benchCmd));
@@ -59,6 +69,35 @@ int runBenchCommand() {
   // kernels needs the (primary) context to stay alive.
   cuda::Device device = cuda::Device::open();
   ref::CeTvdInputs in = ref::makeCeTvdInputs(benchBt, benchVocab, dtype, 1234);
+  double unit = double(in.BT) * in.V * dtypeSize(dtype);
+  // GB/s counts the roofline's bytes (what the operation must move).
+  double copyBytesPerS = 0;
+  auto row = [&](const char *what, double ms, double units) {
+    double rooflineMs = units * unit / copyBytesPerS * 1e3;
+    std::printf("  %-12s %9.3f ms %8.1f GB/s  roofline %d x BT*V*%zu B = "
+                "%.3f ms  fraction %.2f\n",
+                what, ms, units * unit / ms / 1e6, int(units), dtypeSize(dtype),
+                rooflineMs, rooflineMs / ms);
+  };
+  if (benchReduction != "none") {
+    CeTvdReducedOptions ro;
+    ro.mean = parseReduction(benchReduction);
+    ro.inPlace = benchInPlace;
+    ro.overrides = benchSet;
+    ro.useTuned = true;
+    ro.iterations = benchIters;
+    CeTvdReducedOutputs out = runCeTvdReducedGpu(in, ro);
+    copyBytesPerS = cuda::measureCopyBandwidth(size_t(2) << 30);
+    std::printf("fused_ce_tvd bench (reduction=%s%s) on %s: BT=%lld V=%lld "
+                "dtype=%s\n  copy ceiling (device-to-device, 2 GiB): %.2f "
+                "TB/s\n  config: %s\n  JIT: %.1f ms\n",
+                benchReduction.c_str(), ro.inPlace ? ", in place" : "",
+                out.device.c_str(), (long long)in.BT, (long long)in.V,
+                dtypeName(dtype), copyBytesPerS / 1e12, out.config.c_str(),
+                out.jitMs);
+    row("loss + grad", out.ms, 3);
+    return 0;
+  }
   std::vector<float> gCe, gTvd;
   defaultUpstream(in.BT, gCe, gTvd);
   CeTvdRunOptions options;
@@ -67,17 +106,8 @@ int runBenchCommand() {
   options.iterations = benchIters;
   options.useTuned = true; // tuned configs when present and no --set
   CeTvdOutputs out = runCeTvdGpu(in, gCe, gTvd, options);
-  double copyBytesPerS = cuda::measureCopyBandwidth(size_t(2) << 30);
+  copyBytesPerS = cuda::measureCopyBandwidth(size_t(2) << 30);
 
-  double unit = double(in.BT) * in.V * dtypeSize(dtype);
-  // GB/s counts the roofline's bytes (what the operation must move).
-  auto row = [&](const char *what, double ms, double units) {
-    double rooflineMs = units * unit / copyBytesPerS * 1e3;
-    std::printf("  %-8s %9.3f ms %8.1f GB/s  roofline %d x BT*V*%zu B = "
-                "%.3f ms  fraction %.2f\n",
-                what, ms, units * unit / ms / 1e6, int(units), dtypeSize(dtype),
-                rooflineMs, rooflineMs / ms);
-  };
   std::printf("fused_ce_tvd bench on %s: BT=%lld V=%lld dtype=%s\n",
               out.device.c_str(), (long long)in.BT, (long long)in.V,
               dtypeName(dtype));

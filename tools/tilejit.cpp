@@ -134,6 +134,12 @@ static cl::opt<int64_t>
                           "(0 = all)"),
                  cl::sub(runCmd), cl::cat(category));
 
+static cl::opt<int64_t> budgetArg(
+    "memory-budget-mib", cl::init(0),
+    cl::desc("fused_linear_ce: MiB for one chunk's logits (sets the chunk "
+             "rows when --chunk-rows is 0)"),
+    cl::sub(runCmd), cl::cat(category));
+
 static int listKernels() {
   for (const KernelSpec &k : kernelRegistry()) {
     std::cout << k.name << "  " << k.summary << "\n  dtypes:";
@@ -269,6 +275,7 @@ static int runLinearCe() {
   o.params.zLoss = zLossArg;
   o.params.softcap = softcapArg;
   o.chunkRows = chunkRowsArg;
+  o.memoryBudgetBytes = budgetArg * (int64_t(1) << 20);
   o.overrides = setArgs;
   ref::LinearCeInputs in =
       makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),

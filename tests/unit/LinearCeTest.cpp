@@ -102,6 +102,25 @@ TEST(LinearCe, ChunkingDoesNotChangeTheResult) {
   EXPECT_EQ(b.chunks, 4);
 }
 
+TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
+  ref::LinearCeInputs f32 =
+      makeLinearCeInputs(100, 8, 1000, DType::F32, false, false, 1);
+  ref::LinearCeInputs bf16 =
+      makeLinearCeInputs(100, 8, 1000, DType::BF16, false, false, 1);
+  LinearCeOptions o;
+  EXPECT_EQ(linearCeChunkRows(f32, o), 100); // no budget: all rows
+  o.memoryBudgetBytes = 40 * 1000 * 4 + 3;   // 40 f32 rows, and a bit
+  EXPECT_EQ(linearCeChunkRows(f32, o), 40);
+  EXPECT_EQ(linearCeChunkRows(bf16, o), 26); // f32 logits + bf16 dz rows
+  o.memoryBudgetBytes = 1;
+  EXPECT_EQ(linearCeChunkRows(f32, o), 1); // at least one row
+  o.chunkRows = 7;                         // an explicit chunk wins
+  EXPECT_EQ(linearCeChunkRows(f32, o), 7);
+  o = {};
+  o.memoryBudgetBytes = 30 * 1000 * 4;
+  EXPECT_EQ(runLinearCeCpu(f32, o).chunks, 4);
+}
+
 TEST(LinearCe, BadInputsAreClearErrors) {
   auto fails =
       [](const std::function<void(ref::LinearCeInputs &, LinearCeOptions &)>
