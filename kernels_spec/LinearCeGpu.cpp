@@ -35,14 +35,6 @@ template <typename T> cuda::DeviceBuffer upload(const std::vector<T> &host) {
   return b;
 }
 
-std::vector<float> asFloats(const std::vector<uint8_t> &raw, DType t,
-                            int64_t n) {
-  std::vector<float> out(n);
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = static_cast<float>(loadAsDouble(raw.data(), t, i));
-  return out;
-}
-
 } // namespace
 
 LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
@@ -75,8 +67,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   // those still reading it.
   size_t es = dtypeSize(in.dtype);
   cuda::DeviceBuffer h = upload(in.h), W = upload(in.W);
-  cuda::DeviceBuffer bias = upload(
-      in.bias.empty() ? std::vector<float>{} : asFloats(in.bias, in.dtype, V));
+  cuda::DeviceBuffer bias =
+      upload(in.bias.empty() ? std::vector<float>{}
+                             : loadAsFloats(in.bias.data(), in.dtype, V));
   cuda::DeviceBuffer target = upload(in.target);
   cuda::DeviceBuffer weight = upload(in.classWeight);
   cuda::DeviceBuffer upstream = upload(in.gradOutput);

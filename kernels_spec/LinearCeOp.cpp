@@ -17,14 +17,6 @@ namespace {
 
 using Reduction = ref::LinearCeParams::Reduction;
 
-std::vector<float> toFloats(const std::vector<uint8_t> &raw, DType t,
-                            int64_t n) {
-  std::vector<float> out(n);
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = static_cast<float>(loadAsDouble(raw.data(), t, i));
-  return out;
-}
-
 } // namespace
 
 void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
@@ -127,10 +119,11 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   const ref::LinearCeParams &p = options.params;
   const int64_t N = in.N, d = in.d, V = in.V;
   const int64_t chunk = linearCeChunkRows(in, options);
-  std::vector<float> h = toFloats(in.h, in.dtype, N * d);
-  std::vector<float> W = toFloats(in.W, in.dtype, V * d);
-  std::vector<float> b = in.bias.empty() ? std::vector<float>{0.f}
-                                         : toFloats(in.bias, in.dtype, V);
+  std::vector<float> h = loadAsFloats(in.h.data(), in.dtype, N * d);
+  std::vector<float> W = loadAsFloats(in.W.data(), in.dtype, V * d);
+  std::vector<float> b = in.bias.empty()
+                             ? std::vector<float>{0.f}
+                             : loadAsFloats(in.bias.data(), in.dtype, V);
   bool hasWeight = !in.classWeight.empty();
   std::vector<float> weight =
       hasWeight ? in.classWeight : std::vector<float>{1.f};

@@ -65,6 +65,13 @@ float halfToFloat(uint16_t h) {
   return floatFromBits(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
+std::vector<float> loadAsFloats(const void *base, DType t, size_t n) {
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(loadAsDouble(base, t, i));
+  return out;
+}
+
 double loadAsDouble(const void *base, DType t, size_t index) {
   switch (t) {
   case DType::I1:

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace tilejit {
 
@@ -55,6 +56,9 @@ float halfToFloat(uint16_t h);
 /// Reads element `index` of a host buffer of type `t` (any DType; i1 is one
 /// byte, nonzero = 1) as a double. Floats convert exactly.
 double loadAsDouble(const void *base, DType t, size_t index);
+
+/// The first `n` elements of a host buffer of float type `t`, as floats.
+std::vector<float> loadAsFloats(const void *base, DType t, size_t n);
 
 /// Writes `v` to element `index` of a host buffer of float type `t`. bf16 and
 /// f16 round through float (double -> float -> 16-bit, each step RNE), the

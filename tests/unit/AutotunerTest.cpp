@@ -342,7 +342,8 @@ TEST_F(TuningDatabaseTest, EveryKeyComponentSelectsItsOwnEntry) {
           {"cc minor", [](TuningKey &k) { k.device.ccMinor = 9; }},
           {"driver", [](TuningKey &k) { k.device.driverVersion = 12080; }},
           {"tilejit", [](TuningKey &k) { k.tilejitVersion = "0.0.0-other"; }},
-          {"kernel version", [](TuningKey &k) { k.kernelVersion = "other-hash"; }},
+          {"kernel version",
+           [](TuningKey &k) { k.kernelVersion = "other-hash"; }},
       };
   for (auto &[what, change] : changes) {
     TuningKey k = key();

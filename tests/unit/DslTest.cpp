@@ -1,6 +1,6 @@
 //===- DslTest.cpp - the C++ DSL: building, errors, running ---------------===//
-#include "tilejit/Compiler.h"
 #include "tilejit/DSL.h"
+#include "tilejit/Compiler.h"
 #include "tilejit/Interpreter.h"
 
 #include <gtest/gtest.h>
@@ -83,7 +83,8 @@ TEST(Dsl, TileSizeMismatchNamesKernelAndLine) {
 TEST(Dsl, MixingIntegersAndFloatsNeedsAConversion) {
   KernelBuilder k("mixed", config());
   Value x = k.scalarArg("x", DType::F32);
-  expectError([&] { k.arange(256) + x; }, {"kernel 'mixed'", "mix i32 and f32"});
+  expectError([&] { k.arange(256) + x; },
+              {"kernel 'mixed'", "mix i32 and f32"});
 }
 
 TEST(Dsl, ValueEscapingItsLoopIsAnError) {
@@ -105,7 +106,8 @@ TEST(Dsl, LoadChecksItsOperands) {
   KernelBuilder k("bad_load", config());
   Value p = k.pointerArg("p", DType::F32);
   Value f = k.scalarArg("f", DType::F32);
-  expectError([&] { k.load(p, f); }, {"kernel 'bad_load'", "offsets must be i32 or i64"});
+  expectError([&] { k.load(p, f); },
+              {"kernel 'bad_load'", "offsets must be i32 or i64"});
   expectError([&] { k.load(f, k.arange(256)); }, {"load() needs a pointer"});
   expectError([&] { k.load(p, k.arange(256), k.arange(256), 0.0); },
               {"mask must be i1"});
@@ -122,8 +124,8 @@ TEST(Dsl, TileTooSmallForTheWarpsFailsVerification) {
   Value r = k.arange(64);
   k.store(out, r, r);
   TileModule m = k.finish();
-  expectError([&] { optimizeTile(m); },
-              {"kernel 'tiny_tile'", "tile-verify", "multiple of 32 * num_warps"});
+  expectError([&] { optimizeTile(m); }, {"kernel 'tiny_tile'", "tile-verify",
+                                         "multiple of 32 * num_warps"});
 }
 
 TEST(Dsl, FinishedBuilderRejectsMoreOps) {

@@ -11,12 +11,12 @@
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
+#include "TestData.h"
 
 #include <gtest/gtest.h>
 
 using namespace tilejit;
+using namespace tilejit::testdata;
 
 namespace {
 
@@ -162,17 +162,8 @@ TEST(CeTvdReduced, BadInputsAreClearErrors) {
 // shared/cases/numerics.json "mean-over-valid-rows": uniform logits over 8
 // classes, two of four rows ignored, alpha = 1, beta = 0.
 TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
-  auto buf =
-      llvm::MemoryBuffer::getFile(TILEJIT_TEST_DATA_DIR "/numerics.json");
-  ASSERT_TRUE(bool(buf));
-  auto json = llvm::json::parse((*buf)->getBuffer());
-  ASSERT_TRUE(bool(json));
-  const llvm::json::Object *c = nullptr;
-  for (auto &x : *json->getAsObject()->getArray("cases"))
-    if (x.getAsObject()->getString("id") == "mean-over-valid-rows")
-      c = x.getAsObject();
-  ASSERT_NE(c, nullptr);
-  const llvm::json::Array &rows = *c->getArray("student");
+  llvm::json::Object c = numericsCase("mean-over-valid-rows");
+  const llvm::json::Array &rows = *c.getArray("student");
   ref::CeTvdInputs in;
   in.BT = rows.size();
   in.V = rows[0].getAsArray()->size();
@@ -183,9 +174,9 @@ TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
       storeFromDouble(in.student.data(), DType::F32, r * in.V + v,
                       *(*rows[r].getAsArray())[v].getAsNumber());
   in.teacher = in.student;
-  for (auto &y : *c->getArray("target"))
+  for (auto &y : *c.getArray("target"))
     in.target.push_back(*y.getAsInteger());
-  const llvm::json::Object &expect = *c->getObject("expect");
+  const llvm::json::Object &expect = *c.getObject("expect");
   CeTvdReducedOptions o = smallOptions();
   o.beta = 0;
   for (bool mean : {true, false}) {

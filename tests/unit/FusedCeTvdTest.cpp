@@ -14,12 +14,15 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include "TestData.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 using namespace tilejit;
+using namespace tilejit::testdata;
 
 namespace {
 
@@ -80,33 +83,6 @@ INSTANTIATE_TEST_SUITE_P(
         Shape{7, 3, DType::F32, {"LANE_STATS=1", "BLOCK_SIZE=1024"}}),
     [](const auto &info) { return shapeName(info.param); });
 
-/// Inputs of one numerics.json case: logits written as numbers or "-inf".
-llvm::json::Object loadCase(const std::string &id) {
-  auto buf =
-      llvm::MemoryBuffer::getFile(TILEJIT_TEST_DATA_DIR "/numerics.json");
-  EXPECT_TRUE(bool(buf));
-  auto json = llvm::json::parse((*buf)->getBuffer());
-  EXPECT_TRUE(bool(json));
-  for (auto &c : *json->getAsObject()->getArray("cases"))
-    if (c.getAsObject()->getString("id") == id)
-      return *c.getAsObject();
-  ADD_FAILURE() << "no case " << id;
-  return {};
-}
-
-double number(const llvm::json::Value &v) {
-  if (auto s = v.getAsString())
-    return *s == "-inf" ? -INFINITY : INFINITY;
-  return *v.getAsNumber();
-}
-
-std::vector<double> numbers(const llvm::json::Value *v) {
-  std::vector<double> out;
-  for (auto &x : *v->getAsArray())
-    out.push_back(number(x));
-  return out;
-}
-
 /// A one-row f32 problem from explicit logits.
 ref::CeTvdInputs oneRow(const std::vector<double> &s,
                         const std::vector<double> &t, int64_t target,
@@ -135,13 +111,13 @@ CeTvdOutputs runOne(const ref::CeTvdInputs &in, float gCe, float gTvd) {
 
 TEST(CeTvdNumerics, AllNegInfButTargetAndVeryNegative) {
   for (const char *id : {"ce-all-neg-inf-but-target", "ce-all-very-negative"}) {
-    llvm::json::Object c = loadCase(id);
-    auto s = numbers(&(*c.getArray("student"))[0]);
-    auto t = numbers(&(*c.getArray("teacher"))[0]);
+    llvm::json::Object c = numericsCase(id);
+    auto s = numbers((*c.getArray("student"))[0]);
+    auto t = numbers((*c.getArray("teacher"))[0]);
     int64_t y = *(*c.getArray("target"))[0].getAsInteger();
     auto *expect = c.getObject("expect");
     auto grad =
-        numbers(&(*expect->getArray("grad_student_with_g_ce_1_g_tvd_1"))[0]);
+        numbers((*expect->getArray("grad_student_with_g_ce_1_g_tvd_1"))[0]);
     for (DType dt : {DType::F32, DType::BF16}) {
       CeTvdOutputs out = runOne(oneRow(s, t, y, dt), 1, 1);
       EXPECT_NEAR(out.ce[0], number((*expect->getArray("ce"))[0]), 1e-6) << id;
@@ -158,24 +134,24 @@ TEST(CeTvdNumerics, AllNegInfButTargetAndVeryNegative) {
 }
 
 TEST(CeTvdNumerics, TvdTiesUseThreeWaySign) {
-  llvm::json::Object c = loadCase("tvd-ties");
-  auto s = numbers(&(*c.getArray("student"))[0]);
-  auto t = numbers(&(*c.getArray("teacher"))[0]);
+  llvm::json::Object c = numericsCase("tvd-ties");
+  auto s = numbers((*c.getArray("student"))[0]);
+  auto t = numbers((*c.getArray("teacher"))[0]);
   auto *expect = c.getObject("expect");
   CeTvdOutputs out = runOne(oneRow(s, t, 0), 0, 1);
   EXPECT_NEAR(out.tvd[0], *expect->getNumber("tvd"), 1e-6);
-  auto grad = numbers(expect->get("grad_student_g_ce_0_g_tvd_1"));
+  auto grad = numbers(*expect->get("grad_student_g_ce_0_g_tvd_1"));
   for (size_t v = 0; v < grad.size(); ++v)
     EXPECT_NEAR(gradAt(out, DType::F32, v), grad[v], 1e-6) << "v=" << v;
 }
 
 TEST(CeTvdNumerics, LargeCommonOffsetKeepsTheGap) {
-  llvm::json::Object c = loadCase("large-common-offset");
+  llvm::json::Object c = numericsCase("large-common-offset");
   auto *expect = c.getObject("expect");
-  auto ce = numbers(expect->get("ce"));
-  auto grad0 = numbers(expect->get("grad_row0"));
+  auto ce = numbers(*expect->get("ce"));
+  auto grad0 = numbers(*expect->get("grad_row0"));
   for (size_t r = 0; r < 2; ++r) {
-    auto s = numbers(&(*c.getArray("logits"))[r]);
+    auto s = numbers((*c.getArray("logits"))[r]);
     CeTvdOutputs out = runOne(oneRow(s, s, 0), 1, 0);
     EXPECT_NEAR(out.ce[0], ce[r], 1e-6) << "row " << r;
     if (r == 0) {
@@ -186,7 +162,7 @@ TEST(CeTvdNumerics, LargeCommonOffsetKeepsTheGap) {
 }
 
 TEST(CeTvdNumerics, TargetGradientKeepsPrecisionInBf16) {
-  llvm::json::Object c = loadCase("target-grad-precision");
+  llvm::json::Object c = numericsCase("target-grad-precision");
   auto *expect = c.getObject("expect");
   std::vector<double> s(32000, 0.0);
   s[7] = 17.25;

@@ -106,9 +106,9 @@ TEST(Interpreter, MaskedRowSumOverPrograms) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float &v : x)
     v = dist(rng);
-  tilejit::interpret(p->module->getOperation(), "row_sum", Grid{rows},
-                     {buffer(x, DType::F32), buffer(out, DType::F32),
-                      int32_t(V)});
+  tilejit::interpret(
+      p->module->getOperation(), "row_sum", Grid{rows},
+      {buffer(x, DType::F32), buffer(out, DType::F32), int32_t(V)});
   for (int r = 0; r < rows; ++r) {
     double ref = 0;
     for (int j = 0; j < V; ++j)
@@ -286,13 +286,13 @@ TEST(Interpreter, TruncfStoresRoundToNearestEven) {
   })");
   ASSERT_TRUE(p->module);
   std::vector<float> x(32, 0.0f);
-  x[0] = 1.0f + std::ldexp(1.0f, -8);                          // tie -> 1.0
-  x[1] = 1.0f + 3 * std::ldexp(1.0f, -8);                      // tie -> up
-  x[2] = 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20);  // above tie
-  x[3] = -(1.0f + std::ldexp(1.0f, -8));                       // -1.0
-  x[4] = 1.0f + std::ldexp(1.0f, -11);                         // f16 tie
-  x[5] = 3.0e38f;                                              // bf16 ok
-  x[6] = 1.0e5f;                                               // f16 inf
+  x[0] = 1.0f + std::ldexp(1.0f, -8);                         // tie -> 1.0
+  x[1] = 1.0f + 3 * std::ldexp(1.0f, -8);                     // tie -> up
+  x[2] = 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20); // above tie
+  x[3] = -(1.0f + std::ldexp(1.0f, -8));                      // -1.0
+  x[4] = 1.0f + std::ldexp(1.0f, -11);                        // f16 tie
+  x[5] = 3.0e38f;                                             // bf16 ok
+  x[6] = 1.0e5f;                                              // f16 inf
   x[7] = std::numeric_limits<float>::quiet_NaN();
   for (int j = 8; j < 32; ++j)
     x[j] = 1.0f / static_cast<float>(j);
@@ -382,9 +382,9 @@ TEST(Interpreter, IntegerWrapAndNaNSemantics) {
   std::vector<int32_t> i(7, 9);
   std::vector<float> f(5);
   std::vector<uint8_t> b(4, 7);
-  tilejit::interpret(p->module->getOperation(), "k", Grid{},
-                     {buffer(i, DType::I32), buffer(f, DType::F32),
-                      buffer(b, DType::I1)});
+  tilejit::interpret(
+      p->module->getOperation(), "k", Grid{},
+      {buffer(i, DType::I32), buffer(f, DType::F32), buffer(b, DType::I1)});
   EXPECT_EQ(i[0], 0);
   EXPECT_EQ(i[1], -1073741824);
   EXPECT_EQ(i[2], -3);
@@ -486,17 +486,17 @@ TEST(Interpreter, RejectsBadArguments) {
   std::vector<uint16_t> xb(1000);
   mlir::Operation *m = p->module->getOperation();
   std::string msg = errorOf([&] {
-    tilejit::interpret(m, "row_sum", Grid{},
-                       {buffer(xb, DType::BF16), buffer(out, DType::F32),
-                        int32_t(1000)});
+    tilejit::interpret(
+        m, "row_sum", Grid{},
+        {buffer(xb, DType::BF16), buffer(out, DType::F32), int32_t(1000)});
   });
   EXPECT_NE(msg.find("argument #0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
   EXPECT_NE(msg.find("f32"), std::string::npos) << msg;
   msg = errorOf([&] {
-    tilejit::interpret(m, "row_sum", Grid{},
-                       {buffer(x, DType::F32), buffer(out, DType::F32),
-                        int64_t(1000)});
+    tilejit::interpret(
+        m, "row_sum", Grid{},
+        {buffer(x, DType::F32), buffer(out, DType::F32), int64_t(1000)});
   });
   EXPECT_NE(msg.find("argument #2"), std::string::npos) << msg;
   msg = errorOf([&] {
@@ -552,9 +552,9 @@ TEST(Interpreter, RowSumThroughput) {
     x[j] = static_cast<float>(j % 1000) * 1e-3f;
   auto run = [&] {
     auto t0 = std::chrono::steady_clock::now();
-    tilejit::interpret(p->module->getOperation(), "row_sum", Grid{rows},
-                       {buffer(x, DType::F32), buffer(out, DType::F32),
-                        int32_t(V)});
+    tilejit::interpret(
+        p->module->getOperation(), "row_sum", Grid{rows},
+        {buffer(x, DType::F32), buffer(out, DType::F32), int32_t(V)});
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
         .count();
   };

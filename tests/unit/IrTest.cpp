@@ -33,7 +33,8 @@ TEST(TileIr, ParsesAMaskedLoad) {
   int loads = 0;
   m->walk([&](tilejit::tile::LoadOp op) {
     ++loads;
-    EXPECT_TRUE(mlir::cast<mlir::ShapedType>(op.getType()).getElementType().isBF16());
+    EXPECT_TRUE(
+        mlir::cast<mlir::ShapedType>(op.getType()).getElementType().isBF16());
   });
   EXPECT_EQ(loads, 1);
 }

@@ -15,6 +15,8 @@
 
 #include "llvm/Support/JSON.h"
 
+#include "TestData.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,74 +37,10 @@
 using namespace tilejit;
 using namespace tilejit::ref;
 namespace json = llvm::json;
+using namespace tilejit::testdata;
 using Reduction = LinearCeParams::Reduction;
 
 namespace {
-
-//===----------------------------------------------------------------------===//
-// numerics.json helpers.
-//===----------------------------------------------------------------------===//
-
-json::Value readJson(const std::string &name) {
-  std::string path = std::string(TILEJIT_TEST_DATA_DIR) + "/" + name;
-  std::ifstream file(path);
-  if (!file)
-    throw std::runtime_error("cannot open " + path);
-  std::stringstream text;
-  text << file.rdbuf();
-  llvm::Expected<json::Value> value = json::parse(text.str());
-  if (!value)
-    throw std::runtime_error(path + ": " + llvm::toString(value.takeError()));
-  return std::move(*value);
-}
-
-json::Object numericsCase(const std::string &id) {
-  json::Value file = readJson("numerics.json");
-  for (const json::Value &c : *file.getAsObject()->getArray("cases"))
-    if (*c.getAsObject()->getString("id") == id)
-      return *c.getAsObject();
-  throw std::runtime_error("numerics.json has no case " + id);
-}
-
-const json::Value &field(const json::Object &o, llvm::StringRef key) {
-  const json::Value *v = o.get(key);
-  if (!v)
-    throw std::runtime_error("missing field '" + key.str() + "'");
-  return *v;
-}
-
-double number(const json::Value &v) {
-  if (std::optional<double> d = v.getAsNumber())
-    return *d;
-  if (std::optional<llvm::StringRef> s = v.getAsString()) {
-    if (*s == "inf")
-      return std::numeric_limits<double>::infinity();
-    if (*s == "-inf")
-      return -std::numeric_limits<double>::infinity();
-  }
-  throw std::runtime_error("expected a number in the test data");
-}
-
-// A JSON array of numbers, or an array of arrays flattened row-major.
-std::vector<double> numbers(const json::Value &v) {
-  std::vector<double> out;
-  for (const json::Value &e : *v.getAsArray()) {
-    if (e.getAsArray()) {
-      std::vector<double> row = numbers(e);
-      out.insert(out.end(), row.begin(), row.end());
-    } else {
-      out.push_back(number(e));
-    }
-  }
-  return out;
-}
-
-std::vector<int64_t> integers(const json::Value &v) {
-  std::vector<int64_t> out;
-  for (const json::Value &e : *v.getAsArray())
-    out.push_back(*e.getAsInteger());
-  return out;
-}
 
 // The case must be one the linear CE has to handle.
 void expectLinearCeCase(const json::Object &c) {
