@@ -157,6 +157,79 @@ __device__ __forceinline__ void tj_cluster_reduce(T *slot, T (&v)[N]) {
 }
 #endif
 
+// tile.dot: element e of a thread's part of a tile is tile element
+// (e / VEC) * P * VEC + threadIdx.x * VEC + e % VEC (tile-assign-layout).
+template <int P, int VEC>
+__device__ __forceinline__ int tj_tile_index(int e) {
+  return (e / VEC) * P * VEC + int(threadIdx.x) * VEC + e % VEC;
+}
+template <typename T> struct tj_is_bf16 { static constexpr bool value = false; };
+template <> struct tj_is_bf16<__nv_bfloat16> { static constexpr bool value = true; };
+template <typename T>
+__device__ __forceinline__ unsigned tj_pack2(T lo, T hi) {
+  unsigned short l, h;
+  memcpy(&l, &lo, 2);
+  memcpy(&h, &hi, 2);
+  return unsigned(l) | (unsigned(h) << 16);
+}
+// out = acc + a b for row-major a (M x K), b (K x N), acc (M x N), each
+// given as this thread's elements. The tiles are staged in shared memory;
+// each warp computes 16 x 8 blocks of the result with mma.sync m16n8k16
+// (fragment layouts: PTX ISA, "Matrix Fragments for mma.m16n8k16"). All
+// threads of the block must call it.
+template <int M, int N, int K, int P, int VA, int VB, int VC, typename T>
+__device__ void tj_dot(const T *a, const T *b, const float *acc, float *out) {
+  static_assert(M % 16 == 0 && K % 16 == 0 && N % 8 == 0, "mma shape");
+  __shared__ T sa[M * K];
+  __shared__ T sb[K * N];
+  __shared__ float sc[M * N];
+  for (int e = 0; e < M * K / P; ++e)
+    sa[tj_tile_index<P, VA>(e)] = a[e];
+  for (int e = 0; e < K * N / P; ++e)
+    sb[tj_tile_index<P, VB>(e)] = b[e];
+  for (int e = 0; e < M * N / P; ++e)
+    sc[tj_tile_index<P, VC>(e)] = acc[e];
+  __syncthreads();
+  const int lane = threadIdx.x % 32, group = lane / 4, pair = lane % 4 * 2;
+  for (int blk = threadIdx.x / 32; blk < (M / 16) * (N / 8); blk += P / 32) {
+    const int m0 = blk / (N / 8) * 16, n0 = blk % (N / 8) * 8;
+    float c[4];
+    for (int i = 0; i < 4; ++i)
+      c[i] = sc[(m0 + group + i / 2 * 8) * N + n0 + pair + i % 2];
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      unsigned ra[4], rb[2];
+      for (int r = 0; r < 4; ++r) { // a_{2r}, a_{2r+1}
+        const T *p = sa + (m0 + group + r % 2 * 8) * K + k0 + pair + r / 2 * 8;
+        ra[r] = tj_pack2(p[0], p[1]);
+      }
+      for (int r = 0; r < 2; ++r) { // b_{2r}, b_{2r+1}
+        const T *p = sb + (k0 + pair + r * 8) * N + n0 + group;
+        rb[r] = tj_pack2(p[0], p[N]);
+      }
+      if constexpr (tj_is_bf16<T>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]),
+                       "r"(rb[0]), "r"(rb[1]));
+      else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]),
+                       "r"(rb[0]), "r"(rb[1]));
+    }
+    for (int i = 0; i < 4; ++i)
+      sc[(m0 + group + i / 2 * 8) * N + n0 + pair + i % 2] = c[i];
+  }
+  __syncthreads();
+  for (int e = 0; e < M * N / P; ++e)
+    out[e] = sc[tj_tile_index<P, VC>(e)];
+  __syncthreads();
+}
+
 // One 4/8/16-byte access of adjacent elements (the caller checked alignment).
 template <int Bytes> struct tj_bits;
 template <> struct tj_bits<4> { typedef unsigned int type; };
@@ -1309,6 +1382,25 @@ bool KernelEmitter::emitSimt(Operation *op) {
       return std::string(fn) + "<" + std::to_string(threads) + ">(" +
              name(br.getSrc(), op) + ")";
     });
+    return true;
+  }
+  if (auto dot = dyn_cast<simt::DotOp>(op)) {
+    // Each operand's group size: the kernel's VEC, or (hand-written IR
+    // without simt.vec) its whole per-thread part.
+    auto vec = func->getAttrOfType<IntegerAttr>(attr::kVec);
+    auto groupOf = [&](Value v) {
+      int64_t k = *vecLen(v.getType(), op);
+      return std::to_string(vec ? std::min(vec.getInt(), k) : k);
+    };
+    std::string n = bind(dot.getResult());
+    line(declaration(dot.getType(), n, op) + ";");
+    locate(op);
+    stmt("tj_dot<" + std::to_string(dot.getM()) + ", " +
+         std::to_string(dot.getN()) + ", " + std::to_string(dot.getK()) +
+         ", " + std::to_string(threads) + ", " + groupOf(dot.getA()) + ", " +
+         groupOf(dot.getB()) + ", " + groupOf(dot.getResult()) + ">(" +
+         name(dot.getA(), op) + ", " + name(dot.getB(), op) + ", " +
+         name(dot.getAcc(), op) + ", " + n + ");");
     return true;
   }
   if (auto ld = dyn_cast<simt::LoadOp>(op)) {

@@ -173,6 +173,22 @@ struct StoreLowering : public OpConversionPattern<tile::StoreOp> {
   }
 };
 
+/// tile.dot -> simt.dot on the thread's elements.
+struct DotLowering : public OpConversionPattern<tile::DotOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::DotOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Type type = getTypeConverter()->convertType(op.getType());
+    if (!type)
+      return failure();
+    rewriter.replaceOpWithNewOp<simt::DotOp>(
+        op, type, adaptor.getA(), adaptor.getB(), adaptor.getAcc(),
+        op.getMAttr(), op.getNAttr(), op.getKAttr());
+    return success();
+  }
+};
+
 /// tile.reduce -> vector.reduction over the thread's elements, then
 /// simt.block_reduce across the block.
 struct ReduceLowering : public OpConversionPattern<tile::ReduceOp> {
@@ -315,7 +331,8 @@ struct TileLowerToSimtPass
     target.addLegalDialect<simt::SimtDialect, vector::VectorDialect,
                            func::FuncDialect>();
     target.addIllegalOp<tile::ArangeOp, tile::SplatOp, tile::LoadOp,
-                        tile::StoreOp, tile::ReduceOp, tile::ProgramIdOp,
+                        tile::StoreOp, tile::ReduceOp, tile::DotOp,
+                        tile::ProgramIdOp,
                         tile::NumProgramsOp>();
     // Scalars only: the emitter prints it (distributed shared memory).
     target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp,
@@ -328,7 +345,7 @@ struct TileLowerToSimtPass
     auto vec = func->getAttrOfType<IntegerAttr>(attr::kVec);
     int64_t vecWidth = vec ? vec.getInt() : std::numeric_limits<int64_t>::max();
     patterns.add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
-                 LoadLowering, StoreLowering, ReduceLowering,
+                 LoadLowering, StoreLowering, ReduceLowering, DotLowering,
                  SplatConstantLowering, ElementwiseLowering>(converter, ctx);
     patterns.add<ArangeLowering>(converter, ctx, p, vecWidth);
     scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,

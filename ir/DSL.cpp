@@ -651,6 +651,38 @@ std::vector<Value> KernelBuilder::clusterReduce(ClusterOp combine,
   return out;
 }
 
+Value KernelBuilder::dot(Value a, Value b, Value acc, int64_t M, int64_t N,
+                         int64_t K, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue va = k.use(a), vb = k.use(b), vc = k.use(acc);
+  auto sizeOk = [&](MValue v, int64_t n) {
+    return isTileType(v.getType()) && sizeOf(v.getType()) == n;
+  };
+  if (!sizeOk(va, M * K) || !sizeOk(vb, K * N) || !sizeOk(vc, M * N))
+    k.fail("dot(a, b, acc, M = " + std::to_string(M) + ", N = " +
+           std::to_string(N) + ", K = " + std::to_string(K) +
+           ") needs tiles of M*K, K*N and M*N elements, got " +
+           typeStr(va.getType()) + ", " + typeStr(vb.getType()) + ", " +
+           typeStr(vc.getType()));
+  Type ea = elementOf(va.getType()), eb = elementOf(vb.getType());
+  if (ea != eb || !(ea.isBF16() || ea.isF16()))
+    k.fail("dot needs a and b both bf16 or both f16, got " + typeStr(ea) +
+           " and " + typeStr(eb));
+  if (!elementOf(vc.getType()).isF32())
+    k.fail("dot accumulates into an f32 tile, got " + typeStr(vc.getType()));
+  auto op = tile::DotOp::create(k.b, k.loc, vc.getType(), va, vb, vc,
+                                k.b.getI64IntegerAttr(M),
+                                k.b.getI64IntegerAttr(N),
+                                k.b.getI64IntegerAttr(K));
+  if (mlir::failed(mlir::verify(op)))
+    k.fail("dot(M = " + std::to_string(M) + ", N = " + std::to_string(N) +
+           ", K = " + std::to_string(K) + "): " +
+           "M and K must be multiples of 16, N of 8, and the tiles fit 48 KiB "
+           "of shared memory");
+  return k.wrap(this, op);
+}
+
 int64_t KernelBuilder::clusterSize() const {
   auto it = impl_->config.params.find("CLUSTER_SIZE");
   return it == impl_->config.params.end() ? 1 : it->second;

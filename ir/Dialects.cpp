@@ -108,6 +108,30 @@ LogicalResult tile::StoreOp::verify() {
                       getValue().getType(), getMask());
 }
 
+LogicalResult tile::DotOp::verify() {
+  int64_t m = getM(), n = getN(), k = getK();
+  if (m <= 0 || n <= 0 || k <= 0 || m % 16 || k % 16 || n % 8)
+    return emitOpError("needs M and K multiples of 16 and N of 8, got M = ")
+           << m << ", N = " << n << ", K = " << k;
+  auto size = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getNumElements();
+  };
+  if (size(getA()) != m * k || size(getB()) != k * n ||
+      size(getAcc()) != m * n || size(getResult()) != m * n)
+    return emitOpError("tile sizes must be M*K, K*N, M*N and M*N for M = ")
+           << m << ", N = " << n << ", K = " << k;
+  if (getA().getType() != getB().getType() &&
+      cast<RankedTensorType>(getA().getType()).getElementType() !=
+          cast<RankedTensorType>(getB().getType()).getElementType())
+    return emitOpError("a and b must have one element type");
+  // The GPU lowering stages a, b and the accumulator in shared memory.
+  int64_t bytes = (m * k + k * n) * 2 + m * n * 4;
+  if (bytes > 48 * 1024)
+    return emitOpError("needs ") << bytes
+                                  << " bytes of shared memory (at most 48 KiB)";
+  return success();
+}
+
 LogicalResult tile::ClusterReduceOp::verify() {
   if (getSrcs().empty())
     return emitOpError("needs at least one operand");

@@ -63,6 +63,24 @@ def Simt_BlockReduceOp : Simt_Op<"block_reduce", [AllTypesMatch<["src", "result"
   let assemblyFormat = "$kind $src attr-dict `:` type($src)";
 }
 
+def Simt_DotOp : Simt_Op<"dot"> {
+  let summary = "tile.dot on per-thread elements (staged in shared memory)";
+  let description = [{
+    Operands and result are the thread's elements of tile.dot's tiles (in
+    the kernel's layout). Every thread of the block must reach it: it is a
+    barrier.
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [BF16, F16]>:$a,
+                   VectorOfRankAndType<[1], [BF16, F16]>:$b,
+                   VectorOfRankAndType<[1], [F32]>:$acc,
+                   I64Attr:$m, I64Attr:$n, I64Attr:$k);
+  let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
+  let assemblyFormat = [{
+    $a `,` $b `,` $acc attr-dict `:` type($a) `,` type($b) `,` type($acc)
+    `->` type($result)
+  }];
+}
+
 def Simt_LoadOp : Simt_Op<"load", [AttrSizedOperandSegments,
                                    MemoryEffects<[MemRead]>]> {
   let summary = "per-thread masked load of ptr[offsets]";

@@ -115,6 +115,24 @@ def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tile_DotOp : Tile_Op<"dot", [Pure]> {
+  let summary = "matrix product of row-major tiles, on tensor cores";
+  let description = [{
+    `a` holds an M x K matrix and `b` a K x N matrix, row-major (element
+    (i, j) of an R x C matrix is tile element i * C + j); the result is
+    acc + a b (M x N, f32), each product exact and the sums in f32. M and K
+    are multiples of 16, N of 8 (mma.sync m16n8k16 on the GPU).
+  }];
+  let arguments = (ins 1DTensorOf<[BF16, F16]>:$a, 1DTensorOf<[BF16, F16]>:$b,
+                   1DTensorOf<[F32]>:$acc, I64Attr:$m, I64Attr:$n, I64Attr:$k);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $a `,` $b `,` $acc attr-dict `:` type($a) `,` type($b) `,` type($acc)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tile_ClusterReduceOp : Tile_Op<"cluster_reduce"> {
   let summary = "combine scalars across the programs of a thread-block cluster";
   let description = [{

@@ -603,6 +603,7 @@ private:
   void execStore(tile::StoreOp op);
   void execReduce(tile::ReduceOp op);
   void execClusterReduce(tile::ClusterReduceOp op);
+  void execDot(tile::DotOp op);
   void execFor(scf::ForOp op);
   void execIf(scf::IfOp op);
   void execWhile(scf::WhileOp op);
@@ -673,6 +674,8 @@ void Runner::execTile(Operation *op) {
     return execReduce(r);
   if (auto r = dyn_cast<tile::ClusterReduceOp>(op))
     return execClusterReduce(r);
+  if (auto d = dyn_cast<tile::DotOp>(op))
+    return execDot(d);
   if (isa<tile::ArangeOp>(op)) {
     Shape s = shapeOf(op->getResult(0).getType());
     auto out = std::make_shared<IVec>(s.n);
@@ -1353,6 +1356,22 @@ void Runner::execReduce(tile::ReduceOp op) {
       r = std::min(r, x[j]);
   }
   set(op.getResult(), intScalar(s.elem, r));
+}
+
+void Runner::execDot(tile::DotOp op) {
+  const FVec &a = *get(op.getA()).f, &b = *get(op.getB()).f;
+  const FVec &acc = *get(op.getAcc()).f;
+  int64_t M = op.getM(), N = op.getN(), K = op.getK();
+  auto out = std::make_shared<FVec>(acc);
+  // Products of bf16/f16 values are exact in f32; sums in k order.
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float s = (*out)[i * N + j];
+      for (int64_t kk = 0; kk < K; ++kk)
+        s += a[i * K + kk] * b[kk * N + j];
+      (*out)[i * N + j] = s;
+    }
+  set(op.getResult(), makeF(shapeOf(op.getType()), std::move(out)));
 }
 
 void Runner::execClusterReduce(tile::ClusterReduceOp op) {

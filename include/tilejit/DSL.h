@@ -183,6 +183,13 @@ public:
   std::vector<Value> clusterReduce(ClusterOp combine,
                                    const std::vector<Value> &xs,
                                    SourceLoc loc = SourceLoc::here());
+  /// acc + a b: `a` holds an M x K and `b` a K x N matrix, row-major
+  /// (element (i, j) of an R x C matrix is tile element i * C + j), both
+  /// bf16 or both f16; `acc` and the result are M x N f32 tiles. Products
+  /// are exact and sums f32, on tensor cores on the GPU (mma.sync). M and K
+  /// must be multiples of 16 and N of 8.
+  Value dot(Value a, Value b, Value acc, int64_t M, int64_t N, int64_t K,
+            SourceLoc loc = SourceLoc::here());
   /// The i32 tile [0, 1, ..., n-1].
   Value arange(int64_t n, SourceLoc loc = SourceLoc::here());
   Value constant(double v, DType type, SourceLoc loc = SourceLoc::here());
