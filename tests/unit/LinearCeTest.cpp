@@ -5,11 +5,15 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
+#include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"
+
+#include "TestData.h"
 
 #include <gtest/gtest.h>
 
 using namespace tilejit;
+using namespace tilejit::testdata;
 
 namespace {
 
@@ -74,6 +78,78 @@ INSTANTIATE_TEST_SUITE_P(
              0.1, 1e-4, 5.0, true, true, 3},
         Case{"f16_V1", 6, 8, 1, DType::F16, Reduction::Mean, 0.2}),
     [](const auto &info) { return info.param.name; });
+
+/// A batch whose logits are `rows`: h = the logits, W = the identity (d = V),
+/// so z = h W^T is exact and dh is d loss / d logits.
+ref::LinearCeInputs fromLogits(const json::Array &rows, const json::Value &y) {
+  ref::LinearCeInputs in;
+  in.N = rows.size();
+  in.V = in.d = rows[0].getAsArray()->size();
+  in.dtype = DType::F32;
+  in.h.resize(in.N * in.d * 4);
+  in.W.assign(in.V * in.d * 4, 0);
+  for (int64_t r = 0; r < in.N; ++r)
+    for (int64_t v = 0; v < in.V; ++v)
+      storeFromDouble(in.h.data(), DType::F32, r * in.d + v,
+                      number((*rows[r].getAsArray())[v]));
+  for (int64_t v = 0; v < in.V; ++v)
+    storeFromDouble(in.W.data(), DType::F32, v * in.d + v, 1.0);
+  in.target = integers(y);
+  return in;
+}
+
+void expectRow(const LinearCeOutputs &out, int64_t row, int64_t V,
+               const std::vector<double> &want) {
+  for (int64_t v = 0; v < V; ++v)
+    EXPECT_NEAR(out.dh[row * V + v], want[v], 1e-6)
+        << "row " << row << " v " << v;
+}
+
+TEST(LinearCeNumerics, LabelSmoothingWithIgnore) {
+  json::Object c = numericsCase("label-smoothing-with-ignore");
+  ref::LinearCeInputs in =
+      fromLogits(*c.getArray("logits"), field(c, "target"));
+  LinearCeOptions o;
+  o.params.labelSmoothing = number(field(c, "label_smoothing"));
+  o.params.reduction = Reduction::Sum;
+  LinearCeOutputs out = runLinearCeCpu(in, o);
+  const json::Object &e = *c.getObject("expect");
+  EXPECT_NEAR(out.loss, number(field(e, "loss_sum")), 1e-6);
+  EXPECT_NEAR(out.rowLoss[0], number(field(e, "loss_per_row_valid")), 1e-6);
+  expectRow(out, 0, in.V, numbers(field(e, "grad_row0_sum")));
+  expectRow(out, 1, in.V, numbers(field(e, "grad_row1")));
+}
+
+TEST(LinearCeNumerics, PerRowUpstreamIsFoldedIntoTheGradient) {
+  json::Object c = numericsCase("reduction-none-per-row-upstream");
+  ref::LinearCeInputs in =
+      fromLogits(*c.getArray("logits"), field(c, "target"));
+  for (double g : numbers(field(c, "grad_output")))
+    in.gradOutput.push_back(float(g));
+  LinearCeOptions o;
+  o.params.reduction = Reduction::None;
+  LinearCeOutputs out = runLinearCeCpu(in, o);
+  const json::Array &want = *c.getObject("expect")->getArray("grad_logits");
+  for (int64_t r = 0; r < in.N; ++r)
+    expectRow(out, r, in.V, numbers(want[r]));
+}
+
+TEST(LinearCeNumerics, LargeCommonOffsetKeepsTheGap) {
+  json::Object c = numericsCase("large-common-offset");
+  const json::Array &rows = *c.getArray("logits");
+  std::vector<double> ce = numbers(field(*c.getObject("expect"), "ce"));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    json::Array one{rows[r]};
+    ref::LinearCeInputs in = fromLogits(one, json::Array{0});
+    LinearCeOptions o;
+    o.params.reduction = Reduction::Sum;
+    LinearCeOutputs out = runLinearCeCpu(in, o);
+    EXPECT_NEAR(out.loss, ce[r], 1e-6) << "row " << r;
+    if (r == 0)
+      expectRow(out, 0, in.V,
+                numbers(field(*c.getObject("expect"), "grad_row0")));
+  }
+}
 
 TEST(LinearCe, AllIgnoredBatchGivesZeroLossAndGradients) {
   ref::LinearCeInputs in =
