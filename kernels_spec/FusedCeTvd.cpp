@@ -16,21 +16,6 @@ std::vector<ParamSpec> rowKernelParams() {
       {"num_warps", {2, 4, 8, 16}, 8, "warps per program"}};
 }
 
-/// Online softmax normalizer over whole tiles: a block-wide max and sum
-/// every tile (fewest instructions per element, two barriers per reduction).
-void tileUpdate(Var &m, Var &d, Value x) {
-  Value mNew = max(m, x.max());
-  Value shift = safeShift(mNew);
-  d = d * exp(m - shift) + exp(x - shift).sum();
-  m = mNew;
-}
-
-/// The row's (max, sum-exp) from the per-lane state.
-std::pair<Value, Value> rowNormalizer(Value m, Value d) {
-  Value rowMax = m.max();
-  return {rowMax, (d * exp(m - safeShift(rowMax))).sum()};
-}
-
 /// Pass 1 with per-lane state: (max, sum-exp) of the student and teacher rows.
 std::array<Value, 4> laneNormalizers(KernelBuilder &k, Value s, Value t,
                                      Value V, int64_t BLOCK) {

@@ -82,21 +82,41 @@ std::pair<Value, Value> loadTile(KernelBuilder &k, const RowSlice &r,
 /// teacher equal to the student gives p == q bit for bit.
 RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
-  Var mS = negInf, dS = zero, mT = negInf, dT = zero, sy = zero;
-  forEachTile(k, r, [&](Value offs, Value mask) {
-    auto [s, t] = loadTile(k, r, offs, mask);
-    Value xs = s.to(DType::F32);
-    onlineUpdate(mS, dS, xs);
-    onlineUpdate(mT, dT, t.to(DType::F32));
-    // The target logit is taken here, before any in-place gradient store.
-    sy = sy + where(offs.to(DType::I64) == r.y, xs, 0.0);
-  });
-  auto m = k.clusterReduce(CO::Max, {mS.max(), mT.max()});
-  auto d = k.clusterReduce(CO::Sum,
-                           {(dS * exp(mS - safeShift(m[0]))).sum(),
-                            (dT * exp(mT - safeShift(m[1]))).sum(), sy.sum()});
+  // This program's (max, sum-exp) of its slice, per lane (LANE_STATS = 1)
+  // or with block-wide reductions every tile.
+  std::pair<Value, Value> slice[2];
+  if (k.param("LANE_STATS")) {
+    Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+    Var mS = negInf, dS = zero, mT = negInf, dT = zero;
+    forEachTile(k, r, [&](Value offs, Value mask) {
+      auto [s, t] = loadTile(k, r, offs, mask);
+      onlineUpdate(mS, dS, s.to(DType::F32));
+      onlineUpdate(mT, dT, t.to(DType::F32));
+    });
+    slice[0] = rowNormalizer(mS, dS);
+    slice[1] = rowNormalizer(mT, dT);
+  } else {
+    Value negInf = k.constant(kNegInf, DType::F32);
+    Value scalarZero = k.constant(0, DType::F32);
+    Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
+    forEachTile(k, r, [&](Value offs, Value mask) {
+      auto [s, t] = loadTile(k, r, offs, mask);
+      tileUpdate(mS, dS, s.to(DType::F32));
+      tileUpdate(mT, dT, t.to(DType::F32));
+    });
+    slice[0] = {mS, dS};
+    slice[1] = {mT, dT};
+  }
+  // The target logit, read once by the cluster's first program. No program
+  // writes a gradient before the cluster reductions below, so an in-place
+  // run cannot have overwritten it.
+  Value sy = k.load(r.s, r.y, r.rank == 0.0, 0.0).to(DType::F32);
+  auto m = k.clusterReduce(CO::Max, {slice[0].first, slice[1].first});
+  auto rescaled = [&](int i) {
+    return slice[i].second * exp(slice[i].first - safeShift(m[i]));
+  };
+  auto d = k.clusterReduce(CO::Sum, {rescaled(0), rescaled(1), sy});
   RowStats st;
   st.maxS = m[0];
   st.logSumS = log(d[0]);
@@ -275,9 +295,14 @@ const std::vector<DType> kDtypes = {DType::BF16, DType::F16, DType::F32};
 const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
 std::vector<ParamSpec> clusterParams() {
-  return {{"CLUSTER_SIZE", {2, 4, 8, 16}, 8, "programs (blocks) per row"},
-          {"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
-          {"num_warps", {4, 8, 16}, 8, "warps per program"}};
+  return {{"CLUSTER_SIZE", {2, 4, 8, 16}, 2, "programs (blocks) per row"},
+          {"BLOCK_SIZE", {1024, 2048}, 1024, "vocab elements per tile"},
+          {"num_warps", {4, 8, 16}, 8, "warps per program"},
+          {"LANE_STATS",
+           {0, 1},
+           1,
+           "pass 1 keeps per-lane softmax state (1) or reduces across the "
+           "block every tile (0)"}};
 }
 
 /// SLICE: each program's share of a row, a whole number of tiles.

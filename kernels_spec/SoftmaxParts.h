@@ -12,6 +12,7 @@
 #include "tilejit/DSL.h"
 
 #include <limits>
+#include <utility>
 
 namespace tilejit {
 
@@ -32,6 +33,22 @@ inline void onlineUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x) {
       dsl::where(x == kNegInf, 0.0, dsl::exp(dsl::where(bigger, m - x, x - m)));
   d = dsl::where(bigger, d * e + 1.0, d + e);
   m = dsl::max(m, x);
+}
+
+/// Online softmax normalizer over whole tiles: a block-wide max and sum
+/// every tile (fewest instructions per element, two barriers per tile).
+inline void tileUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x) {
+  dsl::Value mNew = dsl::max(m, x.max());
+  dsl::Value shift = safeShift(mNew);
+  d = d * dsl::exp(m - shift) + dsl::exp(x - shift).sum();
+  m = mNew;
+}
+
+/// The (max, sum-exp) of a row from per-lane online state.
+inline std::pair<dsl::Value, dsl::Value> rowNormalizer(dsl::Value m,
+                                                       dsl::Value d) {
+  dsl::Value rowMax = m.max();
+  return {rowMax, (d * dsl::exp(m - safeShift(rowMax))).sum()};
 }
 
 /// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the

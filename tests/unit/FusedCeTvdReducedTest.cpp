@@ -93,7 +93,11 @@ INSTANTIATE_TEST_SUITE_P(
              false,
              false,
              {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=8"}},
-        Case{9, 30001, DType::BF16, true, false, {}}),
+        Case{9, 30001, DType::BF16, true, false, {}},
+        Case{9, 30001, DType::BF16, false, true, {"LANE_STATS=0"}},
+        Case{7, 3, DType::F32, true, false,
+             {"LANE_STATS=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
+              "num_warps=4"}}),
     [](const auto &info) { return caseName(info.param); });
 
 ref::CeTvdInputs smallBatch(DType dtype = DType::F32) {
@@ -240,7 +244,7 @@ INSTANTIATE_TEST_SUITE_P(
                            DType::BF16,
                            true,
                            false,
-                           {"CLUSTER_SIZE=2", "BLOCK_SIZE=4096"}}),
+                           {"CLUSTER_SIZE=2", "LANE_STATS=0"}}),
     [](const auto &info) { return caseName(info.param); });
 
 } // namespace
