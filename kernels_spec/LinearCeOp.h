@@ -29,6 +29,8 @@ struct LinearCeOptions {
   /// f16 inputs, its dz may take; the chunk is the most rows that fit (at
   /// least one). 0 = all N rows at once.
   int64_t memoryBudgetBytes = 0;
+  /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
+  int iterations = 0;
   /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps).
   std::vector<std::string> overrides;
 };
@@ -39,9 +41,12 @@ struct LinearCeOutputs {
   std::vector<float> rowLoss, rowZLoss, lse; ///< (N), 0 for ignored rows
   std::vector<float> dh, dW, db; ///< (N, d), (V, d), (V) (db empty: no bias)
   int64_t chunks = 0;
-  std::string device; ///< "cpu" or the GPU's name
-  double gpuMs = 0;   ///< GPU: wall time of the whole loop (incl. JIT-free
-                      ///< launches; not a benchmark)
+  std::string device;    ///< "cpu" or the GPU's name
+  double firstRunMs = 0; ///< GPU: host time of the first run (heuristics)
+  double ms = 0;         ///< GPU: median of the timed runs (CUDA events)
+  /// GPU: device memory beyond inputs and gradients: the logits chunk, dz,
+  /// cuBLASLt's workspace.
+  int64_t workspaceBytes = 0;
 };
 
 /// Deterministic inputs: h ~ N(0, 1), W ~ N(0, 1/d) (logits ~ N(0, 1)),

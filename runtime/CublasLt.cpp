@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -88,8 +89,6 @@ cudaDataType_t cudaType(DType t) {
                 dtypeName(t));
   }
 }
-
-constexpr size_t kWorkspaceBytes = 32 << 20;
 
 } // namespace
 
@@ -175,6 +174,22 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
   for (auto l : {la, lb, lc})
     a.cublasLtMatrixLayoutDestroy(l);
   check(s, "cublasLtMatmul (" + shapes + ")");
+}
+
+double Gemm::measureTflops(int64_t n, DType dtype, int iterations) {
+  size_t bytes = size_t(n) * n * dtypeSize(dtype);
+  cuda::DeviceBuffer a(bytes), b(bytes), c(size_t(n) * n * 4);
+  a.memset(0);
+  b.memset(0);
+  Matrix ma{a.ptr(), dtype, n, n, n}, mb{b.ptr(), dtype, n, n, n},
+      mc{c.ptr(), DType::F32, n, n, n};
+  run(ma, false, mb, false, mc, 1.f, 0.f); // warm-up (heuristics)
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(1, iterations); ++i)
+    ms.push_back(
+        cuda::timeMs([&] { run(ma, false, mb, false, mc, 1.f, 0.f); }));
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * n * n * n / (ms[ms.size() / 2] * 1e-3) / 1e12;
 }
 
 } // namespace cublaslt

@@ -20,6 +20,9 @@
 namespace tilejit {
 namespace cublaslt {
 
+/// Device workspace each Gemm holds for cuBLASLt.
+constexpr size_t kWorkspaceBytes = 32 << 20;
+
 /// True when libcublasLt can be opened; otherwise `why` says why.
 bool available(std::string *why = nullptr);
 
@@ -45,6 +48,11 @@ public:
   /// tilejit::Error with cuBLASLt's status and the shapes.
   void run(const Matrix &A, bool transA, const Matrix &B, bool transB,
            const Matrix &C, float alpha, float beta);
+
+  /// TFLOP/s of an n x n x n product in `dtype` (fp32 accumulation), the
+  /// median of `iterations` timed runs: the ceiling GEMM-bound kernels are
+  /// measured against.
+  double measureTflops(int64_t n, DType dtype, int iterations = 10);
 
 private:
   struct Impl;

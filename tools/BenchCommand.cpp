@@ -16,6 +16,8 @@
 
 #include "kernels_spec/FusedCeTvdOp.h"
 #include "kernels_spec/FusedCeTvdReducedOp.h"
+#include "kernels_spec/LinearCeOp.h"
+#include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 
@@ -27,8 +29,9 @@ namespace cl = llvm::cl;
 using namespace tilejit;
 
 static cl::SubCommand benchCmd("bench",
-                               "Time fused_ce_tvd on this GPU against the "
-                               "memory roofline");
+                               "Time fused_ce_tvd (against the memory "
+                               "roofline) or fused_linear_ce (against the "
+                               "matmul rate) on this GPU");
 static cl::opt<std::string> benchKernel(cl::Positional, cl::desc("KERNEL"),
                                         cl::Required, cl::sub(benchCmd));
 static cl::opt<int64_t> benchBt("bt", cl::init(4096), cl::desc("Tokens (rows)"),
@@ -59,11 +62,53 @@ static cl::opt<int> benchIters("iters", cl::init(50),
                                cl::desc("Timed launches per kernel (median)"),
                                cl::sub(benchCmd));
 
+static cl::opt<int64_t> benchHidden("hidden", cl::init(4096),
+                                    cl::desc("fused_linear_ce: hidden size d"),
+                                    cl::sub(benchCmd));
+static cl::opt<int64_t>
+    benchChunkRows("chunk-rows", cl::init(1024),
+                   cl::desc("fused_linear_ce: rows of logits alive at once"),
+                   cl::sub(benchCmd));
+
 bool benchCommandSelected() { return bool(benchCmd); }
 
+/// `bench fused_linear_ce`: time of one forward + backward against the
+/// measured matmul rate (6 N d V FLOP), and the memory beyond the gradients.
+static int benchLinearCe() {
+  DType dtype = parseDType(benchDtype);
+  cuda::Device device = cuda::Device::open();
+  ref::LinearCeInputs in = makeLinearCeInputs(benchBt, benchHidden, benchVocab,
+                                              dtype, false, false, 1234);
+  LinearCeOptions o;
+  o.chunkRows = benchChunkRows;
+  o.overrides = benchSet;
+  o.iterations = benchIters;
+  LinearCeOutputs out = runLinearCeGpu(in, o);
+  double tflops = cublaslt::Gemm().measureTflops(8192, dtype);
+  double work = 6.0 * in.N * in.d * in.V;
+  double gradBytes = 4.0 * (in.N * in.d + in.V * in.d);
+  std::printf("fused_linear_ce bench on %s: N=%lld d=%lld V=%lld dtype=%s, "
+              "%lld rows per chunk (%lld chunks)\n",
+              out.device.c_str(), (long long)in.N, (long long)in.d,
+              (long long)in.V, dtypeName(dtype), (long long)o.chunkRows,
+              (long long)out.chunks);
+  std::printf("  matmul ceiling (cuBLASLt 8192^3, %s): %.0f TFLOP/s\n",
+              dtypeName(dtype), tflops);
+  std::printf("  fwd+bwd %9.3f ms  %6.0f TFLOP/s (6NdV)  fraction of the "
+              "matmul rate %.2f\n",
+              out.ms, work / (out.ms * 1e-3) / 1e12,
+              work / (out.ms * 1e-3) / 1e12 / tflops);
+  std::printf("  memory beyond inputs: gradients (fp32 dh, dW) %.0f MiB + "
+              "workspace %.0f MiB\n",
+              gradBytes / (1 << 20), out.workspaceBytes / double(1 << 20));
+  return 0;
+}
+
 int runBenchCommand() {
+  if (benchKernel == "fused_linear_ce")
+    return benchLinearCe();
   if (benchKernel != "fused_ce_tvd")
-    throw Error("tilejit bench supports the operation 'fused_ce_tvd'");
+    throw Error("tilejit bench supports fused_ce_tvd and fused_linear_ce");
   DType dtype = parseDType(benchDtype);
   // Held for the whole command: the copy-bandwidth measurement after the
   // kernels needs the (primary) context to stay alive.
