@@ -78,7 +78,10 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   cuda::DeviceBuffer logits(chunk * V * 4);
   bool inPlace = in.dtype == DType::F32;
   cuda::DeviceBuffer dzBuffer(inPlace ? 0 : chunk * V * es);
-  cuda::DeviceBuffer dh(N * d * 4), dW(V * d * 4), db(V * 4);
+  // dW and db accumulate in fp32, or in bf16 on request.
+  DType accType = options.bf16GradAccumulation ? DType::BF16 : DType::F32;
+  size_t accBytes = dtypeSize(accType);
+  cuda::DeviceBuffer dh(N * d * 4), dW(V * d * accBytes), db(V * accBytes);
   std::vector<uint8_t> onesHost(chunk * es);
   for (int64_t i = 0; i < chunk; ++i)
     storeFromDouble(onesHost.data(), in.dtype, i, 1.0);
@@ -141,10 +144,10 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                    nullptr, args);
       gemm.run(dz, false, Wm, false,
                {dh.ptr() + r0 * d * 4, DType::F32, rows, d, d}, 1.f, 0.f);
-      gemm.run(dz, true, hc, false, {dW.ptr(), DType::F32, V, d, d}, 1.f, 1.f);
+      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, 1.f, 1.f);
       if (hasB)
         gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
-                 {db.ptr(), DType::F32, 1, V, V}, 1.f, 1.f);
+                 {db.ptr(), accType, 1, V, V}, 1.f, 1.f);
     }
     if (!none) {
       std::vector<void *> sArgs = {&ptr[RowLoss], &ptr[RowZ], &ptr[Stats],
@@ -168,18 +171,19 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   out.workspaceBytes =
       logits.size() + dzBuffer.size() + ones.size() + cublaslt::kWorkspaceBytes;
 
-  auto fetch = [](const cuda::DeviceBuffer &b, std::vector<float> &v,
-                  int64_t n) {
-    v.resize(n);
-    b.copyToHost(v.data(), n * sizeof(float));
+  auto fetch = [](const cuda::DeviceBuffer &b, std::vector<float> &v, int64_t n,
+                  DType t = DType::F32) {
+    std::vector<uint8_t> raw(n * dtypeSize(t));
+    b.copyToHost(raw.data(), raw.size());
+    v = loadAsFloats(raw.data(), t, n);
   };
   fetch(rowLoss, out.rowLoss, N);
   fetch(rowZLoss, out.rowZLoss, N);
   fetch(lse, out.lse, N);
   fetch(dh, out.dh, N * d);
-  fetch(dW, out.dW, V * d);
+  fetch(dW, out.dW, V * d, accType);
   if (hasB)
-    fetch(db, out.db, V);
+    fetch(db, out.db, V, accType);
   std::vector<float> l;
   fetch(loss, l, 2);
   out.loss = l[0];

@@ -200,6 +200,11 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
         if (!out.db.empty())
           out.db[v] += g;
       }
+    // A bf16 accumulator keeps only bf16 between chunks.
+    if (options.bf16GradAccumulation)
+      for (auto *acc : {&out.dW, &out.db})
+        for (float &x : *acc)
+          x = bf16ToFloat(floatToBf16(x));
   }
   if (!none) {
     std::vector<float> loss(2, 0.f);

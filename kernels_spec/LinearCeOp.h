@@ -29,6 +29,10 @@ struct LinearCeOptions {
   /// f16 inputs, its dz may take; the chunk is the most rows that fit (at
   /// least one). 0 = all N rows at once.
   int64_t memoryBudgetBytes = 0;
+  /// Accumulate dW (and db) across chunks in bf16 instead of fp32: half the
+  /// memory, one bf16 rounding per chunk (the error grows with the number of
+  /// chunks). The returned values are the bf16 ones, widened.
+  bool bf16GradAccumulation = false;
   /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
   int iterations = 0;
   /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps).

@@ -140,6 +140,12 @@ static cl::opt<int64_t> budgetArg(
              "rows when --chunk-rows is 0)"),
     cl::sub(runCmd), cl::cat(category));
 
+static cl::opt<bool>
+    bf16AccArg("bf16-grad-accumulation",
+               cl::desc("fused_linear_ce: accumulate dW and db in bf16 "
+                        "(default fp32)"),
+               cl::sub(runCmd), cl::cat(category));
+
 static int listKernels() {
   for (const KernelSpec &k : kernelRegistry()) {
     std::cout << k.name << "  " << k.summary << "\n  dtypes:";
@@ -276,6 +282,7 @@ static int runLinearCe() {
   o.params.softcap = softcapArg;
   o.chunkRows = chunkRowsArg;
   o.memoryBudgetBytes = budgetArg * (int64_t(1) << 20);
+  o.bf16GradAccumulation = bf16AccArg;
   o.overrides = setArgs;
   ref::LinearCeInputs in =
       makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),

@@ -178,6 +178,25 @@ TEST(LinearCe, ChunkingDoesNotChangeTheResult) {
   EXPECT_EQ(b.chunks, 4);
 }
 
+TEST(LinearCe, Bf16GradAccumulationOnRequest) {
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(24, 16, 800, DType::BF16, true, false, 6);
+  LinearCeOptions o;
+  o.chunkRows = 4;
+  LinearCeOutputs f32 = runLinearCeCpu(in, o);
+  o.bf16GradAccumulation = true;
+  LinearCeOutputs bf16 = runLinearCeCpu(in, o);
+  EXPECT_NE(f32.dW, bf16.dW);
+  for (float x : bf16.dW)
+    ASSERT_EQ(x, bf16ToFloat(floatToBf16(x))); // every value is a bf16
+  // Six chunks of bf16 rounding: within a few bf16 ulps of the reference;
+  // dh does not change.
+  LinearCeCheck c = checkLinearCe(in, o, bf16, 1e-5, 2e-2);
+  EXPECT_TRUE(c.passed) << c.summary;
+  EXPECT_GT(c.dWErr, 1e-4);
+  EXPECT_EQ(f32.dh, bf16.dh);
+}
+
 TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   ref::LinearCeInputs f32 =
       makeLinearCeInputs(100, 8, 1000, DType::F32, false, false, 1);
