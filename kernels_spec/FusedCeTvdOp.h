@@ -1,4 +1,5 @@
-//===- FusedCeTvdOp.h - run the CE+TVD kernels on the CPU or GPU -*- C++ -*-===//
+//===- FusedCeTvdOp.h - run the CE+TVD kernels on the CPU or GPU -*- C++
+//-*-===//
 //
 // The host side of the unreduced CE+TVD loss (shared/semantics.md §1): builds
 // and compiles fused_ce_tvd_fwd/bwd, launches them with one program per row,
@@ -23,8 +24,8 @@ struct CeTvdRunOptions {
   /// GPU, when `overrides` is empty: each kernel's config from the tuning
   /// database (`tilejit tune`), else its defaults.
   bool useTuned = false;
-  std::string arch;                   ///< GPU: empty = the device's own
-  int iterations = 10;                ///< GPU: timed launches of each kernel
+  std::string arch;    ///< GPU: empty = the device's own
+  int iterations = 10; ///< GPU: timed launches of each kernel
 };
 
 /// Outputs of one forward + backward. Per-row vectors have BT entries; grad
@@ -36,7 +37,7 @@ struct CeTvdOutputs {
   /// GPU: DSL build to loaded function (through the kernel cache), per kernel.
   double forwardJitMs = 0, backwardJitMs = 0;
   double launchHostUs = 0; ///< GPU: host time per launch of a loaded kernel
-  std::string device;                   ///< "cpu" or the GPU's name
+  std::string device;      ///< "cpu" or the GPU's name
   /// GPU: the config each kernel ran with and where it came from, e.g.
   /// "BLOCK_SIZE=4096 num_warps=8 (tuned, <file>)".
   std::string forwardConfig, backwardConfig;
@@ -74,7 +75,7 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
 /// accepted (with its effect on sigma and the row's TVD gradient).
 struct CeTvdCheck {
   double ceErr = 0, tvdErr = 0, lseErr = 0, sigmaErr = 0; ///< max |abs|
-  double gradErr = 0;  ///< max |g - ref| / (atol + rtol |ref|), <= 1 passes
+  double gradErr = 0; ///< max |g - ref| / (atol + rtol |ref|), <= 1 passes
   int64_t rowsChecked = 0;
   bool passed = false;
   std::string summary; ///< human-readable, one line per quantity

@@ -137,7 +137,7 @@ struct Host {
     out.loss = loss[0];
     out.nValid = weights[2];
     if (o.inPlace)
-      out.grad = std::move(work);
+      out.grad = work; // a copy: H.data still points at `work`
   }
 };
 

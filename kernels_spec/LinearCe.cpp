@@ -45,6 +45,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value hasBias = k.scalarArg("has_bias", DType::I32) != 0.0;
   Value hasWeight = k.scalarArg("has_class_weight", DType::I32) != 0.0;
   Value perRowUpstream = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
+  Value dzScale = k.scalarArg("dz_scale", DType::F32);
 
   Value local = k.programId(0); // row within the chunk
   Value row = local + firstRow; // row within the batch
@@ -113,7 +114,8 @@ TileModule buildLogitsGrad(const Config &cfg) {
                 gZ * 2.0 * zLoss * lse * p;
     // Chain rule through the softcap: d(c tanh(r/c))/dr = 1 - tanh^2.
     Value t = zc / cap;
-    k.store(dz, offs, dzc * where(useCap, 1.0 - t * t, 1.0 + zero), mask);
+    k.store(dz, offs, dzScale * dzc * where(useCap, 1.0 - t * t, 1.0 + zero),
+            mask);
   });
   // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by
   // w_v inside the sum (reference/LinearCeReference.h).

@@ -14,7 +14,7 @@
 //                 dz_stride: i64; first_row: i32 (the chunk's first row in
 //                 the batch); ignore_index: i64; label_smoothing, z_loss,
 //                 softcap: f32; has_bias, has_class_weight,
-//                 per_row_upstream: i32)
+//                 per_row_upstream: i32; dz_scale: f32)
 //   z = logits + bias;
 //   z <- c tanh(z / c) when softcap c > 0; lse over the row;
 //   row_loss = (1 - eps) w_y (lse - z_y) + eps / V (sum_v w_v) lse
@@ -26,7 +26,9 @@
 //   W = sum_v w_v; (g_ce, g_z) = stats[0..1] (mean: 1 / sum of w_y and
 //   1 / n_valid, as the z-loss is not class-weighted; sum: 1) or
 //   grad_output[row] twice (reduction none). w = 1 without class weights
-//   (the buffer is then not read). The formulas and their sources are in
+//   (the buffer is then not read). dz is stored times dz_scale (the
+//   caller's GEMMs divide it out): a mean's 1/N-sized gradients would
+//   underflow in f16. The formulas and their sources are in
 //   reference/LinearCeReference.h.
 //
 // lce_row_weights(target, class_weight, stats: ptr<f32> (3), N, V: i32,

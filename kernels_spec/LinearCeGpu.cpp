@@ -95,7 +95,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   int32_t none = p.reduction == Reduction::None ? 1 : 0;
   int32_t mean = p.reduction == Reduction::Mean ? 1 : 0;
   float eps = float(p.labelSmoothing), zl = float(p.zLoss),
-        cap = float(p.softcap);
+        cap = float(p.softcap), dzScale = linearCeDzScale(in, options);
+  float unscale = 1.f / dzScale; // the GEMMs' alpha
   CUdeviceptr ptr[] = {logits.ptr(),   inPlace ? logits.ptr() : dzBuffer.ptr(),
                        bias.ptr(),     target.ptr(),
                        weight.ptr(),   stats.ptr(),
@@ -139,15 +140,15 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
           &ptr[Stats],  &ptr[Up],   &ptr[RowLoss], &ptr[RowZ],   &ptr[Lse],
           &v32,         &rowStride, &dzStride,     &first,       &ignore,
           &eps,         &zl,        &cap,          &hasB,        &hasW,
-          &none};
+          &none,        &dzScale};
       cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0,
                    nullptr, args);
       gemm.run(dz, false, Wm, false,
-               {dh.ptr() + r0 * d * 4, DType::F32, rows, d, d}, 1.f, 0.f);
-      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, 1.f, 1.f);
+               {dh.ptr() + r0 * d * 4, DType::F32, rows, d, d}, unscale, 0.f);
+      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale, 1.f);
       if (hasB)
         gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
-                 {db.ptr(), accType, 1, V, V}, 1.f, 1.f);
+                 {db.ptr(), accType, 1, V, V}, unscale, 1.f);
     }
     if (!none) {
       std::vector<void *> sArgs = {&ptr[RowLoss], &ptr[RowZ], &ptr[Stats],

@@ -54,8 +54,17 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
     fail("label smoothing must be in [0, 1]");
   if (o.params.softcap < 0)
     fail("softcap must be >= 0 (0 turns it off)");
+  if (o.bf16GradAccumulation && in.dtype != DType::BF16)
+    fail("bf16 gradient accumulation needs bf16 inputs (got " +
+         std::string(dtypeName(in.dtype)) + ")");
   if (o.chunkRows < 0 || o.memoryBudgetBytes < 0)
     fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
+}
+
+float linearCeDzScale(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
+  return in.dtype == DType::F16 && o.params.reduction == Reduction::Mean
+             ? float(in.N)
+             : 1.f;
 }
 
 int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
@@ -145,6 +154,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
     return InterpBuffer{v.data(), t, static_cast<int64_t>(v.size())};
   };
   int32_t hasW = hasWeight ? 1 : 0, hasB = in.bias.empty() ? 0 : 1;
+  float dzScale = linearCeDzScale(in, options);
   bool none = p.reduction == Reduction::None;
   TileModule weights = buildKernel("lce_row_weights", options.overrides, N, V);
   interpret(weights.operation(), weights.kernelName(), {1, 1, 1},
@@ -186,11 +196,12 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                float(p.softcap),
                hasB,
                hasW,
-               int32_t(none ? 1 : 0)});
+               int32_t(none ? 1 : 0),
+               dzScale});
     // dh_c = dz W; dW += dz^T h_c; db += sum_i dz.
     for (int64_t i = 0; i < rowsHere; ++i)
       for (int64_t v = 0; v < V; ++v) {
-        float g = logits[i * V + v];
+        float g = logits[i * V + v] / dzScale;
         if (g == 0)
           continue;
         for (int64_t k = 0; k < d; ++k) {

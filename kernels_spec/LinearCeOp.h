@@ -65,6 +65,11 @@ ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
 int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
                           const LinearCeOptions &options);
 
+/// The factor dz is stored with: N for a mean over f16 inputs (whose dz of
+/// size ~p/N would underflow f16), else 1.
+float linearCeDzScale(const ref::LinearCeInputs &in,
+                      const LinearCeOptions &options);
+
 /// Throws tilejit::Error for bad shapes, targets or options.
 void validateLinearCe(const ref::LinearCeInputs &in,
                       const LinearCeOptions &options);

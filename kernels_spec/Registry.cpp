@@ -8,8 +8,9 @@
 
 namespace tilejit {
 
-dsl::Config KernelSpec::config(DType dtype,
-                               const std::vector<std::string> &overrides) const {
+dsl::Config
+KernelSpec::config(DType dtype,
+                   const std::vector<std::string> &overrides) const {
   if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end())
     throw Error("kernel '" + name + "' does not support dtype " +
                 dtypeName(dtype));
@@ -65,8 +66,8 @@ KernelSpec::tuningShapeKey(const std::map<std::string, int64_t> &shape) const {
   for (const TuneKeyArg &arg : tuneKey) {
     auto it = shape.find(arg.name);
     if (it == shape.end())
-      throw Error("kernel '" + name + "': tuning key needs shape '" +
-                  arg.name + "'");
+      throw Error("kernel '" + name + "': tuning key needs shape '" + arg.name +
+                  "'");
     int64_t v = it->second;
     if (arg.pow2Bucket && v > 1)
       v = int64_t(1) << (64 - __builtin_clzll(uint64_t(v - 1)));
@@ -87,10 +88,10 @@ KernelSpec::ownOverrides(const std::vector<std::string> &overrides) const {
 
 const std::vector<KernelSpec> &kernelRegistry() {
   static const std::vector<KernelSpec> kernels = {
-      fusedCeTvdForwardSpec(), fusedCeTvdBackwardSpec(),
+      fusedCeTvdForwardSpec(),        fusedCeTvdBackwardSpec(),
       fusedCeTvdForwardClusterSpec(), fusedCeTvdLossGradSpec(),
-      ceTvdRowWeightsSpec(), ceTvdLossSumSpec(),
-      linearCeLogitsGradSpec(), linearCeRowWeightsSpec(),
+      ceTvdRowWeightsSpec(),          ceTvdLossSumSpec(),
+      linearCeLogitsGradSpec(),       linearCeRowWeightsSpec(),
       linearCeLossSumSpec()};
   return kernels;
 }

@@ -4,11 +4,14 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 
+#include "llvm/ADT/ScopeExit.h"
+
 #include <cublasLt.h>
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -52,9 +55,10 @@ const Api &api() {
       if ((lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)))
         break;
     if (!lib) {
+      const char *why = dlerror(); // a second call would return null
       a.whyNot = "libcublasLt not found (tried $TILEJIT_CUBLASLT, "
                  "libcublasLt.so.13, .so.12): " +
-                 std::string(dlerror() ? dlerror() : "");
+                 std::string(why ? why : "");
       return;
     }
 #define TILEJIT_RESOLVE(Name)                                                  \
@@ -102,6 +106,7 @@ bool available(std::string *why) {
 struct Gemm::Impl {
   cublasLtHandle_t handle = nullptr;
   cuda::DeviceBuffer workspace{kWorkspaceBytes};
+  std::map<std::string, cublasLtMatmulAlgo_t> algos;
 };
 
 Gemm::Gemm() {
@@ -128,17 +133,29 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
   if (k != kb || C.rows != m || C.cols != n)
     throw Error("cuBLASLt GEMM: shapes do not agree: " + shapes);
   const Api &a = api();
+  // Everything created here is destroyed on every path out.
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  auto cleanup = llvm::make_scope_exit([&] {
+    if (pref)
+      a.cublasLtMatmulPreferenceDestroy(pref);
+    if (desc)
+      a.cublasLtMatmulDescDestroy(desc);
+    for (auto l : {la, lb, lc})
+      if (l)
+        a.cublasLtMatrixLayoutDestroy(l);
+  });
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
   // library sees B's and A's buffers as the column-major transposes.
-  auto layout = [&](const Matrix &x) {
-    cublasLtMatrixLayout_t l = nullptr;
+  auto layout = [&](const Matrix &x, cublasLtMatrixLayout_t &l) {
     check(a.cublasLtMatrixLayoutCreate(&l, cudaType(x.dtype), x.cols, x.rows,
                                        x.ld),
           "cublasLtMatrixLayoutCreate");
-    return l;
   };
-  cublasLtMatrixLayout_t la = layout(B), lb = layout(A), lc = layout(C);
-  cublasLtMatmulDesc_t desc = nullptr;
+  layout(B, la);
+  layout(A, lb);
+  layout(C, lc);
   check(a.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
   cublasOperation_t opa = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -149,38 +166,64 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
   check(a.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                          &opb, sizeof(opb)),
         "setting TRANSB");
-  cublasLtMatmulPreference_t pref = nullptr;
-  check(a.cublasLtMatmulPreferenceCreate(&pref),
-        "cublasLtMatmulPreferenceCreate");
-  size_t ws = kWorkspaceBytes;
-  check(a.cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-        "setting the workspace size");
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  check(a.cublasLtMatmulAlgoGetHeuristic(impl_->handle, desc, la, lb, lc, lc,
-                                         pref, 1, &heuristic, &found),
-        "cublasLtMatmulAlgoGetHeuristic (" + shapes + ")");
-  if (found == 0)
-    throw Error("cuBLASLt has no algorithm for " + shapes);
-  cublasStatus_t s = a.cublasLtMatmul(
-      impl_->handle, desc, &alpha, reinterpret_cast<const void *>(B.ptr), la,
-      reinterpret_cast<const void *>(A.ptr), lb, &beta,
-      reinterpret_cast<const void *>(C.ptr), lc,
-      reinterpret_cast<void *>(C.ptr), lc, &heuristic.algo,
-      reinterpret_cast<void *>(impl_->workspace.ptr()), ws, nullptr);
-  a.cublasLtMatmulPreferenceDestroy(pref);
-  a.cublasLtMatmulDescDestroy(desc);
-  for (auto l : {la, lb, lc})
-    a.cublasLtMatrixLayoutDestroy(l);
-  check(s, "cublasLtMatmul (" + shapes + ")");
+
+  // The heuristic assumes 256-byte aligned pointers unless told otherwise;
+  // chunks of rows start anywhere. Algorithms are cached per problem.
+  auto alignment = [](uint64_t ptr) {
+    return uint32_t(std::min<uint64_t>(256, ptr & (~ptr + 1)));
+  };
+  uint32_t alignA = alignment(B.ptr), alignB = alignment(A.ptr),
+           alignC = alignment(C.ptr);
+  std::string key = shapes + ":" + std::to_string(int(A.dtype)) +
+                    std::to_string(int(B.dtype)) +
+                    std::to_string(int(C.dtype)) + ":" +
+                    std::to_string(transA) + std::to_string(transB) + ":" +
+                    std::to_string(A.ld) + "," + std::to_string(B.ld) + "," +
+                    std::to_string(C.ld) + ":" + std::to_string(alignA) + "," +
+                    std::to_string(alignB) + "," + std::to_string(alignC);
+  auto cached = impl_->algos.find(key);
+  if (cached == impl_->algos.end()) {
+    check(a.cublasLtMatmulPreferenceCreate(&pref),
+          "cublasLtMatmulPreferenceCreate");
+    size_t ws = kWorkspaceBytes;
+    auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, const void *v,
+                      size_t n, const char *what) {
+      check(a.cublasLtMatmulPreferenceSetAttribute(pref, attr, v, n), what);
+    };
+    prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws),
+           "setting the workspace size");
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof(alignA),
+           "setting A's alignment");
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof(alignB),
+           "setting B's alignment");
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof(alignC),
+           "setting C's alignment");
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof(alignC),
+           "setting D's alignment");
+    cublasLtMatmulHeuristicResult_t heuristic = {};
+    int found = 0;
+    check(a.cublasLtMatmulAlgoGetHeuristic(impl_->handle, desc, la, lb, lc, lc,
+                                           pref, 1, &heuristic, &found),
+          "cublasLtMatmulAlgoGetHeuristic (" + shapes + ")");
+    if (found == 0)
+      throw Error("cuBLASLt has no algorithm for " + shapes);
+    cached = impl_->algos.emplace(key, heuristic.algo).first;
+  }
+  check(a.cublasLtMatmul(impl_->handle, desc, &alpha,
+                         reinterpret_cast<const void *>(B.ptr), la,
+                         reinterpret_cast<const void *>(A.ptr), lb, &beta,
+                         reinterpret_cast<const void *>(C.ptr), lc,
+                         reinterpret_cast<void *>(C.ptr), lc, &cached->second,
+                         reinterpret_cast<void *>(impl_->workspace.ptr()),
+                         kWorkspaceBytes, nullptr),
+        "cublasLtMatmul (" + shapes + ")");
 }
 
 double Gemm::measureTflops(int64_t n, DType dtype, int iterations) {
   size_t bytes = size_t(n) * n * dtypeSize(dtype);
   cuda::DeviceBuffer a(bytes), b(bytes), c(size_t(n) * n * 4);
-  a.memset(0);
-  b.memset(0);
+  a.memset(0x3C); // small nonzero values (~0.01): zeros run cooler
+  b.memset(0x3C);
   Matrix ma{a.ptr(), dtype, n, n, n}, mb{b.ptr(), dtype, n, n, n},
       mc{c.ptr(), DType::F32, n, n, n};
   run(ma, false, mb, false, mc, 1.f, 0.f); // warm-up (heuristics)

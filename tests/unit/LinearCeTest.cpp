@@ -242,6 +242,8 @@ TEST(LinearCe, BadInputsAreClearErrors) {
         "label smoothing");
   fails([](auto &, auto &o) { o.params.softcap = -1; }, "softcap");
   fails([](auto &in, auto &) { in.N = 0; }, "positive");
+  fails([](auto &, auto &o) { o.bf16GradAccumulation = true; },
+        "needs bf16 inputs");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
