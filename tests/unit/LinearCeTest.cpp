@@ -252,7 +252,7 @@ TEST(LinearCeGpu, MatchesReference) {
   std::string why;
   if (!cuda::driverAvailable(&why))
     GTEST_SKIP() << "no GPU: " << why;
-  for (DType dt : {DType::F32, DType::BF16}) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
     ref::LinearCeInputs in =
         makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
     LinearCeOptions o;
