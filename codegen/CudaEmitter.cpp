@@ -181,7 +181,7 @@ template <int M, int N, int K, int P, int VA, int VB, int VC, typename T>
 __device__ void tj_dot(const T *a, const T *b, const float *acc, float *out) {
   static_assert(M % 16 == 0 && K % 16 == 0 && N % 8 == 0, "mma shape");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  static_assert(M < 0, "tile.dot needs sm_80 or newer (mma.sync m16n8k16)");
+  static_assert(M < 0, "tile.dot needs sm_80 or newer: mma.sync m16n8k16");
 #endif
   __shared__ T sa[M * K];
   __shared__ T sb[K * N];
