@@ -50,8 +50,17 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
            std::to_string(r) + " is outside [0, " + std::to_string(in.V) +
            ") and is not ignore_index (" +
            std::to_string(o.params.ignoreIndex) + ")");
-  if (o.params.labelSmoothing < 0 || o.params.labelSmoothing > 1)
+  if (!(o.params.labelSmoothing >= 0 && o.params.labelSmoothing <= 1))
     fail("label smoothing must be in [0, 1]");
+  if (!(o.params.zLoss >= 0) || !std::isfinite(o.params.zLoss))
+    fail("z-loss must be finite and >= 0");
+  if (!std::isfinite(o.params.softcap))
+    fail("softcap must be finite");
+  for (const std::string &s : o.overrides)
+    if (findKernel("lce_logits_grad").ownOverrides({s}).empty())
+      fail("'" + s +
+           "' names no parameter of lce_logits_grad (see tilejit "
+           "list)");
   if (o.params.softcap < 0)
     fail("softcap must be >= 0 (0 turns it off)");
   if (o.bf16GradAccumulation && in.dtype != DType::BF16)

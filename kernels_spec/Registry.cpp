@@ -21,9 +21,15 @@ KernelSpec::config(DType dtype,
   for (const std::string &o : overrides) {
     auto eq = o.find('=');
     std::string key = o.substr(0, eq);
-    if (eq == std::string::npos || !c.params.count(key))
-      throw Error("kernel '" + name + "': '" + o +
-                  "' is not NAME=VALUE for one of its parameters");
+    if (eq == std::string::npos)
+      throw Error("kernel '" + name + "': '" + o + "' is not NAME=VALUE");
+    if (!c.params.count(key)) {
+      std::string known;
+      for (const ParamSpec &p : params)
+        known += " " + p.name;
+      throw Error("kernel '" + name + "' has no parameter '" + key +
+                  "' (its parameters:" + known + ")");
+    }
     try {
       size_t used = 0;
       c.params[key] = std::stoll(o.substr(eq + 1), &used);
@@ -32,6 +38,11 @@ KernelSpec::config(DType dtype,
     } catch (const std::exception &) {
       throw Error("kernel '" + name + "': '" + o + "' has a non-integer value");
     }
+    int64_t v = c.params[key];
+    if (v < 0 || (key == "num_warps" && (v < 1 || v > 32 || (v & (v - 1)))))
+      throw Error("kernel '" + name + "': '" + o + "': " +
+                  (key == "num_warps" ? "num_warps must be 1, 2, 4, 8, 16 or 32"
+                                      : "values must be >= 0"));
   }
   return c;
 }

@@ -304,8 +304,8 @@ static int runLinearCe() {
   // fp32 math on the CPU: 1e-5. GEMMs in bf16/f16 with a narrow dz, or a
   // bf16 dW accumulator: the 1e-3 (loss) and 1e-2 (gradients).
   bool narrow = deviceArg == "gpu" || o.bf16GradAccumulation;
-  LinearCeCheck c = checkLinearCe(in, o, out, narrow ? 1e-3 : 1e-5,
-                                  narrow ? 1e-2 : 1e-5);
+  LinearCeCheck c =
+      checkLinearCe(in, o, out, narrow ? 1e-3 : 1e-5, narrow ? 1e-2 : 1e-5);
   std::printf("%s\n", c.summary.c_str());
   return c.passed ? 0 : 1;
 }
@@ -322,6 +322,10 @@ static int runKernel() {
   if (btArg <= 0 || vocabArg <= 0)
     throw Error("--bt and --vocab must be positive");
   auto t0 = std::chrono::steady_clock::now();
+  if (reductionArg == "none" && (inPlaceArg || alphaArg.getNumOccurrences() ||
+                                 betaArg.getNumOccurrences()))
+    throw Error("--in-place, --alpha and --beta apply to --reduction=mean "
+                "or sum");
   ref::CeTvdInputs in = ref::makeCeTvdInputs(btArg, vocabArg, dtype, seedArg);
   if (reductionArg != "none")
     return runReduced(in);
@@ -396,6 +400,10 @@ int main(int argc, char **argv) {
       return runCacheCommand();
     std::cerr << "usage: tilejit list | compile KERNEL ... | run KERNEL ... "
                  "(--help for details)\n";
+    return 2;
+  } catch (const std::bad_alloc &) {
+    std::cerr << "tilejit: error: out of host memory (are --bt, --vocab or "
+                 "--hidden too large for this machine?)\n";
     return 2;
   } catch (const std::exception &e) {
     std::cerr << "tilejit: error: " << e.what() << "\n";
