@@ -129,10 +129,11 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   Var absSum = zero, sig = zero;
   forEachTile(k, r, [&](Value offs, Value mask) {
     auto [s, t] = loadTile(k, r, offs, mask);
-    Value p = softmaxAt(s, st.maxS, st.logSumS);
-    Value q = softmaxAt(t, st.maxT, st.logSumT);
-    absSum = absSum + abs(p - q);
-    sig = sig + p * sign(p - q);
+    Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
+    Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
+    Value p = exp(logP);
+    absSum = absSum + abs(p - exp(logQ));
+    sig = sig + p * signOfDifference(logP, logQ);
   });
   auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
   st.tvd = 0.5 * t[0];
@@ -218,12 +219,16 @@ TileModule buildLossGrad(const Config &c) {
         // program, so the gradient may overwrite the student in place.
         forEachTile(k, r, [&](Value offs, Value mask) {
           auto [s, t] = loadTile(k, r, offs, mask);
-          Value p = softmaxAt(s, st.maxS, st.logSumS);
-          Value q = softmaxAt(t, st.maxT, st.logSumT);
+          // One exp per element: the sign of p - q comes from the logs,
+          // the same way pass 2 took it.
+          Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
+          Value p = exp(logP);
+          Value sgn =
+              signOfDifference(logP, logSoftmaxAt(t, st.maxT, st.logSumT));
           // p_y - 1 is formed in fp32 before the store rounds it.
           Value onehot = (offs.to(DType::I64) == r.y).to(DType::F32);
           Value dce = gCe * (p - onehot);
-          Value dtvd = gTvd * 0.5 * p * (sign(p - q) - st.sigma);
+          Value dtvd = gTvd * 0.5 * p * (sgn - st.sigma);
           k.store(g, offs, dce + dtvd, mask);
         });
       },

@@ -54,10 +54,20 @@ inline std::pair<dsl::Value, dsl::Value> rowNormalizer(dsl::Value m,
 /// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
 /// (small) log-sum, so logits sharing a huge offset keep their differences,
 /// which exp(x - lse) would round away. A row that is entirely -inf gives 0.
-inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
+inline dsl::Value logSoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
   dsl::Value isEmpty = m == kNegInf;
-  return dsl::exp((x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) -
-                  dsl::where(isEmpty, 0.0, logSum));
+  return (x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) -
+         dsl::where(isEmpty, 0.0, logSum);
+}
+inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
+  return dsl::exp(logSoftmaxAt(x, m, logSum));
+}
+
+/// sign(p - q) from log p and log q (exp is monotonic): no exp needed, and
+/// 0 where both are -inf. Bit-identical logs (a teacher equal to the
+/// student) give exactly 0.
+inline dsl::Value signOfDifference(dsl::Value logP, dsl::Value logQ) {
+  return dsl::where(logP == logQ, 0.0, dsl::sign(logP - logQ));
 }
 
 } // namespace tilejit

@@ -95,7 +95,11 @@ INSTANTIATE_TEST_SUITE_P(
              {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=8"}},
         Case{9, 30001, DType::BF16, true, false, {}},
         Case{9, 30001, DType::BF16, false, true, {"LANE_STATS=0"}},
-        Case{7, 3, DType::F32, true, false,
+        Case{7,
+             3,
+             DType::F32,
+             true,
+             false,
              {"LANE_STATS=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
               "num_warps=4"}}),
     [](const auto &info) { return caseName(info.param); });
@@ -199,6 +203,34 @@ TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
                   *g[v].getAsNumber(), 1e-7)
           << key << " v " << v;
   }
+}
+
+// semantics.md's hand-checked TVD gradient: s = [0, 0, 1, 2], t = [0, 0, 2,
+// 1], the two tied entries take sign 0 (numerics.json "tvd-ties").
+TEST(CeTvdReduced, TvdTiesUseThreeWaySign) {
+  json::Object c = numericsCase("tvd-ties");
+  ref::CeTvdInputs in;
+  in.BT = 1;
+  std::vector<double> s = numbers((*c.getArray("student"))[0]);
+  std::vector<double> t = numbers((*c.getArray("teacher"))[0]);
+  in.V = s.size();
+  in.dtype = DType::F32;
+  in.student.resize(in.V * 4);
+  in.teacher.resize(in.V * 4);
+  for (int64_t v = 0; v < in.V; ++v) {
+    storeFromDouble(in.student.data(), DType::F32, v, s[v]);
+    storeFromDouble(in.teacher.data(), DType::F32, v, t[v]);
+  }
+  in.target = {0};
+  CeTvdReducedOptions o = smallOptions();
+  o.alpha = 0;
+  o.mean = false;
+  CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+  std::vector<double> want =
+      numbers(*c.getObject("expect")->get("grad_student_g_ce_0_g_tvd_1"));
+  for (int64_t v = 0; v < in.V; ++v)
+    EXPECT_NEAR(loadAsDouble(out.grad.data(), DType::F32, v), want[v], 1e-6)
+        << "v " << v;
 }
 
 TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
