@@ -292,10 +292,18 @@ static int runLinearCe() {
   LinearCeOutputs out =
       deviceArg == "gpu" ? runLinearCeGpu(in, o) : runLinearCeCpu(in, o);
   std::printf("fused_linear_ce on %s: N=%lld d=%lld V=%lld dtype=%s, "
-              "reduction=%s, %lld chunks\n  loss = %.7g (z-loss part %.7g)\n",
+              "reduction=%s, chunks of %lld rows: %lld\n",
               out.device.c_str(), (long long)in.N, (long long)in.d,
               (long long)in.V, dtypeName(in.dtype), red.c_str(),
-              (long long)out.chunks, out.loss, out.zLoss);
+              (long long)linearCeChunkRows(in, o), (long long)out.chunks);
+  if (o.params.reduction == Reduction::None) {
+    double sum = 0;
+    for (float l : out.rowLoss)
+      sum += l;
+    std::printf("  per-row losses (upstream gradient 1 each): sum %.7g\n", sum);
+  } else {
+    std::printf("  loss = %.7g (z-loss part %.7g)\n", out.loss, out.zLoss);
+  }
   if (deviceArg == "gpu")
     std::printf("  first run (cuBLASLt heuristics included): %.2f ms\n",
                 out.firstRunMs);
