@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine from the repo root (see docs/static-build.md): the
-# chunked fused linear cross-entropy with cuBLASLt GEMMs, checked against
-# the fp64 reference, then the peers (torch eager, torch.compile, Liger, Cut
-# Cross-Entropy when carried) from .carry/peers.py. Logs go to $OUT.
+# tile.dot and linear-CE GPU tests, the chunked fused linear cross-entropy
+# (cuBLASLt GEMMs) checked against the fp64 reference and benched, then the
+# peers (torch.compile, Liger when carried) from .carry/peers.py. Logs go to
+# $OUT.
 # libcublasLt comes from the machine's PyTorch wheels unless TILEJIT_CUBLASLT
 # names it.
 set -uo pipefail
@@ -16,7 +17,7 @@ if [ -z "${TILEJIT_CUBLASLT:-}" ]; then
 fi
 echo "libcublasLt: ${TILEJIT_CUBLASLT:-<loader path>}" | tee "$out/env.log"
 tj="timeout 300 ./gpu-bin/tilejit"
-timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 --gtest_filter='*LinearCe*' 2>&1 | tail -20 > "$out/unit-tests.log"
+timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 --gtest_filter='*LinearCe*:*Dot*' 2>&1 | tail -20 > "$out/unit-tests.log"
 tail -3 "$out/unit-tests.log"
 {
   $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
