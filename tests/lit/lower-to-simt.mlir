@@ -204,3 +204,18 @@ func.func @cluster_sum(%out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_w
   tile.store %out[%z], %r#1 : !tile.ptr<f32>[i32], f32
   return
 }
+
+// tile.dot becomes simt.dot on the thread's elements (32 threads: a 16x16 bf16
+// tile is 8 elements each, the 16x8 f32 accumulator 4).
+// CHECK-LABEL: func.func @dot(
+// CHECK:         %{{.*}} = simt.dot %{{.*}}, %{{.*}}, %{{.*}} {k = 16 : i64, m = 16 : i64, n = 8 : i64} : vector<8xbf16>, vector<4xbf16>, vector<4xf32> -> vector<4xf32>
+func.func @dot(%a: !tile.ptr<bf16>, %out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  %ia = tile.arange : tensor<256xi32>
+  %ib = tile.arange : tensor<128xi32>
+  %x = tile.load %a[%ia] : !tile.ptr<bf16>[tensor<256xi32>] -> tensor<256xbf16>
+  %y = tile.load %a[%ib] : !tile.ptr<bf16>[tensor<128xi32>] -> tensor<128xbf16>
+  %z = arith.constant dense<0.0> : tensor<128xf32>
+  %r = tile.dot %x, %y, %z {m = 16 : i64, n = 8 : i64, k = 16 : i64} : tensor<256xbf16>, tensor<128xbf16>, tensor<128xf32> -> tensor<128xf32>
+  tile.store %out[%ib], %r : !tile.ptr<f32>[tensor<128xi32>], tensor<128xf32>
+  return
+}

@@ -52,3 +52,19 @@ func.func @bad_load(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps 
   %x = tile.load %p[%r] : !tile.ptr<f32>[tensor<32xi32>] -> tensor<32xbf16>
   return
 }
+
+// -----
+
+func.func @dot_shape(%x: tensor<256xbf16>, %y: tensor<128xbf16>, %z: tensor<128xf32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  // expected-error @+1 {{'tile.dot' op needs M and K multiples of 16 and N of 8, got M = 16, N = 4, K = 16}}
+  %r = tile.dot %x, %y, %z {m = 16 : i64, n = 4 : i64, k = 16 : i64} : tensor<256xbf16>, tensor<128xbf16>, tensor<128xf32> -> tensor<128xf32>
+  return
+}
+
+// -----
+
+func.func @dot_sizes(%x: tensor<256xbf16>, %y: tensor<256xbf16>, %z: tensor<128xf32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  // expected-error @+1 {{'tile.dot' op tile sizes must be M*K, K*N, M*N and M*N for M = 16, N = 8, K = 16}}
+  %r = tile.dot %x, %y, %z {m = 16 : i64, n = 8 : i64, k = 16 : i64} : tensor<256xbf16>, tensor<256xbf16>, tensor<128xf32> -> tensor<128xf32>
+  return
+}
