@@ -120,9 +120,8 @@ LogicalResult tile::DotOp::verify() {
       size(getAcc()) != m * n || size(getResult()) != m * n)
     return emitOpError("tile sizes must be M*K, K*N, M*N and M*N for M = ")
            << m << ", N = " << n << ", K = " << k;
-  if (getA().getType() != getB().getType() &&
-      cast<RankedTensorType>(getA().getType()).getElementType() !=
-          cast<RankedTensorType>(getB().getType()).getElementType())
+  if (cast<RankedTensorType>(getA().getType()).getElementType() !=
+      cast<RankedTensorType>(getB().getType()).getElementType())
     return emitOpError("a and b must have one element type");
   // The GPU lowering stages a, b and the accumulator in shared memory.
   int64_t bytes = (m * k + k * n) * 2 + m * n * 4;
