@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/LinearCeOp.h"
 
+#include "runtime/Autotuner.h"
 #include "runtime/Cache.h"
 #include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/TuningDatabase.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
@@ -42,7 +44,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   validateLinearCe(in, options);
   const ref::LinearCeParams &p = options.params;
   const int64_t N = in.N, d = in.d, V = in.V;
-  const int64_t chunk = linearCeChunkRows(in, options);
+  // Buffers hold the largest chunk; `chunk` is the one the loop runs with.
+  const int64_t maxChunk = linearCeChunkRows(in, options);
+  int64_t chunk = maxChunk;
   cuda::Device device = cuda::Device::open();
   cublaslt::Gemm gemm;
   CompileOptions copts;
@@ -75,15 +79,15 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   cuda::DeviceBuffer upstream = upload(in.gradOutput);
   cuda::DeviceBuffer stats(5 * sizeof(float)), loss(2 * sizeof(float));
   cuda::DeviceBuffer rowLoss(N * 4), rowZLoss(N * 4), lse(N * 4);
-  cuda::DeviceBuffer logits(chunk * V * 4);
+  cuda::DeviceBuffer logits(maxChunk * V * 4);
   bool inPlace = in.dtype == DType::F32;
-  cuda::DeviceBuffer dzBuffer(inPlace ? 0 : chunk * V * es);
+  cuda::DeviceBuffer dzBuffer(inPlace ? 0 : maxChunk * V * es);
   // dW and db accumulate in fp32, or in bf16 on request.
   DType accType = options.bf16GradAccumulation ? DType::BF16 : DType::F32;
   size_t accBytes = dtypeSize(accType);
   cuda::DeviceBuffer dh(N * d * 4), dW(V * d * accBytes), db(V * accBytes);
-  std::vector<uint8_t> onesHost(chunk * es);
-  for (int64_t i = 0; i < chunk; ++i)
+  std::vector<uint8_t> onesHost(maxChunk * es);
+  for (int64_t i = 0; i < maxChunk; ++i)
     storeFromDouble(onesHost.data(), in.dtype, i, 1.0);
   cuda::DeviceBuffer ones = upload(onesHost);
   loss.memset(0);
@@ -156,19 +160,54 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
       cuda::launch(sumFn, {1}, {unsigned(sumThreads)}, 0, nullptr, sArgs);
     }
   };
+  auto median = [&](int runs) {
+    std::vector<double> ms;
+    for (int i = 0; i < runs; ++i)
+      ms.push_back(cuda::timeMs(step));
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  if (options.tuneChunkRows) {
+    TuningDatabase db = TuningDatabase::fromEnvironment();
+    TuningKey key;
+    key.kernel = "fused_linear_ce";
+    key.shape = "N=" + std::to_string(N) + ",d=" + std::to_string(d) +
+                ",V=" + std::to_string(V) +
+                ",budget=" + std::to_string(options.memoryBudgetBytes) +
+                ",chunk=" + std::to_string(options.chunkRows);
+    key.dtype = dtypeName(in.dtype);
+    key.device = deviceIdentity(device);
+    key.kernelVersion = compilerSourceHash();
+    bool fromDb = false;
+    TuningEntry e = lookupOrTune(
+        db, key,
+        [&] {
+          TuneResult r;
+          for (int64_t c : linearCeChunkCandidates(in, options)) {
+            chunk = c;
+            step(); // warm-up: cuBLASLt heuristics for these shapes
+            Trial t;
+            t.params = {{"CHUNK_ROWS", c}};
+            t.ms = median(3);
+            r.trials.push_back(t);
+            if (r.winner < 0 || t.ms < r.trials[r.winner].ms)
+              r.winner = int(r.trials.size()) - 1;
+          }
+          return r;
+        },
+        false, &fromDb);
+    chunk = e.best.at("CHUNK_ROWS");
+    out.chunkSource = fromDb ? db.pathFor(key).string() : "tuned now";
+  }
+  out.chunkRows = chunk;
   auto t0 = std::chrono::steady_clock::now();
   step();
   cuda::synchronize();
   out.firstRunMs = std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
-  std::vector<double> ms;
-  for (int i = 0; i < options.iterations; ++i)
-    ms.push_back(cuda::timeMs(step));
-  if (!ms.empty()) {
-    std::sort(ms.begin(), ms.end());
-    out.ms = ms[ms.size() / 2];
-  }
+  if (options.iterations > 0)
+    out.ms = median(options.iterations);
   out.workspaceBytes =
       logits.size() + dzBuffer.size() + ones.size() + cublaslt::kWorkspaceBytes;
 

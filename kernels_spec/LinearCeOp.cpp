@@ -70,6 +70,16 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
     fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
 }
 
+std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
+                                             const LinearCeOptions &options) {
+  int64_t most = linearCeChunkRows(in, options);
+  std::vector<int64_t> out;
+  for (int64_t c = 128; c < most; c *= 2)
+    out.push_back(c);
+  out.push_back(most);
+  return out;
+}
+
 float linearCeDzScale(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   return in.dtype == DType::F16 && o.params.reduction == Reduction::Mean
              ? float(in.N)
@@ -151,6 +161,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
 
   LinearCeOutputs out;
   out.device = "cpu";
+  out.chunkRows = chunk;
   out.rowLoss.assign(N, 0.f);
   out.rowZLoss.assign(N, 0.f);
   out.lse.assign(N, 0.f);

@@ -33,6 +33,10 @@ struct LinearCeOptions {
   /// memory, one bf16 rounding per chunk (the error grows with the number of
   /// chunks). The returned values are the bf16 ones, widened.
   bool bf16GradAccumulation = false;
+  /// GPU: time every chunk size from linearCeChunkCandidates and keep the
+  /// fastest (stored in the tuning database per GPU, shape, dtype and
+  /// budget; a stored choice is used without timing).
+  bool tuneChunkRows = false;
   /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
   int iterations = 0;
   /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps).
@@ -51,6 +55,9 @@ struct LinearCeOutputs {
   /// GPU: device memory beyond inputs and gradients: the logits chunk, dz,
   /// cuBLASLt's workspace.
   int64_t workspaceBytes = 0;
+  int64_t chunkRows = 0; ///< the rows per chunk it ran with
+  /// GPU with tuneChunkRows: "tuned now", or the tuning file it came from.
+  std::string chunkSource;
 };
 
 /// Deterministic inputs: h ~ N(0, 1), W ~ N(0, 1/d) (logits ~ N(0, 1)),
@@ -69,6 +76,12 @@ int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
 /// size ~p/N would underflow f16), else 1.
 float linearCeDzScale(const ref::LinearCeInputs &in,
                       const LinearCeOptions &options);
+
+/// Chunk sizes worth timing: powers of two from 128 rows up to what
+/// chunkRows / memoryBudgetBytes allow (linearCeChunkRows), that one
+/// included; ascending, at least one.
+std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
+                                             const LinearCeOptions &options);
 
 /// Throws tilejit::Error for bad shapes, targets or options.
 void validateLinearCe(const ref::LinearCeInputs &in,

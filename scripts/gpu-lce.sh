@@ -23,6 +23,8 @@ tail -3 "$out/unit-tests.log"
   $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
     --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 --check
   $tj bench fused_linear_ce --bt 8192 --hidden 4096 --vocab 128256 --dtype bf16 --chunk-rows 1024 --iters 5
+  $tj bench fused_linear_ce --bt 8192 --hidden 4096 --vocab 128256 --dtype bf16 --chunk-rows 0 \
+    --memory-budget-mib 512 --tune-chunk --iters 5
   if [ -f .carry/peers.py ]; then
     PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger timeout 300 python3 .carry/peers.py lce \
       --n 8192 --hidden 4096 --vocab 128256 --providers torch_compile,liger 2>&1 | grep -v Warning

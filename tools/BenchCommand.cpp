@@ -70,6 +70,17 @@ static cl::opt<int64_t>
                    cl::desc("fused_linear_ce: rows of logits alive at once"),
                    cl::sub(benchCmd));
 
+static cl::opt<int64_t> benchBudget(
+    "memory-budget-mib", cl::init(0),
+    cl::desc("fused_linear_ce: MiB for the logits chunk (with --chunk-rows "
+             "0: the chunk is what fits)"),
+    cl::sub(benchCmd));
+static cl::opt<bool>
+    benchTuneChunk("tune-chunk",
+                   cl::desc("fused_linear_ce: time the chunk sizes that fit "
+                            "and keep the fastest (stored per GPU and shape)"),
+                   cl::sub(benchCmd));
+
 bool benchCommandSelected() { return bool(benchCmd); }
 
 /// `bench fused_linear_ce`: time of one forward + backward against the
@@ -81,6 +92,8 @@ static int benchLinearCe() {
                                               dtype, false, false, 1234);
   LinearCeOptions o;
   o.chunkRows = benchChunkRows;
+  o.memoryBudgetBytes = benchBudget * (int64_t(1) << 20);
+  o.tuneChunkRows = benchTuneChunk;
   o.overrides = benchSet;
   o.iterations = benchIters;
   LinearCeOutputs out = runLinearCeGpu(in, o);
@@ -88,10 +101,11 @@ static int benchLinearCe() {
   double work = 6.0 * in.N * in.d * in.V;
   double gradBytes = 4.0 * (in.N * in.d + in.V * in.d);
   std::printf("fused_linear_ce bench on %s: N=%lld d=%lld V=%lld dtype=%s, "
-              "%lld rows per chunk (%lld chunks)\n",
+              "%lld rows per chunk (%lld chunks%s%s)\n",
               out.device.c_str(), (long long)in.N, (long long)in.d,
-              (long long)in.V, dtypeName(dtype), (long long)o.chunkRows,
-              (long long)out.chunks);
+              (long long)in.V, dtypeName(dtype), (long long)out.chunkRows,
+              (long long)out.chunks, out.chunkSource.empty() ? "" : ", ",
+              out.chunkSource.c_str());
   std::printf("  matmul ceiling (cuBLASLt 8192^3, %s): %.0f TFLOP/s\n",
               dtypeName(dtype), tflops);
   std::printf("  fwd+bwd %9.3f ms  %6.0f TFLOP/s (6NdV)  fraction of the "

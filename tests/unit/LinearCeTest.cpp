@@ -214,6 +214,15 @@ TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   o = {};
   o.memoryBudgetBytes = 30 * 1000 * 4;
   EXPECT_EQ(runLinearCeCpu(f32, o).chunks, 4);
+
+  // The chunk sizes the GPU tuner times stay within the budget.
+  ref::LinearCeInputs big =
+      makeLinearCeInputs(5000, 8, 1000, DType::F32, false, false, 1);
+  o.memoryBudgetBytes = 1000 * 1000 * 4; // 1000 f32 rows
+  EXPECT_EQ(linearCeChunkCandidates(big, o),
+            (std::vector<int64_t>{128, 256, 512, 1000}));
+  o.memoryBudgetBytes = 100 * 1000 * 4;
+  EXPECT_EQ(linearCeChunkCandidates(big, o), std::vector<int64_t>{100});
 }
 
 TEST(LinearCe, BadInputsAreClearErrors) {
