@@ -233,6 +233,40 @@ __device__ void tj_dot(const T *a, const T *b, const float *acc, float *out) {
   __syncthreads();
 }
 
+// tile.reduce_rows / tile.broadcast_rows: the tile goes through shared
+// memory (one buffer per size and type, shared by all such ops).
+template <int N, typename T> __device__ __forceinline__ T *tj_rows_buffer() {
+  __shared__ T buf[N];
+  return buf;
+}
+// dst = the R row reductions (in column order) of the R x C matrix src.
+template <int R, int C, int P, int VS, int VR, typename Op, typename T>
+__device__ void tj_reduce_rows(const T *src, T *dst) {
+  T *buf = tj_rows_buffer<R * C, T>();
+  for (int e = 0; e < R * C / P; ++e)
+    buf[tj_tile_index<P, VS>(e)] = src[e];
+  __syncthreads();
+  for (int e = 0; e < R / P; ++e) {
+    const T *row = buf + tj_tile_index<P, VR>(e) * C;
+    T acc = row[0];
+    for (int j = 1; j < C; ++j)
+      acc = Op::apply(acc, row[j]);
+    dst[e] = acc;
+  }
+  __syncthreads();
+}
+// dst = the R x C matrix whose row i is C copies of src[i].
+template <int R, int C, int P, int VS, int VR, typename T>
+__device__ void tj_broadcast_rows(const T *src, T *dst) {
+  T *buf = tj_rows_buffer<R, T>();
+  for (int e = 0; e < R / P; ++e)
+    buf[tj_tile_index<P, VR>(e)] = src[e];
+  __syncthreads();
+  for (int e = 0; e < R * C / P; ++e)
+    dst[e] = buf[tj_tile_index<P, VS>(e) / C];
+  __syncthreads();
+}
+
 // One 4/8/16-byte access of adjacent elements (the caller checked alignment).
 template <int Bytes> struct tj_bits;
 template <> struct tj_bits<4> { typedef unsigned int type; };
@@ -1387,20 +1421,47 @@ bool KernelEmitter::emitSimt(Operation *op) {
     });
     return true;
   }
-  if (auto dot = dyn_cast<simt::DotOp>(op)) {
-    // Each operand's group size: the kernel's VEC, or (hand-written IR
-    // without simt.vec) its whole per-thread part.
+  // Each tile's group size: the kernel's VEC, or (hand-written IR without
+  // simt.vec) its whole per-thread part.
+  auto groupOf = [&](Value v) {
     auto vec = func->getAttrOfType<IntegerAttr>(attr::kVec);
-    auto groupOf = [&](Value v) {
-      int64_t k = *vecLen(v.getType(), op);
-      return std::to_string(vec ? std::min(vec.getInt(), k) : k);
-    };
+    int64_t k = *vecLen(v.getType(), op);
+    return std::to_string(vec ? std::min(vec.getInt(), k) : k);
+  };
+  auto rowsCall = [&](const char *fn, int64_t rows, int64_t cols, Value matrix,
+                      Value vector, const char *combine, Value src,
+                      Value result) {
+    std::string n = bind(result);
+    line(declaration(result.getType(), n, op) + ";");
+    locate(op);
+    stmt(std::string(fn) + "<" + std::to_string(rows) + ", " +
+         std::to_string(cols) + ", " + std::to_string(threads) + ", " +
+         groupOf(matrix) + ", " + groupOf(vector) +
+         (combine ? std::string(", ") + combine : std::string()) + ">(" +
+         name(src, op) + ", " + n + ");");
+  };
+  if (auto rr = dyn_cast<simt::ReduceRowsOp>(op)) {
+    int64_t rows = *vecLen(rr.getType(), op) * threads;
+    const char *combine = rr.getKind() == ReduceKind::Sum   ? "tj_sum_op"
+                          : rr.getKind() == ReduceKind::Max ? "tj_max_op"
+                                                            : "tj_min_op";
+    rowsCall("tj_reduce_rows", rows, rr.getCols(), rr.getSrc(), rr.getResult(),
+             combine, rr.getSrc(), rr.getResult());
+    return true;
+  }
+  if (auto br = dyn_cast<simt::BroadcastRowsOp>(op)) {
+    int64_t rows = *vecLen(br.getSrc().getType(), op) * threads;
+    rowsCall("tj_broadcast_rows", rows, br.getCols(), br.getResult(),
+             br.getSrc(), nullptr, br.getSrc(), br.getResult());
+    return true;
+  }
+  if (auto dot = dyn_cast<simt::DotOp>(op)) {
     std::string n = bind(dot.getResult());
     line(declaration(dot.getType(), n, op) + ";");
     locate(op);
     stmt("tj_dot<" + std::to_string(dot.getM()) + ", " +
-         std::to_string(dot.getN()) + ", " + std::to_string(dot.getK()) +
-         ", " + std::to_string(threads) + ", " + groupOf(dot.getA()) + ", " +
+         std::to_string(dot.getN()) + ", " + std::to_string(dot.getK()) + ", " +
+         std::to_string(threads) + ", " + groupOf(dot.getA()) + ", " +
          groupOf(dot.getB()) + ", " + groupOf(dot.getResult()) + ">(" +
          name(dot.getA(), op) + ", " + name(dot.getB(), op) + ", " +
          name(dot.getAcc(), op) + ", " + n + ");");

@@ -189,6 +189,35 @@ struct DotLowering : public OpConversionPattern<tile::DotOp> {
   }
 };
 
+/// tile.reduce_rows / tile.broadcast_rows -> their simt forms.
+struct ReduceRowsLowering : public OpConversionPattern<tile::ReduceRowsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::ReduceRowsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Type type = getTypeConverter()->convertType(op.getType());
+    if (!type)
+      return failure();
+    rewriter.replaceOpWithNewOp<simt::ReduceRowsOp>(
+        op, type, op.getKindAttr(), adaptor.getSrc(), op.getColsAttr());
+    return success();
+  }
+};
+struct BroadcastRowsLowering
+    : public OpConversionPattern<tile::BroadcastRowsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::BroadcastRowsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Type type = getTypeConverter()->convertType(op.getType());
+    if (!type)
+      return failure();
+    rewriter.replaceOpWithNewOp<simt::BroadcastRowsOp>(
+        op, type, adaptor.getSrc(), op.getColsAttr());
+    return success();
+  }
+};
+
 /// tile.reduce -> vector.reduction over the thread's elements, then
 /// simt.block_reduce across the block.
 struct ReduceLowering : public OpConversionPattern<tile::ReduceOp> {
@@ -332,11 +361,11 @@ struct TileLowerToSimtPass
                            func::FuncDialect>();
     target.addIllegalOp<tile::ArangeOp, tile::SplatOp, tile::LoadOp,
                         tile::StoreOp, tile::ReduceOp, tile::DotOp,
-                        tile::ProgramIdOp,
-                        tile::NumProgramsOp>();
+                        tile::ReduceRowsOp, tile::BroadcastRowsOp,
+                        tile::ProgramIdOp, tile::NumProgramsOp>();
     // Scalars only: the emitter prints it (distributed shared memory).
-    target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp,
-                      tile::ClusterReduceOp>();
+    target
+        .addLegalOp<tile::AddPtrOp, tile::ConstexprOp, tile::ClusterReduceOp>();
     target.addDynamicallyLegalDialect<arith::ArithDialect, math::MathDialect>(
         [](Operation *op) { return !hasTensorType(op); });
 
@@ -346,6 +375,7 @@ struct TileLowerToSimtPass
     int64_t vecWidth = vec ? vec.getInt() : std::numeric_limits<int64_t>::max();
     patterns.add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
                  LoadLowering, StoreLowering, ReduceLowering, DotLowering,
+                 ReduceRowsLowering, BroadcastRowsLowering,
                  SplatConstantLowering, ElementwiseLowering>(converter, ctx);
     patterns.add<ArangeLowering>(converter, ctx, p, vecWidth);
     scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,

@@ -378,6 +378,42 @@ static Value reduce(const Value &v, ReduceKind kind, const char *name) {
   return k.wrap(&v.builder(), r);
 }
 
+static Value reduceRows(const Value &v, ReduceKind kind, int64_t cols,
+                        const char *name) {
+  auto &k = v.builder().impl();
+  MValue x = k.use(v);
+  if (!isTileType(x.getType()))
+    k.fail(std::string(".") + name + "() of a scalar");
+  Type e = elementOf(x.getType());
+  if (e.isInteger(1))
+    k.fail(std::string(".") + name + "() of an i1 tile; convert it first");
+  if (e.isFloat() && !e.isF32())
+    x = castTo(k, x, k.b.getF32Type());
+  int64_t n = sizeOf(x.getType());
+  if (cols <= 0 || n % cols != 0)
+    k.fail(std::string(".") + name + "(" + std::to_string(cols) +
+           "): the tile's " + std::to_string(n) +
+           " elements are not whole rows");
+  auto type = mlir::RankedTensorType::get({n / cols}, elementOf(x.getType()));
+  auto r = tile::ReduceRowsOp::create(k.b, k.loc, type,
+                                      ReduceKindAttr::get(k.ctx.get(), kind), x,
+                                      k.b.getI64IntegerAttr(cols));
+  if (mlir::failed(mlir::verify(r)))
+    k.fail(std::string(".") + name + "(" + std::to_string(cols) +
+           "): the matrix must fit 32 KiB of shared memory");
+  return k.wrap(&v.builder(), r);
+}
+
+Value Value::sumRows(int64_t cols) const {
+  return reduceRows(*this, ReduceKind::Sum, cols, "sumRows");
+}
+Value Value::maxRows(int64_t cols) const {
+  return reduceRows(*this, ReduceKind::Max, cols, "maxRows");
+}
+Value Value::minRows(int64_t cols) const {
+  return reduceRows(*this, ReduceKind::Min, cols, "minRows");
+}
+
 Value Value::sum() const { return reduce(*this, ReduceKind::Sum, "sum"); }
 Value Value::max() const { return reduce(*this, ReduceKind::Max, "max"); }
 Value Value::min() const { return reduce(*this, ReduceKind::Min, "min"); }
@@ -660,8 +696,8 @@ Value KernelBuilder::dot(Value a, Value b, Value acc, int64_t M, int64_t N,
     return isTileType(v.getType()) && sizeOf(v.getType()) == n;
   };
   if (!sizeOk(va, M * K) || !sizeOk(vb, K * N) || !sizeOk(vc, M * N))
-    k.fail("dot(a, b, acc, M = " + std::to_string(M) + ", N = " +
-           std::to_string(N) + ", K = " + std::to_string(K) +
+    k.fail("dot(a, b, acc, M = " + std::to_string(M) +
+           ", N = " + std::to_string(N) + ", K = " + std::to_string(K) +
            ") needs tiles of M*K, K*N and M*N elements, got " +
            typeStr(va.getType()) + ", " + typeStr(vb.getType()) + ", " +
            typeStr(vc.getType()));
@@ -671,16 +707,31 @@ Value KernelBuilder::dot(Value a, Value b, Value acc, int64_t M, int64_t N,
            " and " + typeStr(eb));
   if (!elementOf(vc.getType()).isF32())
     k.fail("dot accumulates into an f32 tile, got " + typeStr(vc.getType()));
-  auto op = tile::DotOp::create(k.b, k.loc, vc.getType(), va, vb, vc,
-                                k.b.getI64IntegerAttr(M),
-                                k.b.getI64IntegerAttr(N),
-                                k.b.getI64IntegerAttr(K));
+  auto op = tile::DotOp::create(
+      k.b, k.loc, vc.getType(), va, vb, vc, k.b.getI64IntegerAttr(M),
+      k.b.getI64IntegerAttr(N), k.b.getI64IntegerAttr(K));
   if (mlir::failed(mlir::verify(op)))
     k.fail("dot(M = " + std::to_string(M) + ", N = " + std::to_string(N) +
            ", K = " + std::to_string(K) + "): " +
            "M and K must be multiples of 16, N of 8, and the tiles fit 48 KiB "
            "of shared memory");
   return k.wrap(this, op);
+}
+
+Value KernelBuilder::broadcastRows(Value v, int64_t cols, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue x = k.use(v);
+  if (!isTileType(x.getType()) || cols <= 0)
+    k.fail("broadcastRows needs a tile and cols > 0");
+  auto type = mlir::RankedTensorType::get({sizeOf(x.getType()) * cols},
+                                          elementOf(x.getType()));
+  auto r = tile::BroadcastRowsOp::create(k.b, k.loc, type, x,
+                                         k.b.getI64IntegerAttr(cols));
+  if (mlir::failed(mlir::verify(r)))
+    k.fail("broadcastRows(" + std::to_string(cols) +
+           "): the matrix must fit 32 KiB of shared memory");
+  return k.wrap(this, r);
 }
 
 int64_t KernelBuilder::clusterSize() const {

@@ -131,6 +131,33 @@ LogicalResult tile::DotOp::verify() {
   return success();
 }
 
+/// Shared checks of reduce_rows and broadcast_rows: `matrix` holds
+/// `vector`'s size times `cols` elements of the same type.
+static LogicalResult verifyRows(Operation *op, Value matrix, Value vector,
+                                int64_t cols) {
+  auto m = cast<RankedTensorType>(matrix.getType());
+  auto v = cast<RankedTensorType>(vector.getType());
+  if (cols <= 0 || m.getNumElements() != v.getNumElements() * cols)
+    return op->emitOpError("needs a matrix of ")
+           << v.getNumElements() << " x " << cols << " elements, got "
+           << m.getNumElements();
+  if (m.getElementType() != v.getElementType())
+    return op->emitOpError("changes the element type");
+  // The GPU lowering exchanges the matrix through shared memory.
+  if (m.getNumElements() * m.getElementTypeBitWidth() / 8 > 32 * 1024)
+    return op->emitOpError("needs at most 32 KiB of shared memory for the "
+                           "matrix");
+  return success();
+}
+
+LogicalResult tile::ReduceRowsOp::verify() {
+  return verifyRows(*this, getSrc(), getResult(), getCols());
+}
+
+LogicalResult tile::BroadcastRowsOp::verify() {
+  return verifyRows(*this, getResult(), getSrc(), getCols());
+}
+
 LogicalResult tile::ClusterReduceOp::verify() {
   if (getSrcs().empty())
     return emitOpError("needs at least one operand");

@@ -81,6 +81,23 @@ def Simt_DotOp : Simt_Op<"dot"> {
   }];
 }
 
+def Simt_ReduceRowsOp : Simt_Op<"reduce_rows"> {
+  let summary = "tile.reduce_rows on per-thread elements (via shared memory)";
+  let arguments = (ins ReduceKind:$kind,
+                   VectorOfRankAndType<[1], [I32, I64, F32]>:$src,
+                   I64Attr:$cols);
+  let results = (outs VectorOfRankAndType<[1], [I32, I64, F32]>:$result);
+  let assemblyFormat = "$kind $src attr-dict `:` type($src) `->` type($result)";
+}
+
+def Simt_BroadcastRowsOp : Simt_Op<"broadcast_rows"> {
+  let summary = "tile.broadcast_rows on per-thread elements (via shared memory)";
+  let arguments = (ins VectorOfRankAndType<[1], [I1, I32, I64, BF16, F16, F32]>:$src,
+                   I64Attr:$cols);
+  let results = (outs VectorOfRankAndType<[1], [I1, I32, I64, BF16, F16, F32]>:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+}
+
 def Simt_LoadOp : Simt_Op<"load", [AttrSizedOperandSegments,
                                    MemoryEffects<[MemRead]>]> {
   let summary = "per-thread masked load of ptr[offsets]";

@@ -133,6 +133,32 @@ def Tile_DotOp : Tile_Op<"dot", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tile_ReduceRowsOp : Tile_Op<"reduce_rows", [Pure]> {
+  let summary = "reduce each row of a row-major tile";
+  let description = [{
+    `src` holds an R x `cols` matrix, row-major; the result holds the R row
+    reductions, each combining its row in column order.
+  }];
+  let arguments = (ins ReduceKind:$kind, 1DTensorOf<[I32, I64, F32]>:$src,
+                   I64Attr:$cols);
+  let results = (outs 1DTensorOf<[I32, I64, F32]>:$result);
+  let assemblyFormat = "$kind $src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_BroadcastRowsOp : Tile_Op<"broadcast_rows", [Pure]> {
+  let summary = "repeat each element `cols` times: a column to a matrix";
+  let description = [{
+    The result holds the R x `cols` row-major matrix whose row i is `cols`
+    copies of src[i].
+  }];
+  let arguments = (ins 1DTensorOf<[I1, I32, I64, BF16, F16, F32]>:$src,
+                   I64Attr:$cols);
+  let results = (outs 1DTensorOf<[I1, I32, I64, BF16, F16, F32]>:$result);
+  let assemblyFormat = "$src attr-dict `:` type($src) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Tile_ClusterReduceOp : Tile_Op<"cluster_reduce"> {
   let summary = "combine scalars across the programs of a thread-block cluster";
   let description = [{

@@ -103,7 +103,7 @@ const std::vector<KernelSpec> &kernelRegistry() {
       fusedCeTvdForwardClusterSpec(), fusedCeTvdLossGradSpec(),
       ceTvdRowWeightsSpec(),          ceTvdLossSumSpec(),
       linearCeLogitsGradSpec(),       linearCeRowWeightsSpec(),
-      linearCeLossSumSpec()};
+      linearCeLossSumSpec(), linearCeFusedForwardSpec()};
   return kernels;
 }
 

@@ -604,6 +604,8 @@ private:
   void execReduce(tile::ReduceOp op);
   void execClusterReduce(tile::ClusterReduceOp op);
   void execDot(tile::DotOp op);
+  void execReduceRows(tile::ReduceRowsOp op);
+  void execBroadcastRows(tile::BroadcastRowsOp op);
   void execFor(scf::ForOp op);
   void execIf(scf::IfOp op);
   void execWhile(scf::WhileOp op);
@@ -676,6 +678,10 @@ void Runner::execTile(Operation *op) {
     return execClusterReduce(r);
   if (auto d = dyn_cast<tile::DotOp>(op))
     return execDot(d);
+  if (auto r = dyn_cast<tile::ReduceRowsOp>(op))
+    return execReduceRows(r);
+  if (auto b = dyn_cast<tile::BroadcastRowsOp>(op))
+    return execBroadcastRows(b);
   if (isa<tile::ArangeOp>(op)) {
     Shape s = shapeOf(op->getResult(0).getType());
     auto out = std::make_shared<IVec>(s.n);
@@ -1356,6 +1362,56 @@ void Runner::execReduce(tile::ReduceOp op) {
       r = std::min(r, x[j]);
   }
   set(op.getResult(), intScalar(s.elem, r));
+}
+
+void Runner::execReduceRows(tile::ReduceRowsOp op) {
+  const RuntimeValue &src = get(op.getSrc());
+  Shape s = shapeOf(op.getType());
+  int64_t cols = op.getCols();
+  ReduceKind kind = op.getKind();
+  if (src.f) { // in column order, as the GPU lowering
+    auto out = std::make_shared<FVec>(s.n);
+    for (int64_t r = 0; r < s.n; ++r) {
+      float acc = (*src.f)[r * cols];
+      for (int64_t j = 1; j < cols; ++j) {
+        float x = (*src.f)[r * cols + j];
+        acc = kind == ReduceKind::Sum   ? acc + x
+              : kind == ReduceKind::Max ? maximumF(acc, x)
+                                        : minimumF(acc, x);
+      }
+      (*out)[r] = acc;
+    }
+    return set(op.getResult(), makeF(s, std::move(out)));
+  }
+  auto out = std::make_shared<IVec>(s.n);
+  for (int64_t r = 0; r < s.n; ++r) {
+    int64_t acc = (*src.i)[r * cols];
+    for (int64_t j = 1; j < cols; ++j) {
+      int64_t x = (*src.i)[r * cols + j];
+      acc = kind == ReduceKind::Sum
+                ? normalize(uint64_t(acc) + uint64_t(x), s.elem)
+            : kind == ReduceKind::Max ? std::max(acc, x)
+                                      : std::min(acc, x);
+    }
+    (*out)[r] = acc;
+  }
+  set(op.getResult(), makeI(s, std::move(out)));
+}
+
+void Runner::execBroadcastRows(tile::BroadcastRowsOp op) {
+  const RuntimeValue &src = get(op.getSrc());
+  Shape s = shapeOf(op.getType());
+  int64_t cols = op.getCols();
+  if (src.f) {
+    auto out = std::make_shared<FVec>(s.n);
+    for (int64_t i = 0; i < s.n; ++i)
+      (*out)[i] = (*src.f)[i / cols];
+    return set(op.getResult(), makeF(s, std::move(out)));
+  }
+  auto out = std::make_shared<IVec>(s.n);
+  for (int64_t i = 0; i < s.n; ++i)
+    (*out)[i] = (*src.i)[i / cols];
+  set(op.getResult(), makeI(s, std::move(out)));
 }
 
 void Runner::execDot(tile::DotOp op) {

@@ -6,8 +6,8 @@
 //
 //   KernelBuilder k("row_sum", config);
 //   Value x = k.pointerArg("x", DType::F32), V = k.scalarArg("V", DType::I32);
-//   Var acc = k.constant(0.0, DType::F32);          // loop-carried, no iter_args
-//   k.forRange(0, V, BLOCK, [&](Value i) {
+//   Var acc = k.constant(0.0, DType::F32);          // loop-carried, no
+//   iter_args k.forRange(0, V, BLOCK, [&](Value i) {
 //     Value offs = i + k.arange(BLOCK);
 //     acc = acc + k.load(x, offs, offs < V, 0.0).sum();
 //   });
@@ -69,6 +69,11 @@ public:
   Value sum() const;
   Value max() const;
   Value min() const;
+  /// Row reductions of a tile holding a row-major R x `cols` matrix: the
+  /// tile of the R results (each row combined in column order).
+  Value sumRows(int64_t cols) const;
+  Value maxRows(int64_t cols) const;
+  Value minRows(int64_t cols) const;
 
   KernelBuilder &builder() const;
   void *raw() const { return impl_; }
@@ -190,6 +195,9 @@ public:
   /// must be multiples of 16 and N of 8.
   Value dot(Value a, Value b, Value acc, int64_t M, int64_t N, int64_t K,
             SourceLoc loc = SourceLoc::here());
+  /// The row-major R x `cols` matrix whose row i is `cols` copies of v[i]
+  /// (v a tile of R elements).
+  Value broadcastRows(Value v, int64_t cols, SourceLoc loc = SourceLoc::here());
   /// The i32 tile [0, 1, ..., n-1].
   Value arange(int64_t n, SourceLoc loc = SourceLoc::here());
   Value constant(double v, DType type, SourceLoc loc = SourceLoc::here());
