@@ -219,3 +219,16 @@ func.func @dot(%a: !tile.ptr<bf16>, %out: !tile.ptr<f32>) attributes {tile.kerne
   tile.store %out[%ib], %r : !tile.ptr<f32>[tensor<128xi32>], tensor<128xf32>
   return
 }
+
+// Row reductions and broadcasts of row-major tiles become their simt forms.
+// CHECK-LABEL: func.func @rows(
+// CHECK:         %[[R:.*]] = simt.reduce_rows max %{{.*}} {cols = 8 : i64} : vector<8xf32> -> vector<1xf32>
+// CHECK:         simt.broadcast_rows %[[R]] {cols = 8 : i64} : vector<1xf32> -> vector<8xf32>
+func.func @rows(%out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  %a = tile.arange : tensor<256xi32>
+  %f = arith.sitofp %a : tensor<256xi32> to tensor<256xf32>
+  %m = tile.reduce_rows max %f {cols = 8 : i64} : tensor<256xf32> -> tensor<32xf32>
+  %b = tile.broadcast_rows %m {cols = 8 : i64} : tensor<32xf32> -> tensor<256xf32>
+  tile.store %out[%a], %b : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  return
+}

@@ -68,3 +68,11 @@ func.func @dot_sizes(%x: tensor<256xbf16>, %y: tensor<256xbf16>, %z: tensor<128x
   %r = tile.dot %x, %y, %z {m = 16 : i64, n = 8 : i64, k = 16 : i64} : tensor<256xbf16>, tensor<256xbf16>, tensor<128xf32> -> tensor<128xf32>
   return
 }
+
+// -----
+
+func.func @rows_size(%x: tensor<256xf32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  // expected-error @+1 {{'tile.reduce_rows' op needs a matrix of 32 x 4 elements, got 256}}
+  %r = tile.reduce_rows sum %x {cols = 4 : i64} : tensor<256xf32> -> tensor<32xf32>
+  return
+}
