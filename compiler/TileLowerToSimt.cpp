@@ -173,47 +173,20 @@ struct StoreLowering : public OpConversionPattern<tile::StoreOp> {
   }
 };
 
-/// tile.dot -> simt.dot on the thread's elements.
-struct DotLowering : public OpConversionPattern<tile::DotOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// A tile op whose simt form takes the same operands (each thread's
+/// elements) and attributes: tile.dot, tile.reduce_rows,
+/// tile.broadcast_rows.
+template <typename TileOp, typename SimtOp>
+struct SameShapeLowering : public OpConversionPattern<TileOp> {
+  using OpConversionPattern<TileOp>::OpConversionPattern;
   LogicalResult
-  matchAndRewrite(tile::DotOp op, OpAdaptor adaptor,
+  matchAndRewrite(TileOp op, typename TileOp::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Type type = getTypeConverter()->convertType(op.getType());
+    Type type = this->getTypeConverter()->convertType(op.getType());
     if (!type)
       return failure();
-    rewriter.replaceOpWithNewOp<simt::DotOp>(
-        op, type, adaptor.getA(), adaptor.getB(), adaptor.getAcc(),
-        op.getMAttr(), op.getNAttr(), op.getKAttr());
-    return success();
-  }
-};
-
-/// tile.reduce_rows / tile.broadcast_rows -> their simt forms.
-struct ReduceRowsLowering : public OpConversionPattern<tile::ReduceRowsOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(tile::ReduceRowsOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Type type = getTypeConverter()->convertType(op.getType());
-    if (!type)
-      return failure();
-    rewriter.replaceOpWithNewOp<simt::ReduceRowsOp>(
-        op, type, op.getKindAttr(), adaptor.getSrc(), op.getColsAttr());
-    return success();
-  }
-};
-struct BroadcastRowsLowering
-    : public OpConversionPattern<tile::BroadcastRowsOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(tile::BroadcastRowsOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Type type = getTypeConverter()->convertType(op.getType());
-    if (!type)
-      return failure();
-    rewriter.replaceOpWithNewOp<simt::BroadcastRowsOp>(
-        op, type, adaptor.getSrc(), op.getColsAttr());
+    rewriter.replaceOpWithNewOp<SimtOp>(op, type, adaptor.getOperands(),
+                                        op->getAttrs());
     return success();
   }
 };
@@ -373,10 +346,13 @@ struct TileLowerToSimtPass
     // Without simt.vec (hand-written IR) the layout is plainly blocked.
     auto vec = func->getAttrOfType<IntegerAttr>(attr::kVec);
     int64_t vecWidth = vec ? vec.getInt() : std::numeric_limits<int64_t>::max();
-    patterns.add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
-                 LoadLowering, StoreLowering, ReduceLowering, DotLowering,
-                 ReduceRowsLowering, BroadcastRowsLowering,
-                 SplatConstantLowering, ElementwiseLowering>(converter, ctx);
+    patterns
+        .add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
+             LoadLowering, StoreLowering, ReduceLowering,
+             SameShapeLowering<tile::DotOp, simt::DotOp>,
+             SameShapeLowering<tile::ReduceRowsOp, simt::ReduceRowsOp>,
+             SameShapeLowering<tile::BroadcastRowsOp, simt::BroadcastRowsOp>,
+             SplatConstantLowering, ElementwiseLowering>(converter, ctx);
     patterns.add<ArangeLowering>(converter, ctx, p, vecWidth);
     scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
                                                          target);
