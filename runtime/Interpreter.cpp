@@ -215,6 +215,20 @@ inline float minimumF(float a, float b) {
     return std::signbit(a) ? a : b;
   return a < b ? a : b;
 }
+/// One step of a reduction (tile.reduce, reduce_rows, cluster_reduce):
+/// floats combine in f32 (max/min as maximumF/minimumF), integers wrap to
+/// their width.
+inline float combineF(ReduceKind kind, float a, float b) {
+  return kind == ReduceKind::Sum   ? a + b
+         : kind == ReduceKind::Max ? maximumF(a, b)
+                                   : minimumF(a, b);
+}
+inline int64_t combineI(ReduceKind kind, int64_t a, int64_t b, Elem e) {
+  return kind == ReduceKind::Sum   ? normalize(uint64_t(a) + uint64_t(b), e)
+         : kind == ReduceKind::Max ? std::max(a, b)
+                                   : std::min(a, b);
+}
+
 /// arith.maxnumf / minnumf: a NaN operand yields the other one.
 inline float maxnumF(float a, float b) {
   if (std::isnan(a))
@@ -1343,24 +1357,17 @@ void Runner::execReduce(tile::ReduceOp op) {
           partial[t] += partial[t + stride];
       r = partial[0];
     } else {
-      auto combine = kind == ReduceKind::Max ? maximumF : minimumF;
       r = x[0];
       for (size_t j = 1; j < n; ++j)
-        r = combine(r, x[j]);
+        r = combineF(kind, r, x[j]);
     }
     return set(op.getResult(),
                makeF(s, std::make_shared<FVec>(1, roundTo(r, s.elem))));
   }
   const int64_t *x = src.i->data();
   int64_t r = x[0];
-  for (size_t j = 1; j < n; ++j) {
-    if (kind == ReduceKind::Sum)
-      r = normalize(uint64_t(r) + uint64_t(x[j]), s.elem);
-    else if (kind == ReduceKind::Max)
-      r = std::max(r, x[j]);
-    else
-      r = std::min(r, x[j]);
-  }
+  for (size_t j = 1; j < n; ++j)
+    r = combineI(kind, r, x[j], s.elem);
   set(op.getResult(), intScalar(s.elem, r));
 }
 
@@ -1373,12 +1380,8 @@ void Runner::execReduceRows(tile::ReduceRowsOp op) {
     auto out = std::make_shared<FVec>(s.n);
     for (int64_t r = 0; r < s.n; ++r) {
       float acc = (*src.f)[r * cols];
-      for (int64_t j = 1; j < cols; ++j) {
-        float x = (*src.f)[r * cols + j];
-        acc = kind == ReduceKind::Sum   ? acc + x
-              : kind == ReduceKind::Max ? maximumF(acc, x)
-                                        : minimumF(acc, x);
-      }
+      for (int64_t j = 1; j < cols; ++j)
+        acc = combineF(kind, acc, (*src.f)[r * cols + j]);
       (*out)[r] = acc;
     }
     return set(op.getResult(), makeF(s, std::move(out)));
@@ -1386,13 +1389,8 @@ void Runner::execReduceRows(tile::ReduceRowsOp op) {
   auto out = std::make_shared<IVec>(s.n);
   for (int64_t r = 0; r < s.n; ++r) {
     int64_t acc = (*src.i)[r * cols];
-    for (int64_t j = 1; j < cols; ++j) {
-      int64_t x = (*src.i)[r * cols + j];
-      acc = kind == ReduceKind::Sum
-                ? normalize(uint64_t(acc) + uint64_t(x), s.elem)
-            : kind == ReduceKind::Max ? std::max(acc, x)
-                                      : std::min(acc, x);
-    }
+    for (int64_t j = 1; j < cols; ++j)
+      acc = combineI(kind, acc, (*src.i)[r * cols + j], s.elem);
     (*out)[r] = acc;
   }
   set(op.getResult(), makeI(s, std::move(out)));
@@ -1449,18 +1447,13 @@ void Runner::execClusterReduce(tile::ClusterReduceOp op) {
     if (s.elem == Elem::F32) {
       float r = all[0][i].f;
       for (size_t c = 1; c < all.size(); ++c)
-        r = kind == ReduceKind::Sum   ? r + all[c][i].f
-            : kind == ReduceKind::Max ? maximumF(r, all[c][i].f)
-                                      : minimumF(r, all[c][i].f);
+        r = combineF(kind, r, all[c][i].f);
       set(res, makeF(s, std::make_shared<FVec>(1, r)));
       continue;
     }
     int64_t r = all[0][i].i;
     for (size_t c = 1; c < all.size(); ++c)
-      r = kind == ReduceKind::Sum
-              ? normalize(uint64_t(r) + uint64_t(all[c][i].i), s.elem)
-          : kind == ReduceKind::Max ? std::max(r, all[c][i].i)
-                                    : std::min(r, all[c][i].i);
+      r = combineI(kind, r, all[c][i].i, s.elem);
     set(res, intScalar(s.elem, r));
   }
 }
