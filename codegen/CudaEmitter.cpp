@@ -291,6 +291,13 @@ __device__ __forceinline__ void tj_vstore(T *dst, const T *src) {
 // Literals
 //===----------------------------------------------------------------------===//
 
+/// The prelude's combiner struct of a reduction.
+const char *combinerName(ReduceKind kind) {
+  return kind == ReduceKind::Sum   ? "tj_sum_op"
+         : kind == ReduceKind::Max ? "tj_max_op"
+                                   : "tj_min_op";
+}
+
 std::string floatLiteral(float f) {
   char buf[48];
   if (std::isnan(f) || std::isinf(f)) {
@@ -1428,31 +1435,29 @@ bool KernelEmitter::emitSimt(Operation *op) {
     int64_t k = *vecLen(v.getType(), op);
     return std::to_string(vec ? std::min(vec.getInt(), k) : k);
   };
-  auto rowsCall = [&](const char *fn, int64_t rows, int64_t cols, Value matrix,
-                      Value vector, const char *combine, Value src,
-                      Value result) {
+  // result = fn<R, C, P, matrix group, vector group[, combine]>(operand 0)
+  // for the row ops, whose matrix is R x C and vector R.
+  auto rowsCall = [&](const char *fn, int64_t cols, Value matrix, Value vector,
+                      std::optional<ReduceKind> kind) {
+    Value result = op->getResult(0);
     std::string n = bind(result);
     line(declaration(result.getType(), n, op) + ";");
     locate(op);
-    stmt(std::string(fn) + "<" + std::to_string(rows) + ", " +
+    stmt(std::string(fn) + "<" +
+         std::to_string(*vecLen(vector.getType(), op) * threads) + ", " +
          std::to_string(cols) + ", " + std::to_string(threads) + ", " +
          groupOf(matrix) + ", " + groupOf(vector) +
-         (combine ? std::string(", ") + combine : std::string()) + ">(" +
-         name(src, op) + ", " + n + ");");
+         (kind ? std::string(", ") + combinerName(*kind) : std::string()) +
+         ">(" + name(op->getOperand(0), op) + ", " + n + ");");
   };
   if (auto rr = dyn_cast<simt::ReduceRowsOp>(op)) {
-    int64_t rows = *vecLen(rr.getType(), op) * threads;
-    const char *combine = rr.getKind() == ReduceKind::Sum   ? "tj_sum_op"
-                          : rr.getKind() == ReduceKind::Max ? "tj_max_op"
-                                                            : "tj_min_op";
-    rowsCall("tj_reduce_rows", rows, rr.getCols(), rr.getSrc(), rr.getResult(),
-             combine, rr.getSrc(), rr.getResult());
+    rowsCall("tj_reduce_rows", rr.getCols(), rr.getSrc(), rr.getResult(),
+             rr.getKind());
     return true;
   }
   if (auto br = dyn_cast<simt::BroadcastRowsOp>(op)) {
-    int64_t rows = *vecLen(br.getSrc().getType(), op) * threads;
-    rowsCall("tj_broadcast_rows", rows, br.getCols(), br.getResult(),
-             br.getSrc(), nullptr, br.getSrc(), br.getResult());
+    rowsCall("tj_broadcast_rows", br.getCols(), br.getResult(), br.getSrc(),
+             std::nullopt);
     return true;
   }
   if (auto dot = dyn_cast<simt::DotOp>(op)) {
@@ -1551,9 +1556,7 @@ void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
   std::vector<std::string> srcs;
   for (Value src : op.getSrcs())
     srcs.push_back(name(src, op));
-  const char *combine = op.getKind() == ReduceKind::Sum   ? "tj_sum_op"
-                        : op.getKind() == ReduceKind::Max ? "tj_max_op"
-                                                          : "tj_min_op";
+  const char *combine = combinerName(op.getKind());
   line("__shared__ " + t + " " + id + "_slot[" + n + "];");
   line(t + " " + id + "[" + n + "] = {" + llvm::join(srcs, ", ") + "};");
   locate(op);
