@@ -312,11 +312,7 @@ namespace {
 /// fused_ce_tvd_loss_grad as a tuning target: each candidate runs with the
 /// two helper kernels and is checked like a `run --check`.
 class ReducedTarget : public TuningTarget {
-  struct Candidate : TuneCandidate {
-    CompiledKernel compiled;
-    std::optional<cuda::Module> module;
-    cuda::Function fn;
-  };
+  struct Candidate : TuneCandidate, OwnModuleKernel {};
 
 public:
   /// `out` is what `run` was made with (its host buffers live there).
@@ -337,10 +333,7 @@ public:
   }
   KernelResources load(TuneCandidate &tc) override {
     auto &c = static_cast<Candidate &>(tc);
-    c.module.emplace(cuda::Module::fromCubin(c.compiled.cubin));
-    c.fn = c.module->function(c.compiled.name);
-    if (c.compiled.clusterSize > 8)
-      c.fn.allowNonPortableClusterSize();
+    c.load();
     return {static_cast<int>(c.compiled.threads), c.fn.numRegs(),
             c.fn.sharedBytes()};
   }

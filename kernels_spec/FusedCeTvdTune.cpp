@@ -3,6 +3,7 @@
 
 #include "kernels_spec/FusedCeTvdArgs.h"
 #include "kernels_spec/FusedCeTvdOp.h"
+#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
@@ -24,11 +25,7 @@ const char *const kNames[NumBufs] = {
     "logsum_s", "max_t",   "logsum_t", "bad_target", "g_ce", "g_tvd", "grad"};
 
 /// A compiled and loaded kernel.
-struct Kernel : TuneCandidate {
-  CompiledKernel compiled;
-  std::optional<cuda::Module> module;
-  cuda::Function fn;
-};
+struct Kernel : TuneCandidate, OwnModuleKernel {};
 
 /// Rows compared with the reference: the first and last few (every 7th row
 /// is ignored, so these include ignored rows) and an even spread.
@@ -105,10 +102,7 @@ public:
   }
 
   KernelResources load(Kernel &k) const {
-    k.module.emplace(cuda::Module::fromCubin(k.compiled.cubin));
-    k.fn = k.module->function(k.compiled.name);
-    if (k.compiled.clusterSize > 8)
-      k.fn.allowNonPortableClusterSize();
+    k.load();
     return {static_cast<int>(k.compiled.threads), k.fn.numRegs(),
             k.fn.sharedBytes()};
   }

@@ -684,6 +684,19 @@ void KernelCache::evict(const std::string &keep) {
 // LoadedKernels
 //===----------------------------------------------------------------------===//
 
+cuda::Module loadModule(const CompiledKernel &kernel) {
+  return kernel.cubin.empty() ? cuda::Module::fromPtx(kernel.ptx)
+                              : cuda::Module::fromCubin(kernel.cubin);
+}
+
+cuda::Function entryPoint(const cuda::Module &module,
+                          const CompiledKernel &kernel) {
+  cuda::Function fn = module.function(kernel.name);
+  if (kernel.clusterSize > 8)
+    fn.allowNonPortableClusterSize();
+  return fn;
+}
+
 const cuda::Function &LoadedKernels::function(const CompiledKernel &kernel) {
   std::string key = kernel.cacheKey;
   if (key.empty())
@@ -692,12 +705,8 @@ const cuda::Function &LoadedKernels::function(const CompiledKernel &kernel) {
   std::lock_guard<std::mutex> lock(Mutex);
   std::unique_ptr<Loaded> &slot = Map[key];
   if (!slot) {
-    auto loaded = std::make_unique<Loaded>(
-        kernel.cubin.empty() ? cuda::Module::fromPtx(kernel.ptx)
-                             : cuda::Module::fromCubin(kernel.cubin));
-    loaded->function = loaded->module.function(kernel.name);
-    if (kernel.clusterSize > 8)
-      loaded->function.allowNonPortableClusterSize();
+    auto loaded = std::make_unique<Loaded>(loadModule(kernel));
+    loaded->function = entryPoint(loaded->module, kernel);
     slot = std::move(loaded);
   }
   return slot->function;

@@ -65,6 +65,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -187,6 +188,26 @@ private:
   mutable std::mutex Mutex;
   std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> Memory;
   std::unordered_map<std::string, std::string> Aliases;
+};
+
+/// The module of `kernel`'s CUBIN (its PTX when there is no CUBIN).
+cuda::Module loadModule(const CompiledKernel &kernel);
+/// `kernel`'s entry point in `module`, ready to launch: clusters of more
+/// than 8 blocks are allowed for a kernel that uses them.
+cuda::Function entryPoint(const cuda::Module &module,
+                          const CompiledKernel &kernel);
+
+/// A compiled kernel in a module of its own: what a tuning candidate holds
+/// (LoadedKernels shares modules by key instead).
+struct OwnModuleKernel {
+  CompiledKernel compiled;
+  std::optional<cuda::Module> module;
+  cuda::Function fn;
+  /// Loads `compiled` and looks up its entry point.
+  void load() {
+    module.emplace(loadModule(compiled));
+    fn = entryPoint(*module, compiled);
+  }
 };
 
 /// Loaded modules by cache key, so that launching a kernel that is already
