@@ -84,6 +84,7 @@ void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
 struct Built {
   TileModule weights, lossGrad, lossSum;
   std::string config;
+  int64_t clusterSize; ///< of lossGrad: its grid is BT times this
 };
 
 Built build(const ref::CeTvdInputs &in, const std::vector<std::string> &set) {
@@ -92,7 +93,7 @@ Built build(const ref::CeTvdInputs &in, const std::vector<std::string> &set) {
   return {findKernel(kWeights).build(findKernel(kWeights).config(DType::F32)),
           lg.build(c),
           findKernel(kLossSum).build(findKernel(kLossSum).config(DType::F32)),
-          formatParams(c.params)};
+          formatParams(c.params), c.get("CLUSTER_SIZE")};
 }
 
 /// Host storage of every buffer of one run (inputs point into `in`, or into
@@ -164,11 +165,8 @@ CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
       [](auto x) { return x; });
   Built k = build(in, options.overrides);
   out.config = k.config;
-  int64_t cluster = findKernel(kLossGrad)
-                        .config(in.dtype, options.overrides)
-                        .get("CLUSTER_SIZE");
   TileModule *mods[3] = {&k.weights, &k.lossGrad, &k.lossSum};
-  Grid grids[3] = {{1, 1, 1}, {in.BT * cluster, 1, 1}, {1, 1, 1}};
+  Grid grids[3] = {{1, 1, 1}, {in.BT * k.clusterSize, 1, 1}, {1, 1, 1}};
   for (int i = 0; i < 3; ++i) {
     optimizeTile(*mods[i]);
     interpret(mods[i]->operation(), mods[i]->kernelName(), grids[i], args[i]);
