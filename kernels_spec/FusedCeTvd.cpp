@@ -1,5 +1,6 @@
 //===- FusedCeTvd.cpp - CE+TVD forward and backward in the DSL ------------===//
 #include "kernels_spec/FusedCeTvd.h"
+#include "kernels_spec/FusedCeTvdForward.h"
 #include "kernels_spec/SoftmaxParts.h"
 
 #include <array>
@@ -50,34 +51,22 @@ std::array<Value, 4> tileNormalizers(KernelBuilder &k, Value s, Value t,
 TileModule buildForward(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value student = k.pointerArg("student", c.dtype);
-  Value teacher = k.pointerArg("teacher", c.dtype);
-  Value target = k.pointerArg("target", DType::I64);
-  Value ceOut = k.pointerArg("ce", DType::F32);
-  Value tvdOut = k.pointerArg("tvd", DType::F32);
-  Value sigmaOut = k.pointerArg("sigma", DType::F32);
-  Value maxSOut = k.pointerArg("max_s", DType::F32);
-  Value logSumSOut = k.pointerArg("logsum_s", DType::F32);
-  Value maxTOut = k.pointerArg("max_t", DType::F32);
-  Value logSumTOut = k.pointerArg("logsum_t", DType::F32);
-  Value badTarget = k.pointerArg("bad_target", DType::I32);
-  Value V = k.scalarArg("V", DType::I32);
-  Value rowStride = k.scalarArg("row_stride", DType::I64);
-  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
-
+  CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
+  Value V = args.V, rowStride = args.rowStride;
   Value row = k.programId(0);
   Value rowOffset = row.to(DType::I64) * rowStride;
-  Value s = student + rowOffset, t = teacher + rowOffset;
-  Value y = k.load(target, row);
-  Value ignored = y == ignoreIndex;
+  Value s = args.student + rowOffset, t = args.teacher + rowOffset;
+  Value y = k.load(args.target, row);
+  Value ignored = y == args.ignoreIndex;
   Value inRange = y >= 0.0 && y < V.to(DType::I64);
 
   Var ce = k.constant(0, DType::F32), tvd = k.constant(0, DType::F32);
   Var sigma = k.constant(0, DType::F32);
   Var maxS = k.constant(0, DType::F32), logSumS = k.constant(0, DType::F32);
   Var maxT = k.constant(0, DType::F32), logSumT = k.constant(0, DType::F32);
-  k.ifThen(!ignored && !inRange,
-           [&] { k.store(badTarget, k.constant(0, DType::I32), row + 1.0); });
+  k.ifThen(!ignored && !inRange, [&] {
+    k.store(args.badTarget, k.constant(0, DType::I32), row + 1.0);
+  });
   k.ifThen(!ignored && inRange, [&] {
     // Pass 1: max and sum-exp of both rows in one sweep.
     Value zero = k.full(BLOCK, k.constant(0, DType::F32));
@@ -107,13 +96,7 @@ TileModule buildForward(const Config &c) {
     Value sy = k.load(s, y).to(DType::F32);
     ce = log(dS) - (sy - mS);
   });
-  k.store(ceOut, row, ce);
-  k.store(tvdOut, row, tvd);
-  k.store(sigmaOut, row, sigma);
-  k.store(maxSOut, row, maxS);
-  k.store(logSumSOut, row, logSumS);
-  k.store(maxTOut, row, maxT);
-  k.store(logSumTOut, row, logSumT);
+  storeRowOutputs(k, args, row, {ce, tvd, sigma, maxS, logSumS, maxT, logSumT});
   return k.finish();
 }
 

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
+#include "kernels_spec/FusedCeTvdForward.h"
 #include "kernels_spec/SoftmaxParts.h"
 
 #include "tilejit/Error.h"
@@ -143,23 +144,10 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
 
 TileModule buildForwardCluster(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
-  Value student = k.pointerArg("student", c.dtype);
-  Value teacher = k.pointerArg("teacher", c.dtype);
-  Value target = k.pointerArg("target", DType::I64);
-  Value ceOut = k.pointerArg("ce", DType::F32);
-  Value tvdOut = k.pointerArg("tvd", DType::F32);
-  Value sigmaOut = k.pointerArg("sigma", DType::F32);
-  Value maxSOut = k.pointerArg("max_s", DType::F32);
-  Value logSumSOut = k.pointerArg("logsum_s", DType::F32);
-  Value maxTOut = k.pointerArg("max_t", DType::F32);
-  Value logSumTOut = k.pointerArg("logsum_t", DType::F32);
-  Value badTarget = k.pointerArg("bad_target", DType::I32);
-  Value V = k.scalarArg("V", DType::I32);
-  Value rowStride = k.scalarArg("row_stride", DType::I64);
-  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
-
-  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
-  flagBadTarget(k, r, badTarget);
+  CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
+  RowSlice r = rowSlice(k, args.student, args.teacher, args.target, args.V,
+                        args.rowStride, args.ignoreIndex);
+  flagBadTarget(k, r, args.badTarget);
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero, sigma = zero;
   Var maxS = zero, logSumS = zero, maxT = zero, logSumT = zero;
@@ -174,13 +162,8 @@ TileModule buildForwardCluster(const Config &c) {
     logSumT = st.logSumT;
   });
   k.ifThen(r.rank == 0.0, [&] {
-    k.store(ceOut, r.row, ce);
-    k.store(tvdOut, r.row, tvd);
-    k.store(sigmaOut, r.row, sigma);
-    k.store(maxSOut, r.row, maxS);
-    k.store(logSumSOut, r.row, logSumS);
-    k.store(maxTOut, r.row, maxT);
-    k.store(logSumTOut, r.row, logSumT);
+    storeRowOutputs(k, args, r.row,
+                    {ce, tvd, sigma, maxS, logSumS, maxT, logSumT});
   });
   return k.finish();
 }
