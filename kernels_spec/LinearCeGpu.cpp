@@ -53,11 +53,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   copts.arch = device.archString();
   LoadedKernels loaded;
   auto load = [&](const char *name, DType dtype) {
-    const KernelSpec &spec = findKernel(name);
-    CompiledKernel k = compileCached(
-        spec.build(spec.config(dtype, spec.ownOverrides(options.overrides),
-                               {{"N", N}, {"V", V}})),
-        copts);
+    CompiledKernel k =
+        compileCached(buildLinearCeKernel(name, dtype, in, options), copts);
     return std::make_pair(loaded.function(k), k.threads);
   };
   auto [weightsFn, weightsThreads] = load("lce_row_weights", DType::F32);

@@ -99,16 +99,23 @@ int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
 
 namespace {
 
-TileModule buildKernel(const char *name, const std::vector<std::string> &set,
-                       int64_t N, int64_t V) {
-  const KernelSpec &spec = findKernel(name);
-  TileModule m = spec.build(
-      spec.config(DType::F32, spec.ownOverrides(set), {{"N", N}, {"V", V}}));
+/// A linear-CE program, optimized for the interpreter.
+TileModule buildForCpu(const char *name, const ref::LinearCeInputs &in,
+                       const LinearCeOptions &o) {
+  TileModule m = buildLinearCeKernel(name, DType::F32, in, o);
   optimizeTile(m);
   return m;
 }
 
 } // namespace
+
+TileModule buildLinearCeKernel(const char *name, DType dtype,
+                               const ref::LinearCeInputs &in,
+                               const LinearCeOptions &options) {
+  const KernelSpec &spec = findKernel(name);
+  return spec.build(spec.config(dtype, spec.ownOverrides(options.overrides),
+                                {{"N", in.N}, {"V", in.V}}));
+}
 
 ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
                                        DType dtype, bool bias, bool weights,
@@ -176,13 +183,13 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   int32_t hasW = hasWeight ? 1 : 0, hasB = in.bias.empty() ? 0 : 1;
   float dzScale = linearCeDzScale(in, options);
   bool none = p.reduction == Reduction::None;
-  TileModule weights = buildKernel("lce_row_weights", options.overrides, N, V);
+  TileModule weights = buildForCpu("lce_row_weights", in, options);
   interpret(weights.operation(), weights.kernelName(), {1, 1, 1},
             {buf(target, DType::I64), buf(weight, DType::F32),
              buf(stats, DType::F32), int32_t(N), int32_t(V),
              int64_t(p.ignoreIndex), hasW,
              int32_t(p.reduction == Reduction::Mean ? 1 : 0)});
-  TileModule rows = buildKernel("lce_logits_grad", options.overrides, N, V);
+  TileModule rows = buildForCpu("lce_logits_grad", in, options);
 
   for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks) {
     int64_t rowsHere = std::min(chunk, N - r0);
@@ -239,7 +246,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   }
   if (!none) {
     std::vector<float> loss(2, 0.f);
-    TileModule sum = buildKernel("lce_loss_sum", options.overrides, N, V);
+    TileModule sum = buildForCpu("lce_loss_sum", in, options);
     interpret(sum.operation(), sum.kernelName(), {1, 1, 1},
               {buf(out.rowLoss, DType::F32), buf(out.rowZLoss, DType::F32),
                buf(stats, DType::F32), buf(loss, DType::F32), int32_t(N)});

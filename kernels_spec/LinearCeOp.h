@@ -15,6 +15,7 @@
 #define TILEJIT_KERNELS_SPEC_LINEARCEOP_H
 
 #include "kernels_spec/reference/LinearCeReference.h"
+#include "tilejit/TileModule.h"
 
 #include <string>
 #include <vector>
@@ -82,6 +83,12 @@ float linearCeDzScale(const ref::LinearCeInputs &in,
 /// included; ascending, at least one.
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options);
+
+/// Builds linear-CE program `name` (LinearCe.h) for in's shape with the
+/// options' overrides that name its parameters.
+TileModule buildLinearCeKernel(const char *name, DType dtype,
+                               const ref::LinearCeInputs &in,
+                               const LinearCeOptions &options);
 
 /// Throws tilejit::Error for bad shapes, targets or options.
 void validateLinearCe(const ref::LinearCeInputs &in,
