@@ -16,6 +16,8 @@
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 
+#include "GpuTest.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -459,9 +461,7 @@ TEST_F(TuningDatabaseTest, UnwritableOrDisabledNeverThrows) {
 //===----------------------------------------------------------------------===//
 
 TEST(AutotunerGpu, TunesCeTvdAndThenUsesTheEntry) {
-  std::string why;
-  if (!cuda::driverAvailable(&why))
-    GTEST_SKIP() << why;
+  TILEJIT_SKIP_WITHOUT_GPU();
   fs::path dir = fs::temp_directory_path() /
                  ("tilejit-tune-gpu-" + std::to_string(getpid()));
   fs::remove_all(dir);

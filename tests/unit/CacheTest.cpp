@@ -21,6 +21,8 @@
 
 #include "llvm/Support/JSON.h"
 
+#include "GpuTest.h"
+
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
@@ -817,9 +819,7 @@ TEST(Cache, CommandLine) {
 //===----------------------------------------------------------------------===//
 
 TEST(CacheGpu, LoadedKernelsLoadOnceAndLookUpInMicroseconds) {
-  std::string why;
-  if (!cuda::driverAvailable(&why))
-    GTEST_SKIP() << "no GPU: " << why;
+  TILEJIT_SKIP_WITHOUT_GPU();
   TempDir tmp;
   cuda::Device device = cuda::Device::open();
   CompileOptions o;

@@ -6,6 +6,8 @@
 #include "tilejit/DSL.h"
 #include "tilejit/Interpreter.h"
 
+#include "GpuTest.h"
+
 #include <gtest/gtest.h>
 
 using namespace tilejit;
@@ -123,9 +125,7 @@ TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
 }
 
 TEST(ClusterGpu, ReduceMatchesTheInterpreter) {
-  std::string why;
-  if (!cuda::driverAvailable(&why))
-    GTEST_SKIP() << "no GPU: " << why;
+  TILEJIT_SKIP_WITHOUT_GPU();
   for (int64_t C : {2, 4, 8, 16}) {
     const int64_t programs = 2 * C;
     cuda::Device device = cuda::Device::open();

@@ -7,6 +7,8 @@
 #include "tilejit/HostFloat.h"
 #include "tilejit/Interpreter.h"
 
+#include "GpuTest.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,8 +33,10 @@ TileModule matmulKernel(DType dtype = DType::BF16, int64_t warps = 4) {
   Value ia = k.arange(M * BK), ib = k.arange(BK * N);
   k.forRange(0, k.constant(K, DType::I32), BK, [&](Value k0) {
     // Element (i, j) of the M x BK block of A is A[i, k0 + j].
-    Value aOffs = (ia / double(BK)) * double(K) + (ia % k.constant(BK, DType::I32)) + k0;
-    Value bOffs = (ib / double(N) + k0) * double(N) + (ib % k.constant(N, DType::I32));
+    Value aOffs =
+        (ia / double(BK)) * double(K) + (ia % k.constant(BK, DType::I32)) + k0;
+    Value bOffs =
+        (ib / double(N) + k0) * double(N) + (ib % k.constant(N, DType::I32));
     acc = k.dot(k.load(a, aOffs), k.load(b, bOffs), acc, M, N, BK);
   });
   k.store(out, k.arange(M * N), acc);
@@ -63,7 +67,8 @@ Matrices makeMatrices(DType dtype) {
   return m;
 }
 
-void expectClose(const std::vector<float> &got, const std::vector<double> &want) {
+void expectClose(const std::vector<float> &got,
+                 const std::vector<double> &want) {
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << "at " << i;
 }
@@ -116,9 +121,7 @@ TEST(Dot, BadShapesAndTypesAreErrors) {
 }
 
 TEST(DotGpu, MatchesFp64) {
-  std::string why;
-  if (!cuda::driverAvailable(&why))
-    GTEST_SKIP() << "no GPU: " << why;
+  TILEJIT_SKIP_WITHOUT_GPU();
   cuda::Device device = cuda::Device::open();
   for (DType dt : {DType::BF16, DType::F16}) {
     Matrices m = makeMatrices(dt);

@@ -13,6 +13,8 @@
 
 #include "TestData.h"
 
+#include "GpuTest.h"
+
 #include <gtest/gtest.h>
 
 using namespace tilejit;
@@ -250,11 +252,7 @@ TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
 
 class CeTvdReducedGpu : public ::testing::TestWithParam<Case> {
 protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda::driverAvailable(&why))
-      GTEST_SKIP() << "no GPU: " << why;
-  }
+  void SetUp() override { TILEJIT_SKIP_WITHOUT_GPU(); }
 };
 
 TEST_P(CeTvdReducedGpu, MatchesReference) {

@@ -16,6 +16,8 @@
 
 #include "TestData.h"
 
+#include "GpuTest.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -275,11 +277,7 @@ INSTANTIATE_TEST_SUITE_P(
 // On the GPU: the same checks through NVRTC and the driver.
 class CeTvdGpu : public ::testing::TestWithParam<Shape> {
 protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda::driverAvailable(&why))
-      GTEST_SKIP() << "no GPU: " << why;
-  }
+  void SetUp() override { TILEJIT_SKIP_WITHOUT_GPU(); }
 };
 
 TEST_P(CeTvdGpu, MatchesReference) {

@@ -12,6 +12,8 @@
 
 #include "TestData.h"
 
+#include "GpuTest.h"
+
 #include <gtest/gtest.h>
 
 using namespace tilejit;
@@ -260,9 +262,7 @@ TEST(LinearCe, BadInputsAreClearErrors) {
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
 // in the input dtype (fp32 accumulation).
 TEST(LinearCeGpu, MatchesReference) {
-  std::string why;
-  if (!cuda::driverAvailable(&why))
-    GTEST_SKIP() << "no GPU: " << why;
+  TILEJIT_SKIP_WITHOUT_GPU();
   for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
     ref::LinearCeInputs in =
         makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
@@ -346,9 +346,7 @@ void expectFusedMatches(FusedRunner run) {
 TEST(LinearCeFused, ForwardMatchesReference) { expectFusedMatches(fusedOnCpu); }
 
 TEST(LinearCeFusedGpu, ForwardMatchesReference) {
-  std::string why;
-  if (!cuda::driverAvailable(&why))
-    GTEST_SKIP() << "no GPU: " << why;
+  TILEJIT_SKIP_WITHOUT_GPU();
   expectFusedMatches(fusedOnGpu);
 }
 
