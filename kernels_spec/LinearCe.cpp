@@ -24,7 +24,15 @@ Value softcapped(Value z, Value c, Value useCap) {
 TileModule buildLogitsGrad(const Config &cfg) {
   KernelBuilder k("lce_logits_grad", cfg);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value logits = k.pointerArg("logits", DType::F32);
+  // Features compiled in (lceFeatureFlags): a plain cross-entropy pays for
+  // no tanh, division or extra load per element.
+  const bool SOFTCAP = k.param("SOFTCAP"), SMOOTHING = k.param("SMOOTHING"),
+             Z_LOSS = k.param("Z_LOSS"), BIAS = k.param("BIAS"),
+             CLASS_WEIGHT = k.param("CLASS_WEIGHT");
+  // NARROW_LOGITS: the GEMM wrote the logits in the input dtype (as
+  // PyTorch's h @ W.T does) and dz overwrites them in place.
+  Value logits = k.pointerArg(
+      "logits", k.param("NARROW_LOGITS") ? cfg.dtype : DType::F32);
   Value dzOut = k.pointerArg("dz", cfg.dtype);
   Value bias = k.pointerArg("bias", DType::F32);
   Value target = k.pointerArg("target", DType::I64);
@@ -56,39 +64,38 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value valid = y != ignoreIndex;
   // An ignored row's target may be anything; read class 0 instead.
   Value yIdx = where(valid, y, k.constant(0, DType::I64));
-  // Without class weights or bias those buffers are not touched (masked
-  // loads give 1 and 0).
-  Value wy = k.load(classWeight, yIdx, hasWeight, 1.0);
-  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+  Value y32 = yIdx.to(DType::I32);
+  Value f32Zero = k.constant(0, DType::F32);
+  Value zero = k.full(BLOCK, f32Zero);
+  Value wy = CLASS_WEIGHT ? k.load(classWeight, yIdx, hasWeight, 1.0)
+                          : k.constant(1, DType::F32);
   auto weightAt = [&](Value offs, Value mask) {
     return where(mask, k.load(classWeight, offs, mask && hasWeight, 1.0), zero);
   };
   // The raw logit (GEMM output plus bias) and its softcapped value.
   auto logitAt = [&](Value offs, Value mask) {
-    Value raw = k.load(z, offs, mask, kNegInf) +
-                k.load(bias, offs, mask && hasBias, 0.0);
-    return std::make_pair(raw, softcapped(raw, cap, useCap));
+    Value raw = k.load(z, offs, mask, kNegInf).to(DType::F32);
+    if (BIAS)
+      raw = raw + k.load(bias, offs, mask && hasBias, 0.0);
+    return std::make_pair(raw, SOFTCAP ? softcapped(raw, cap, useCap) : raw);
   };
 
-  // Pass 1: the row's max and sum-exp, and the target logit.
+  // Pass 1: the row's max and sum-exp.
   Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
-  Var zy = zero;
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
-    Value zc = logitAt(offs, offs < V).second;
-    onlineUpdate(m, d, zc);
-    zy = zy + where(offs.to(DType::I64) == y, zc, zero);
+    onlineUpdate(m, d, logitAt(offs, offs < V).second);
   });
   Value rowMax = m.max();
   Value shift = safeShift(rowMax);
   Value logSum = log((d * exp(m - shift)).sum());
   Value lse = shift + logSum;
-  Value wSum = k.load(stats, k.constant(2, DType::I32));
+  // The target logit: one load (an ignored row reads nothing).
+  Value zy = logitAt(y32, valid).second;
 
   // Upstream factors of the CE part and of the (unweighted) z-loss part:
   // 1 / sum of w_y and 1 / n_valid (mean), 1 (sum), or the row's upstream
   // gradient (none).
-  Value f32Zero = k.constant(0, DType::F32);
   Value upstream = k.load(gradOutput, row, perRowUpstream, 0.0);
   auto factor = [&](int index) {
     return where(valid,
@@ -97,6 +104,15 @@ TileModule buildLogitsGrad(const Config &cfg) {
                  f32Zero);
   };
   Value gCe = factor(0), gZ = factor(1);
+  Value wSum = k.load(stats, k.constant(2, DType::I32));
+  Value epsOverV = eps / V.to(DType::F32);
+  // The per-element gradient is a p + b [v == y] (+ the smoothing term).
+  Value pFactor = gCe * (1.0 - eps) * wy;
+  if (SMOOTHING)
+    pFactor = pFactor + gCe * epsOverV * wSum;
+  if (Z_LOSS)
+    pFactor = pFactor + gZ * 2.0 * zLoss * lse;
+  Value targetFactor = gCe * (1.0 - eps) * wy;
 
   // Pass 2: d loss / d logits, and sum_v w_v (z_v - max) for the smoothing
   // term (differences against the max keep a large common offset exact).
@@ -105,27 +121,31 @@ TileModule buildLogitsGrad(const Config &cfg) {
     Value offs = i + k.arange(BLOCK);
     Value mask = offs < V;
     auto [raw, zc] = logitAt(offs, mask);
-    Value w = weightAt(offs, mask);
-    wzShifted = wzShifted + w * where(mask, zc - shift, zero);
     Value p = exp((zc - shift) - logSum);
-    Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
-    Value dzc = gCe * ((1.0 - eps) * wy * (p - onehot) +
-                       eps / V.to(DType::F32) * (wSum * p - w)) +
-                gZ * 2.0 * zLoss * lse * p;
-    // Chain rule through the softcap: d(c tanh(r/c))/dr = 1 - tanh^2.
-    Value t = zc / cap;
-    k.store(dz, offs, dzScale * dzc * where(useCap, 1.0 - t * t, 1.0 + zero),
-            mask);
+    Value dzc = pFactor * p - where(offs == y32, targetFactor, f32Zero);
+    if (SMOOTHING) {
+      Value w = weightAt(offs, mask);
+      wzShifted = wzShifted + w * where(mask, zc - shift, zero);
+      dzc = dzc - gCe * epsOverV * w;
+    }
+    if (SOFTCAP) {
+      // Chain rule through the softcap: d(c tanh(r/c))/dr = 1 - tanh^2.
+      Value t = zc / cap;
+      dzc = dzc * where(useCap, 1.0 - t * t, 1.0 + zero);
+    }
+    k.store(dz, offs, dzScale * dzc, mask);
   });
   // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by
   // w_v inside the sum (reference/LinearCeReference.h).
-  Value nll = (1.0 - eps) * wy * (logSum - (zy.sum() - shift));
+  Value nll = (1.0 - eps) * wy * (logSum - (zy - shift));
+  Value rowTerm = nll;
   // (Without smoothing the term is skipped: 0 * inf for -inf logits.)
-  Value smooth = where(
-      eps > 0.0, eps / V.to(DType::F32) * (wSum * logSum - wzShifted.sum()),
-      f32Zero);
-  Value zTerm = zLoss * lse * lse;
-  k.store(rowLoss, row, where(valid, nll + smooth + zTerm, f32Zero));
+  if (SMOOTHING)
+    rowTerm = rowTerm + where(eps > 0.0,
+                              epsOverV * (wSum * logSum - wzShifted.sum()),
+                              f32Zero);
+  Value zTerm = Z_LOSS ? zLoss * lse * lse : f32Zero;
+  k.store(rowLoss, row, where(valid, rowTerm + zTerm, f32Zero));
   k.store(rowZLoss, row, where(valid, zTerm, f32Zero));
   k.store(lseOut, row, where(valid, lse, f32Zero));
   return k.finish();
@@ -204,19 +224,33 @@ TileModule buildLossSum(const Config &cfg) {
 
 std::vector<ParamSpec> rowParams() {
   return {{"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
-          {"num_warps", {4, 8, 16}, 8, "warps per program"}};
+          {"num_warps", {4, 8, 16}, 8, "warps per program"},
+          {"NARROW_LOGITS", {0, 1}, 0, "logits in the input dtype, not f32"}};
+}
+
+/// The feature flags lce_logits_grad is specialized for, from the caller's
+/// `problem` entries of the same names; an absent entry compiles the
+/// feature in (the general kernel).
+void lceFeatureFlags(Config &c, const std::map<std::string, int64_t> &problem) {
+  for (const char *flag :
+       {"SOFTCAP", "SMOOTHING", "Z_LOSS", "BIAS", "CLASS_WEIGHT"}) {
+    auto it = problem.find(flag);
+    c.params[flag] = it == problem.end() || it->second != 0 ? 1 : 0;
+  }
 }
 
 } // namespace
 
 KernelSpec linearCeLogitsGradSpec() {
-  return {"lce_logits_grad",
-          "linear CE: loss terms of a chunk of logits rows, and d loss / d "
-          "logits in place",
-          rowParams(),
-          {DType::BF16, DType::F16, DType::F32},
-          buildLogitsGrad,
-          {{"N", true}, {"V", false}}};
+  KernelSpec s{"lce_logits_grad",
+               "linear CE: loss terms of a chunk of logits rows, and d loss / "
+               "d logits in place",
+               rowParams(),
+               {DType::BF16, DType::F16, DType::F32},
+               buildLogitsGrad,
+               {{"N", true}, {"V", false}}};
+  s.deriveParams = lceFeatureFlags;
+  return s;
 }
 
 KernelSpec linearCeLossSumSpec() {

@@ -4,7 +4,7 @@
 // dh_c = dz W and dW += dz^T h_c after), one program per logits row:
 //
 // lce_logits_grad(logits: ptr<f32> (rows, V) with row_stride, the GEMM
-//                 output h_c W^T; dz: ptr<dtype> (rows, V) with dz_stride
+//                 output h_c W^T (ptr<dtype> with NARROW_LOGITS=1); dz: ptr<dtype> (rows, V) with dz_stride
 //                 (may alias the logits rows, f32 or a narrower view of
 //                 them: each element is read before it is written);
 //                 bias: ptr<f32> (V); target: ptr<i64> (N);

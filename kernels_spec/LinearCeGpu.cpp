@@ -58,14 +58,20 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     return std::make_pair(loaded.function(k), k.threads);
   };
   auto [weightsFn, weightsThreads] = load("lce_row_weights", DType::F32);
-  auto [rowsFn, rowsThreads] = load("lce_logits_grad", in.dtype);
+  LinearCeOptions rowOptions = options;
+  rowOptions.overrides.push_back(
+      "NARROW_LOGITS=" + std::to_string(options.narrowLogits ? 1 : 0));
+  CompiledKernel rowsKernel = compileCached(
+      buildLinearCeKernel("lce_logits_grad", in.dtype, in, rowOptions), copts);
+  const cuda::Function &rowsFn = loaded.function(rowsKernel);
+  int rowsThreads = rowsKernel.threads;
   auto [sumFn, sumThreads] = load("lce_loss_sum", DType::F32);
 
-  // Inputs, outputs and the one chunk of logits (f32). dz overwrites the
-  // logits in place for f32 inputs (each element is read and written by the
-  // same thread); in a narrower input dtype it gets a buffer of its own,
-  // since a narrower view of a row would be written by threads other than
-  // those still reading it.
+  // Inputs, outputs and the one chunk of logits. dz overwrites the logits in
+  // place when both have one dtype (each element is read and written by the
+  // same thread); f32 logits of bf16/f16 inputs get a dz buffer of their
+  // own, since a narrower view of a row would be written by threads other
+  // than those still reading it.
   size_t es = dtypeSize(in.dtype);
   cuda::DeviceBuffer h = upload(in.h), W = upload(in.W);
   cuda::DeviceBuffer bias =
@@ -76,13 +82,16 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   cuda::DeviceBuffer upstream = upload(in.gradOutput);
   cuda::DeviceBuffer stats(5 * sizeof(float)), loss(2 * sizeof(float));
   cuda::DeviceBuffer rowLoss(N * 4), rowZLoss(N * 4), lse(N * 4);
-  cuda::DeviceBuffer logits(maxChunk * V * 4);
-  bool inPlace = in.dtype == DType::F32;
+  bool inPlace = in.dtype == DType::F32 || options.narrowLogits;
+  DType logitsType = options.narrowLogits ? in.dtype : DType::F32;
+  cuda::DeviceBuffer logits(maxChunk * V * dtypeSize(logitsType));
   cuda::DeviceBuffer dzBuffer(inPlace ? 0 : maxChunk * V * es);
   // dW and db accumulate in fp32, or in bf16 on request.
   DType accType = options.bf16GradAccumulation ? DType::BF16 : DType::F32;
   size_t accBytes = dtypeSize(accType);
-  cuda::DeviceBuffer dh(N * d * 4), dW(V * d * accBytes), db(V * accBytes);
+  // dh is complete after its chunk's one GEMM (fp32 accumulation inside),
+  // so it is stored in the input dtype, as PyTorch returns it.
+  cuda::DeviceBuffer dh(N * d * es), dW(V * d * accBytes), db(V * accBytes);
   std::vector<uint8_t> onesHost(maxChunk * es);
   for (int64_t i = 0; i < maxChunk; ++i)
     storeFromDouble(onesHost.data(), in.dtype, i, 1.0);
@@ -119,6 +128,35 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   };
 
   LinearCeOutputs out;
+  // The GEMMs and the row program of the chunk at row r0; runs `only` the
+  // step of that index when it is not -1 (timing one step at a time).
+  auto chunkSteps = [&](int64_t r0, int only) {
+    int64_t rows = std::min(chunk, N - r0);
+    int32_t first = int32_t(r0);
+    cublaslt::Matrix hc{h.ptr() + r0 * d * es, in.dtype, rows, d, d};
+    cublaslt::Matrix Wm{W.ptr(), in.dtype, V, d, d};
+    cublaslt::Matrix z{logits.ptr(), logitsType, rows, V, V};
+    cublaslt::Matrix dz{ptr[Dz], in.dtype, rows, V, dzStride};
+    if (only < 0 || only == 0)
+      gemm.run(hc, false, Wm, true, z, 1.f, 0.f); // z = h_c W^T
+    std::vector<void *> args = {
+        &ptr[Logits], &ptr[Dz],   &ptr[Bias],    &ptr[Target], &ptr[Weight],
+        &ptr[Stats],  &ptr[Up],   &ptr[RowLoss], &ptr[RowZ],   &ptr[Lse],
+        &v32,         &rowStride, &dzStride,     &first,       &ignore,
+        &eps,         &zl,        &cap,          &hasB,        &hasW,
+        &none,        &dzScale};
+    if (only < 0 || only == 1)
+      cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0,
+                   nullptr, args);
+    if (only < 0 || only == 2)
+      gemm.run(dz, false, Wm, false,
+               {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f);
+    if (only < 0 || only == 3)
+      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale, 1.f);
+    if (hasB && (only < 0 || only == 3))
+      gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
+               {db.ptr(), accType, 1, V, V}, unscale, 1.f);
+  };
   // One forward + backward, queued on the default stream.
   auto step = [&] {
     dW.memset(0);
@@ -128,29 +166,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                                  &hasW,        &mean};
     cuda::launch(weightsFn, {1}, {unsigned(weightsThreads)}, 0, nullptr, wArgs);
     out.chunks = 0;
-    for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks) {
-      int64_t rows = std::min(chunk, N - r0);
-      int32_t first = int32_t(r0);
-      cublaslt::Matrix hc{h.ptr() + r0 * d * es, in.dtype, rows, d, d};
-      cublaslt::Matrix Wm{W.ptr(), in.dtype, V, d, d};
-      cublaslt::Matrix z{logits.ptr(), DType::F32, rows, V, V};
-      cublaslt::Matrix dz{ptr[Dz], in.dtype, rows, V, dzStride};
-      gemm.run(hc, false, Wm, true, z, 1.f, 0.f); // z = h_c W^T
-      std::vector<void *> args = {
-          &ptr[Logits], &ptr[Dz],   &ptr[Bias],    &ptr[Target], &ptr[Weight],
-          &ptr[Stats],  &ptr[Up],   &ptr[RowLoss], &ptr[RowZ],   &ptr[Lse],
-          &v32,         &rowStride, &dzStride,     &first,       &ignore,
-          &eps,         &zl,        &cap,          &hasB,        &hasW,
-          &none,        &dzScale};
-      cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0,
-                   nullptr, args);
-      gemm.run(dz, false, Wm, false,
-               {dh.ptr() + r0 * d * 4, DType::F32, rows, d, d}, unscale, 0.f);
-      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale, 1.f);
-      if (hasB)
-        gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
-                 {db.ptr(), accType, 1, V, V}, unscale, 1.f);
-    }
+    for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks)
+      chunkSteps(r0, -1);
     if (!none) {
       std::vector<void *> sArgs = {&ptr[RowLoss], &ptr[RowZ], &ptr[Stats],
                                    &ptr[Loss], &n32};
@@ -203,8 +220,19 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   out.firstRunMs = std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
-  if (options.iterations > 0)
+  if (options.iterations > 0) {
     out.ms = median(options.iterations);
+    const char *names[] = {"logits GEMM", "lce_logits_grad", "dh GEMM",
+                           hasB ? "dW + db GEMMs" : "dW GEMM"};
+    for (int i = 0; i < 4; ++i) {
+      std::vector<double> ms;
+      for (int r = 0; r < 5; ++r)
+        ms.push_back(cuda::timeMs([&] { chunkSteps(0, i); }));
+      std::sort(ms.begin(), ms.end());
+      out.chunkStepMs.push_back({names[i], ms[2]});
+    }
+    step(); // the single steps left dW and the logits changed
+  }
   out.workspaceBytes =
       logits.size() + dzBuffer.size() + ones.size() + cublaslt::kWorkspaceBytes;
 
@@ -217,7 +245,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   fetch(rowLoss, out.rowLoss, N);
   fetch(rowZLoss, out.rowZLoss, N);
   fetch(lse, out.lse, N);
-  fetch(dh, out.dh, N * d);
+  fetch(dh, out.dh, N * d, in.dtype);
   fetch(dW, out.dW, V * d, accType);
   if (hasB)
     fetch(db, out.db, V, accType);

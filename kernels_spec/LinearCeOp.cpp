@@ -1,12 +1,15 @@
 //===- LinearCeOp.cpp - chunked fused linear CE on the CPU ----------------===//
 #include "kernels_spec/LinearCeOp.h"
 
+#include "runtime/CublasLt.h"
+
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/Interpreter.h"
 #include "tilejit/KernelSpec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -68,15 +71,29 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
          std::string(dtypeName(in.dtype)) + ")");
   if (o.chunkRows < 0 || o.memoryBudgetBytes < 0)
     fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
+  if (o.chunkRows == 0 && o.memoryBudgetBytes > 0 &&
+      o.memoryBudgetBytes < int64_t(cublaslt::kWorkspaceBytes) + in.V * 4)
+    fail("a memory budget of " + std::to_string(o.memoryBudgetBytes) +
+         " bytes does not hold the 32 MiB GEMM workspace and one row of "
+         "logits");
 }
 
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options) {
+  // Equal chunks keep every GEMM the same size (no small tail chunk).
   int64_t most = linearCeChunkRows(in, options);
+  int64_t fewest = (in.N + most - 1) / most;
   std::vector<int64_t> out;
-  for (int64_t c = 128; c < most; c *= 2)
-    out.push_back(c);
-  out.push_back(most);
+  for (double factor : {1.0, 1.5, 2.0, 4.0, 8.0}) {
+    int64_t chunks = int64_t(std::ceil(fewest * factor));
+    int64_t rows = (in.N + chunks - 1) / chunks;
+    int64_t rounded = (rows + 127) / 128 * 128;
+    rows = rounded <= most ? rounded : rows;
+    if (rows >= 128 || rows == most) // smaller ones starve the GEMMs
+      out.push_back(rows);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -92,9 +109,14 @@ int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
     return std::min(in.N, o.chunkRows);
   if (o.memoryBudgetBytes == 0)
     return in.N;
-  int64_t rowBytes =
-      in.V * (4 + (in.dtype == DType::F32 ? 0 : int64_t(dtypeSize(in.dtype))));
-  return std::clamp<int64_t>(o.memoryBudgetBytes / rowBytes, 1, in.N);
+  // f32 logits plus a dz of the input dtype, or one buffer for both; the
+  // GPU's GEMM workspace comes out of the budget first.
+  int64_t es = dtypeSize(in.dtype);
+  int64_t rowBytes = in.V * (in.dtype == DType::F32 ? 4
+                             : o.narrowLogits       ? es
+                                                    : 4 + es);
+  int64_t chunkBytes = o.memoryBudgetBytes - int64_t(cublaslt::kWorkspaceBytes);
+  return std::clamp<int64_t>(chunkBytes / rowBytes, 1, in.N);
 }
 
 namespace {
@@ -113,8 +135,18 @@ TileModule buildLinearCeKernel(const char *name, DType dtype,
                                const ref::LinearCeInputs &in,
                                const LinearCeOptions &options) {
   const KernelSpec &spec = findKernel(name);
-  return spec.build(spec.config(dtype, spec.ownOverrides(options.overrides),
-                                {{"N", in.N}, {"V", in.V}}));
+  const ref::LinearCeParams &p = options.params;
+  // The problem's shape and the features lce_logits_grad compiles in.
+  std::map<std::string, int64_t> problem = {
+      {"N", in.N},
+      {"V", in.V},
+      {"SOFTCAP", p.softcap > 0},
+      {"SMOOTHING", p.labelSmoothing > 0},
+      {"Z_LOSS", p.zLoss > 0},
+      {"BIAS", !in.bias.empty()},
+      {"CLASS_WEIGHT", !in.classWeight.empty()}};
+  return spec.build(
+      spec.config(dtype, spec.ownOverrides(options.overrides), problem));
 }
 
 ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,

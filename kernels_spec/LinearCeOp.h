@@ -26,8 +26,10 @@ struct LinearCeOptions {
   ref::LinearCeParams params;
   /// Rows of logits alive at once; 0 = from memoryBudgetBytes.
   int64_t chunkRows = 0;
-  /// With chunkRows = 0: the bytes the chunk's logits (f32) and, for bf16 or
-  /// f16 inputs, its dz may take; the chunk is the most rows that fit (at
+  /// With chunkRows = 0: the working memory allowed beside the inputs and
+  /// gradients: the GPU's 32 MiB GEMM workspace, then the chunk's logits
+  /// (f32, or the input dtype with narrowLogits) and, for f32 logits of
+  /// bf16 or f16 inputs, its dz. The chunk is the most rows that fit (at
   /// least one). 0 = all N rows at once.
   int64_t memoryBudgetBytes = 0;
   /// Accumulate dW (and db) across chunks in bf16 instead of fp32: half the
@@ -38,6 +40,10 @@ struct LinearCeOptions {
   /// fastest (stored in the tuning database per GPU, shape, dtype and
   /// budget; a stored choice is used without timing).
   bool tuneChunkRows = false;
+  /// GPU: the logits GEMM writes the input dtype (bf16/f16, as PyTorch's
+  /// h @ W.T does) and dz overwrites it in place: half the chunk's bytes
+  /// or less, and each logit rounded once to the input dtype.
+  bool narrowLogits = false;
   /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
   int iterations = 0;
   /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps).
@@ -57,6 +63,9 @@ struct LinearCeOutputs {
   /// cuBLASLt's workspace.
   int64_t workspaceBytes = 0;
   int64_t chunkRows = 0; ///< the rows per chunk it ran with
+  /// GPU with iterations > 0: the first chunk's steps timed one by one
+  /// (name, ms): the logits GEMM, lce_logits_grad, the dh and dW GEMMs.
+  std::vector<std::pair<std::string, double>> chunkStepMs;
   /// GPU with tuneChunkRows: "tuned now", or the tuning file it came from.
   std::string chunkSource;
 };
@@ -78,9 +87,10 @@ int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
 float linearCeDzScale(const ref::LinearCeInputs &in,
                       const LinearCeOptions &options);
 
-/// Chunk sizes worth timing: powers of two from 128 rows up to what
-/// chunkRows / memoryBudgetBytes allow (linearCeChunkRows), that one
-/// included; ascending, at least one.
+/// Chunk sizes worth timing: N split into k equal chunks (rounded up to a
+/// multiple of 128 rows, which GEMM tiles divide) for the fewest chunks
+/// that fit in linearCeChunkRows and for 1.5x, 2x, 4x and 8x as many,
+/// none under 128 rows unless that is all that fits; ascending.
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options);
 

@@ -2,7 +2,7 @@
 # Runs ON the GPU machine from the repo root (see docs/static-build.md): the
 # tile.dot and linear-CE GPU tests, the chunked fused linear cross-entropy
 # (cuBLASLt GEMMs) checked against the fp64 reference and benched, then the
-# peers (torch.compile, Liger when carried) from .carry/peers.py. Logs go to
+# peers (torch eager, torch.compile, and Liger and Cut Cross-Entropy when carried in .carry/liger and .carry/cce) from .carry/peers.py. Logs go to
 # $OUT.
 # libcublasLt comes from the machine's PyTorch wheels unless TILEJIT_CUBLASLT
 # names it.
@@ -22,12 +22,18 @@ tail -3 "$out/unit-tests.log"
 {
   $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
     --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 --check
-  $tj bench fused_linear_ce --bt 8192 --hidden 4096 --vocab 128256 --dtype bf16 --chunk-rows 1024 --iters 5
-  $tj bench fused_linear_ce --bt 8192 --hidden 4096 --vocab 128256 --dtype bf16 --chunk-rows 0 \
-    --memory-budget-mib 512 --tune-chunk --iters 5
+  $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
+    --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 \
+    --narrow-logits --check
+  shape="--bt ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --dtype bf16 --iters 5"
+  $tj bench fused_linear_ce $shape --chunk-rows 1024
+  $tj bench fused_linear_ce $shape --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
+  $tj bench fused_linear_ce $shape --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk \
+    --bf16-grad-accumulation
+  $tj bench fused_linear_ce $shape --chunk-rows ${LCE_N:-8192} --narrow-logits
   if [ -f .carry/peers.py ]; then
-    PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger timeout 300 python3 .carry/peers.py lce \
-      --n 8192 --hidden 4096 --vocab 128256 --providers torch_compile,liger 2>&1 | grep -v Warning
+    PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 400 python3 .carry/peers.py lce \
+      --n ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --providers torch,torch_compile,liger,cce 2>&1 | grep -v Warning
   fi
 } 2>&1 | tee "$out/lce.log"
 rm -rf "$TILEJIT_CACHE_DIR"

@@ -81,6 +81,15 @@ static cl::opt<bool>
                             "and keep the fastest (stored per GPU and shape)"),
                    cl::sub(benchCmd));
 
+static cl::opt<bool> benchNarrowLogits(
+    "narrow-logits",
+    cl::desc("fused_linear_ce: logits in the input dtype, dz in place"),
+    cl::sub(benchCmd));
+static cl::opt<bool>
+    benchBf16Acc("bf16-grad-accumulation",
+                 cl::desc("fused_linear_ce: accumulate dW in bf16"),
+                 cl::sub(benchCmd));
+
 bool benchCommandSelected() { return bool(benchCmd); }
 
 /// `bench fused_linear_ce`: time of one forward + backward against the
@@ -94,12 +103,16 @@ static int benchLinearCe() {
   o.chunkRows = benchChunkRows;
   o.memoryBudgetBytes = benchBudget * (int64_t(1) << 20);
   o.tuneChunkRows = benchTuneChunk;
+  o.narrowLogits = benchNarrowLogits;
+  o.bf16GradAccumulation = benchBf16Acc;
   o.overrides = benchSet;
   o.iterations = benchIters;
   LinearCeOutputs out = runLinearCeGpu(in, o);
   double tflops = cublaslt::Gemm().measureTflops(8192, dtype);
   double work = 6.0 * in.N * in.d * in.V;
-  double gradBytes = 4.0 * (in.N * in.d + in.V * in.d);
+  double gradBytes =
+      4.0 * in.N * in.d +
+      (o.bf16GradAccumulation ? 2.0 : 4.0) * double(in.V) * in.d;
   std::printf("fused_linear_ce bench on %s: N=%lld d=%lld V=%lld dtype=%s, "
               "%lld rows per chunk (%lld chunks%s%s)\n",
               out.device.c_str(), (long long)in.N, (long long)in.d,
@@ -112,9 +125,12 @@ static int benchLinearCe() {
               "matmul rate %.2f\n",
               out.ms, work / (out.ms * 1e-3) / 1e12,
               work / (out.ms * 1e-3) / 1e12 / tflops);
-  std::printf("  memory beyond inputs: gradients (fp32 dh, dW) %.0f MiB + "
+  for (auto &[name, ms] : out.chunkStepMs)
+    std::printf("    first chunk: %-16s %8.3f ms\n", name.c_str(), ms);
+  std::printf("  memory beyond inputs: gradients (fp32 dh, %s dW) %.0f MiB + "
               "workspace %.0f MiB\n",
-              gradBytes / (1 << 20), out.workspaceBytes / double(1 << 20));
+              o.bf16GradAccumulation ? "bf16" : "fp32", gradBytes / (1 << 20),
+              out.workspaceBytes / double(1 << 20));
   return 0;
 }
 

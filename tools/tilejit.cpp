@@ -146,6 +146,12 @@ static cl::opt<bool>
                         "(default fp32)"),
                cl::sub(runCmd), cl::cat(category));
 
+static cl::opt<bool> narrowLogitsArg(
+    "narrow-logits",
+    cl::desc("fused_linear_ce --device=gpu: logits in the input dtype (as "
+             "PyTorch's h @ W.T), dz in place over them"),
+    cl::sub(runCmd), cl::cat(category));
+
 static int listKernels() {
   for (const KernelSpec &k : kernelRegistry()) {
     std::cout << k.name << "  " << k.summary << "\n  dtypes:";
@@ -283,6 +289,7 @@ static int runLinearCe() {
   o.chunkRows = chunkRowsArg;
   o.memoryBudgetBytes = budgetArg * (int64_t(1) << 20);
   o.bf16GradAccumulation = bf16AccArg;
+  o.narrowLogits = narrowLogitsArg;
   o.overrides = setArgs;
   ref::LinearCeInputs in =
       makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),

@@ -3,6 +3,7 @@
 #include "kernels_spec/LinearCeOp.h"
 #include "runtime/Autotuner.h"
 #include "runtime/Cache.h"
+#include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
@@ -207,25 +208,29 @@ TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   ref::LinearCeInputs bf16 =
       makeLinearCeInputs(100, 8, 1000, DType::BF16, false, false, 1);
   LinearCeOptions o;
-  EXPECT_EQ(linearCeChunkRows(f32, o), 100); // no budget: all rows
-  o.memoryBudgetBytes = 40 * 1000 * 4 + 3;   // 40 f32 rows, and a bit
+  const int64_t ws = cublaslt::kWorkspaceBytes; // taken first
+  EXPECT_EQ(linearCeChunkRows(f32, o), 100);    // no budget: all rows
+  o.memoryBudgetBytes = ws + 40 * 1000 * 4 + 3; // 40 f32 rows, and a bit
   EXPECT_EQ(linearCeChunkRows(f32, o), 40);
   EXPECT_EQ(linearCeChunkRows(bf16, o), 26); // f32 logits + bf16 dz rows
+  o.narrowLogits = true;
+  EXPECT_EQ(linearCeChunkRows(bf16, o), 80); // bf16 logits, dz in place
+  o.narrowLogits = false;
   o.memoryBudgetBytes = 1;
   EXPECT_EQ(linearCeChunkRows(f32, o), 1); // at least one row
   o.chunkRows = 7;                         // an explicit chunk wins
   EXPECT_EQ(linearCeChunkRows(f32, o), 7);
   o = {};
-  o.memoryBudgetBytes = 30 * 1000 * 4;
+  o.memoryBudgetBytes = ws + 30 * 1000 * 4;
   EXPECT_EQ(runLinearCeCpu(f32, o).chunks, 4);
 
   // The chunk sizes the GPU tuner times stay within the budget.
   ref::LinearCeInputs big =
       makeLinearCeInputs(5000, 8, 1000, DType::F32, false, false, 1);
-  o.memoryBudgetBytes = 1000 * 1000 * 4; // 1000 f32 rows
+  o.memoryBudgetBytes = ws + 1000 * 1000 * 4; // 1000 f32 rows
   EXPECT_EQ(linearCeChunkCandidates(big, o),
-            (std::vector<int64_t>{128, 256, 512, 1000}));
-  o.memoryBudgetBytes = 100 * 1000 * 4;
+            (std::vector<int64_t>{128, 256, 512, 640, 1000}));
+  o.memoryBudgetBytes = ws + 100 * 1000 * 4;
   EXPECT_EQ(linearCeChunkCandidates(big, o), std::vector<int64_t>{100});
 }
 
@@ -257,25 +262,38 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &in, auto &) { in.N = 0; }, "positive");
   fails([](auto &, auto &o) { o.bf16GradAccumulation = true; },
         "needs bf16 inputs");
+  fails([](auto &, auto &o) { o.memoryBudgetBytes = 1 << 20; },
+        "GEMM workspace");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
 // in the input dtype (fp32 accumulation).
 TEST(LinearCeGpu, MatchesReference) {
   TILEJIT_SKIP_WITHOUT_GPU();
-  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    ref::LinearCeInputs in =
-        makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
-    LinearCeOptions o;
-    o.params.labelSmoothing = 0.1;
-    o.params.zLoss = 1e-4;
-    o.params.softcap = 20;
-    o.chunkRows = 16;
-    LinearCeOutputs out = runLinearCeGpu(in, o);
-    double tol = dt == DType::F32 ? 1e-4 : 1e-2;
-    LinearCeCheck c = checkLinearCe(in, o, out, tol, tol);
-    EXPECT_TRUE(c.passed) << dtypeName(dt) << "\n" << c.summary;
-  }
+  using Reduction = ref::LinearCeParams::Reduction;
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
+      for (bool narrow : {false, true}) {
+        ref::LinearCeInputs in =
+            makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
+        LinearCeOptions o;
+        o.params.reduction = r;
+        o.params.labelSmoothing = 0.1;
+        o.params.zLoss = 1e-4;
+        o.params.softcap = 20;
+        o.chunkRows = 16;
+        o.narrowLogits = narrow;
+        o.bf16GradAccumulation = narrow && dt == DType::BF16;
+        if (r == Reduction::None)
+          for (int64_t i = 0; i < in.N; ++i)
+            in.gradOutput.push_back(0.5f + 0.01f * float(i));
+        LinearCeOutputs out = runLinearCeGpu(in, o);
+        double tol = dt == DType::F32 ? 1e-4 : 1e-2;
+        LinearCeCheck c = checkLinearCe(in, o, out, tol, tol);
+        EXPECT_TRUE(c.passed) << dtypeName(dt) << " reduction " << int(r)
+                              << " narrow " << narrow << "\n"
+                              << c.summary;
+      }
 }
 
 // The fused forward (logits on chip, tile dot): rows, hidden size and vocab
