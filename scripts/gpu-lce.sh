@@ -31,7 +31,7 @@ tail -3 "$out/unit-tests.log"
   $tj bench fused_linear_ce $shape --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk \
     --bf16-grad-accumulation
   $tj bench fused_linear_ce $shape --chunk-rows ${LCE_N:-8192} --narrow-logits
-  if [ -f .carry/peers.py ]; then
+  if [ "${PEERS:-1}" = 1 ] && [ -f .carry/peers.py ]; then
     PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 400 python3 .carry/peers.py lce \
       --n ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --providers torch,torch_compile,liger,cce 2>&1 | grep -v Warning
   fi
