@@ -106,14 +106,10 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value gCe = factor(0), gZ = factor(1);
   Value wSum = k.load(stats, k.constant(2, DType::I32));
   Value epsOverV = eps / V.to(DType::F32);
-  // The per-element gradient is a p + b [v == y] (+ the smoothing term).
-  Value pFactor = gCe * (1.0 - eps) * wy;
-  if (SMOOTHING)
-    pFactor = pFactor + gCe * epsOverV * wSum;
-  if (Z_LOSS)
-    pFactor = pFactor + gZ * 2.0 * zLoss * lse;
+  // p - [v == y] is exact where p rounds to 1 (Sterbenz), so a confident
+  // row's target gradient keeps its digits; the other terms add to it.
   Value targetFactor = gCe * (1.0 - eps) * wy;
-
+  Value zFactor = gZ * 2.0 * zLoss * lse;
   // Pass 2: d loss / d logits, and sum_v w_v (z_v - max) for the smoothing
   // term (differences against the max keep a large common offset exact).
   Var wzShifted = zero;
@@ -122,12 +118,14 @@ TileModule buildLogitsGrad(const Config &cfg) {
     Value mask = offs < V;
     auto [raw, zc] = logitAt(offs, mask);
     Value p = exp((zc - shift) - logSum);
-    Value dzc = pFactor * p - where(offs == y32, targetFactor, f32Zero);
+    Value dzc = targetFactor * (p - (offs == y32).to(DType::F32));
     if (SMOOTHING) {
       Value w = weightAt(offs, mask);
       wzShifted = wzShifted + w * where(mask, zc - shift, zero);
-      dzc = dzc - gCe * epsOverV * w;
+      dzc = dzc + gCe * epsOverV * (wSum * p - w);
     }
+    if (Z_LOSS)
+      dzc = dzc + zFactor * p;
     if (SOFTCAP) {
       // Chain rule through the softcap: d(c tanh(r/c))/dr = 1 - tanh^2.
       Value t = zc / cap;

@@ -48,7 +48,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   const int64_t maxChunk = linearCeChunkRows(in, options);
   int64_t chunk = maxChunk;
   cuda::Device device = cuda::Device::open();
-  cublaslt::Gemm gemm;
+  cublaslt::Gemm gemm(options.gemmWorkspaceBytes);
   CompileOptions copts;
   copts.arch = device.archString();
   LoadedKernels loaded;
@@ -204,6 +204,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
             t.params = {{"CHUNK_ROWS", c}};
             t.ms = median(3);
             r.trials.push_back(t);
+            out.chunkTrials.push_back({c, t.ms});
             if (r.winner < 0 || t.ms < r.trials[r.winner].ms)
               r.winner = int(r.trials.size()) - 1;
           }
@@ -234,7 +235,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     step(); // the single steps left dW and the logits changed
   }
   out.workspaceBytes =
-      logits.size() + dzBuffer.size() + ones.size() + cublaslt::kWorkspaceBytes;
+      logits.size() + dzBuffer.size() + ones.size() + options.gemmWorkspaceBytes;
 
   auto fetch = [](const cuda::DeviceBuffer &b, std::vector<float> &v, int64_t n,
                   DType t = DType::F32) {

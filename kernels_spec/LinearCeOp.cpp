@@ -1,8 +1,6 @@
 //===- LinearCeOp.cpp - chunked fused linear CE on the CPU ----------------===//
 #include "kernels_spec/LinearCeOp.h"
 
-#include "runtime/CublasLt.h"
-
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
@@ -72,10 +70,13 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   if (o.chunkRows < 0 || o.memoryBudgetBytes < 0)
     fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
   if (o.chunkRows == 0 && o.memoryBudgetBytes > 0 &&
-      o.memoryBudgetBytes < int64_t(cublaslt::kWorkspaceBytes) + in.V * 4)
+      o.memoryBudgetBytes < o.gemmWorkspaceBytes + in.V * 4)
     fail("a memory budget of " + std::to_string(o.memoryBudgetBytes) +
-         " bytes does not hold the 32 MiB GEMM workspace and one row of "
-         "logits");
+         " bytes does not hold the GEMM workspace (" +
+         std::to_string(o.gemmWorkspaceBytes) +
+         " bytes) and one row of logits");
+  if (o.gemmWorkspaceBytes < 0)
+    fail("the GEMM workspace must be >= 0 bytes");
 }
 
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
@@ -115,7 +116,7 @@ int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
   int64_t rowBytes = in.V * (in.dtype == DType::F32 ? 4
                              : o.narrowLogits       ? es
                                                     : 4 + es);
-  int64_t chunkBytes = o.memoryBudgetBytes - int64_t(cublaslt::kWorkspaceBytes);
+  int64_t chunkBytes = o.memoryBudgetBytes - o.gemmWorkspaceBytes;
   return std::clamp<int64_t>(chunkBytes / rowBytes, 1, in.N);
 }
 

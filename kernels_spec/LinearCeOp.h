@@ -26,8 +26,10 @@ struct LinearCeOptions {
   ref::LinearCeParams params;
   /// Rows of logits alive at once; 0 = from memoryBudgetBytes.
   int64_t chunkRows = 0;
+  /// GPU: device memory for cuBLASLt (comes out of memoryBudgetBytes).
+  int64_t gemmWorkspaceBytes = 32 << 20;
   /// With chunkRows = 0: the working memory allowed beside the inputs and
-  /// gradients: the GPU's 32 MiB GEMM workspace, then the chunk's logits
+  /// gradients: the GPU's GEMM workspace, then the chunk's logits
   /// (f32, or the input dtype with narrowLogits) and, for f32 logits of
   /// bf16 or f16 inputs, its dz. The chunk is the most rows that fit (at
   /// least one). 0 = all N rows at once.
@@ -68,6 +70,8 @@ struct LinearCeOutputs {
   std::vector<std::pair<std::string, double>> chunkStepMs;
   /// GPU with tuneChunkRows: "tuned now", or the tuning file it came from.
   std::string chunkSource;
+  /// GPU with tuneChunkRows tuned now: (rows per chunk, ms) of each trial.
+  std::vector<std::pair<int64_t, double>> chunkTrials;
 };
 
 /// Deterministic inputs: h ~ N(0, 1), W ~ N(0, 1/d) (logits ~ N(0, 1)),

@@ -107,15 +107,16 @@ bool available(std::string *why) {
 
 struct Gemm::Impl {
   cublasLtHandle_t handle = nullptr;
-  cuda::DeviceBuffer workspace{kWorkspaceBytes};
+  cuda::DeviceBuffer workspace;
   std::map<std::string, cublasLtMatmulAlgo_t> algos;
 };
 
-Gemm::Gemm() {
+Gemm::Gemm(size_t workspaceBytes) {
   std::string why;
   if (!available(&why))
     throw Error(why);
   impl_ = std::make_unique<Impl>();
+  impl_->workspace = cuda::DeviceBuffer(workspaceBytes);
   check(api().cublasLtCreate(&impl_->handle), "cublasLtCreate");
 }
 
@@ -187,7 +188,7 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
   if (cached == impl_->algos.end()) {
     check(a.cublasLtMatmulPreferenceCreate(&pref),
           "cublasLtMatmulPreferenceCreate");
-    size_t ws = kWorkspaceBytes;
+    size_t ws = impl_->workspace.size();
     auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, const void *v,
                       size_t n, const char *what) {
       check(a.cublasLtMatmulPreferenceSetAttribute(pref, attr, v, n), what);
@@ -217,7 +218,7 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
                          reinterpret_cast<const void *>(C.ptr), lc,
                          reinterpret_cast<void *>(C.ptr), lc, &cached->second,
                          reinterpret_cast<void *>(impl_->workspace.ptr()),
-                         kWorkspaceBytes, nullptr),
+                         impl_->workspace.size(), nullptr),
         "cublasLtMatmul (" + shapes + ")");
 }
 

@@ -20,7 +20,8 @@
 namespace tilejit {
 namespace cublaslt {
 
-/// Device workspace each Gemm holds for cuBLASLt.
+/// Device workspace a Gemm holds for cuBLASLt unless told otherwise
+/// (NVIDIA's advice for Hopper, where split-K kernels may use it).
 constexpr size_t kWorkspaceBytes = 32 << 20;
 
 /// True when libcublasLt can be opened; otherwise `why` says why.
@@ -37,8 +38,10 @@ struct Matrix {
 /// One cuBLASLt handle and workspace (current context; not thread-safe).
 class Gemm {
 public:
-  /// Throws tilejit::Error when cuBLASLt is unavailable.
-  Gemm();
+  /// Holds `workspaceBytes` of device memory for cuBLASLt (algorithms that
+  /// need more are not chosen). Throws tilejit::Error when cuBLASLt is
+  /// unavailable.
+  explicit Gemm(size_t workspaceBytes = kWorkspaceBytes);
   ~Gemm();
   Gemm(const Gemm &) = delete;
 

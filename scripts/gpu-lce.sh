@@ -17,7 +17,7 @@ if [ -z "${TILEJIT_CUBLASLT:-}" ]; then
 fi
 echo "libcublasLt: ${TILEJIT_CUBLASLT:-<loader path>}" | tee "$out/env.log"
 tj="timeout 300 ./gpu-bin/tilejit"
-timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 --gtest_filter='*LinearCe*:*Dot*' 2>&1 | tail -20 > "$out/unit-tests.log"
+timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 --gtest_filter="${UNIT_FILTER:-*LinearCe*:*Dot*}" 2>&1 | tail -20 > "$out/unit-tests.log"
 tail -3 "$out/unit-tests.log"
 {
   $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
@@ -26,11 +26,13 @@ tail -3 "$out/unit-tests.log"
     --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 \
     --narrow-logits --check
   shape="--bt ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --dtype bf16 --iters 5"
-  $tj bench fused_linear_ce $shape --chunk-rows 1024
-  $tj bench fused_linear_ce $shape --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
-  $tj bench fused_linear_ce $shape --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk \
-    --bf16-grad-accumulation
-  $tj bench fused_linear_ce $shape --chunk-rows ${LCE_N:-8192} --narrow-logits
+  # One bench per line of LCE_VARIANTS (chunking, logits dtype, workspace).
+  variants=${LCE_VARIANTS:-"--chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
+--chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk --bf16-grad-accumulation
+--chunk-rows ${LCE_N:-8192} --narrow-logits"}
+  while IFS= read -r v; do
+    [ -n "$v" ] && $tj bench fused_linear_ce $shape $v
+  done <<<"$variants"
   if [ "${PEERS:-1}" = 1 ] && [ -f .carry/peers.py ]; then
     PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 400 python3 .carry/peers.py lce \
       --n ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --providers torch,torch_compile,liger,cce 2>&1 | grep -v Warning

@@ -90,6 +90,11 @@ static cl::opt<bool>
                  cl::desc("fused_linear_ce: accumulate dW in bf16"),
                  cl::sub(benchCmd));
 
+static cl::opt<int64_t> benchWorkspace(
+    "gemm-workspace-mib", cl::init(32),
+    cl::desc("fused_linear_ce: device memory for cuBLASLt (MiB)"),
+    cl::sub(benchCmd));
+
 bool benchCommandSelected() { return bool(benchCmd); }
 
 /// `bench fused_linear_ce`: time of one forward + backward against the
@@ -104,6 +109,7 @@ static int benchLinearCe() {
   o.memoryBudgetBytes = benchBudget * (int64_t(1) << 20);
   o.tuneChunkRows = benchTuneChunk;
   o.narrowLogits = benchNarrowLogits;
+  o.gemmWorkspaceBytes = benchWorkspace * (int64_t(1) << 20);
   o.bf16GradAccumulation = benchBf16Acc;
   o.overrides = benchSet;
   o.iterations = benchIters;
@@ -125,6 +131,9 @@ static int benchLinearCe() {
               "matmul rate %.2f\n",
               out.ms, work / (out.ms * 1e-3) / 1e12,
               work / (out.ms * 1e-3) / 1e12 / tflops);
+  for (auto &[rows, ms] : out.chunkTrials)
+    std::printf("    tuning: %5lld rows per chunk %9.3f ms\n", (long long)rows,
+                ms);
   for (auto &[name, ms] : out.chunkStepMs)
     std::printf("    first chunk: %-16s %8.3f ms\n", name.c_str(), ms);
   std::printf("  memory beyond inputs: gradients (fp32 dh, %s dW) %.0f MiB + "

@@ -3,7 +3,6 @@
 #include "kernels_spec/LinearCeOp.h"
 #include "runtime/Autotuner.h"
 #include "runtime/Cache.h"
-#include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
@@ -208,7 +207,7 @@ TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   ref::LinearCeInputs bf16 =
       makeLinearCeInputs(100, 8, 1000, DType::BF16, false, false, 1);
   LinearCeOptions o;
-  const int64_t ws = cublaslt::kWorkspaceBytes; // taken first
+  const int64_t ws = o.gemmWorkspaceBytes; // taken first
   EXPECT_EQ(linearCeChunkRows(f32, o), 100);    // no budget: all rows
   o.memoryBudgetBytes = ws + 40 * 1000 * 4 + 3; // 40 f32 rows, and a bit
   EXPECT_EQ(linearCeChunkRows(f32, o), 40);
