@@ -151,16 +151,17 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     if (only < 0 || only == 2)
       gemm.run(dz, false, Wm, false,
                {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f);
+    // The first chunk overwrites dW and db (beta 0): no memset, no read.
+    float beta = r0 == 0 ? 0.f : 1.f;
     if (only < 0 || only == 3)
-      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale, 1.f);
+      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale,
+               beta);
     if (hasB && (only < 0 || only == 3))
       gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
-               {db.ptr(), accType, 1, V, V}, unscale, 1.f);
+               {db.ptr(), accType, 1, V, V}, unscale, beta);
   };
   // One forward + backward, queued on the default stream.
   auto step = [&] {
-    dW.memset(0);
-    db.memset(0);
     std::vector<void *> wArgs = {&ptr[Target], &ptr[Weight], &ptr[Stats],
                                  &n32,         &v32,         &ignore,
                                  &hasW,        &mean};
@@ -187,6 +188,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     key.kernel = "fused_linear_ce";
     key.shape = "N=" + std::to_string(N) + ",d=" + std::to_string(d) +
                 ",V=" + std::to_string(V) +
+                ",workspace=" + std::to_string(options.gemmWorkspaceBytes) +
+                ",narrow=" + std::to_string(options.narrowLogits) +
+                ",bf16acc=" + std::to_string(options.bf16GradAccumulation) +
                 ",budget=" + std::to_string(options.memoryBudgetBytes) +
                 ",chunk=" + std::to_string(options.chunkRows);
     key.dtype = dtypeName(in.dtype);

@@ -27,7 +27,9 @@ struct LinearCeOptions {
   /// Rows of logits alive at once; 0 = from memoryBudgetBytes.
   int64_t chunkRows = 0;
   /// GPU: device memory for cuBLASLt (comes out of memoryBudgetBytes).
-  int64_t gemmWorkspaceBytes = 32 << 20;
+  /// 8 MiB: the chunk's GEMMs ran as fast as with 32 MiB on an H200
+  /// (bench/results/2026-11-29-lce.md).
+  int64_t gemmWorkspaceBytes = 8 << 20;
   /// With chunkRows = 0: the working memory allowed beside the inputs and
   /// gradients: the GPU's GEMM workspace, then the chunk's logits
   /// (f32, or the input dtype with narrowLogits) and, for f32 logits of

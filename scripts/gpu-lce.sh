@@ -37,5 +37,14 @@ tail -3 "$out/unit-tests.log"
     PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 400 python3 .carry/peers.py lce \
       --n ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --providers torch,torch_compile,liger,cce 2>&1 | grep -v Warning
   fi
+  # SWEEP="N:d:V ...": the default variant and torch.compile (and the
+  # SWEEP_PROVIDERS) at each shape.
+  for s in ${SWEEP:-}; do
+    IFS=: read -r n dd vv <<<"$s"
+    $tj bench fused_linear_ce --bt $n --hidden $dd --vocab $vv --dtype bf16 --iters 5 \
+      --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
+    PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 300 python3 .carry/peers.py lce \
+      --n $n --hidden $dd --vocab $vv --providers ${SWEEP_PROVIDERS:-torch_compile} 2>&1 | grep -v Warning
+  done
 } 2>&1 | tee "$out/lce.log"
 rm -rf "$TILEJIT_CACHE_DIR"

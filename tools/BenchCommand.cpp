@@ -91,7 +91,7 @@ static cl::opt<bool>
                  cl::sub(benchCmd));
 
 static cl::opt<int64_t> benchWorkspace(
-    "gemm-workspace-mib", cl::init(32),
+    "gemm-workspace-mib", cl::init(8),
     cl::desc("fused_linear_ce: device memory for cuBLASLt (MiB)"),
     cl::sub(benchCmd));
 
