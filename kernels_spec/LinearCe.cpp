@@ -80,15 +80,23 @@ TileModule buildLogitsGrad(const Config &cfg) {
     return std::make_pair(raw, SOFTCAP ? softcapped(raw, cap, useCap) : raw);
   };
 
-  // Pass 1: the row's max and sum-exp.
-  Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
+  // Pass 1: the row's max and sum-exp, per lane (LANE_STATS = 1) or
+  // reduced across the block every tile (fewer registers, more barriers).
+  const bool LANE_STATS = k.param("LANE_STATS");
+  Value negInf = k.constant(kNegInf, DType::F32);
+  Var m = LANE_STATS ? k.full(BLOCK, negInf) : negInf;
+  Var d = LANE_STATS ? zero : f32Zero;
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
-    onlineUpdate(m, d, logitAt(offs, offs < V).second);
+    Value x = logitAt(offs, offs < V).second;
+    if (LANE_STATS)
+      onlineUpdate(m, d, x);
+    else
+      tileUpdate(m, d, x);
   });
-  Value rowMax = m.max();
+  Value rowMax = LANE_STATS ? m.max() : Value(m);
   Value shift = safeShift(rowMax);
-  Value logSum = log((d * exp(m - shift)).sum());
+  Value logSum = log(LANE_STATS ? (d * exp(m - shift)).sum() : Value(d));
   Value lse = shift + logSum;
   // The target logit: one load (an ignored row reads nothing).
   Value zy = logitAt(y32, valid).second;
@@ -223,7 +231,12 @@ TileModule buildLossSum(const Config &cfg) {
 std::vector<ParamSpec> rowParams() {
   return {{"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
-          {"NARROW_LOGITS", {0, 1}, 0, "logits in the input dtype, not f32"}};
+          {"NARROW_LOGITS", {0, 1}, 0, "logits in the input dtype, not f32"},
+          {"LANE_STATS",
+           {0, 1},
+           1,
+           "pass 1 keeps per-lane softmax state (1) or reduces across the "
+           "block every tile (0)"}};
 }
 
 /// The feature flags lce_logits_grad is specialized for, from the caller's

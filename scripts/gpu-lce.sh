@@ -25,7 +25,7 @@ tail -3 "$out/unit-tests.log"
   $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
     --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 \
     --narrow-logits --check
-  shape="--bt ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --dtype bf16 --iters 5"
+  shape="--bt ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --dtype bf16 --iters 10"
   # One bench per line of LCE_VARIANTS (chunking, logits dtype, workspace).
   variants=${LCE_VARIANTS:-"--chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
 --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk --bf16-grad-accumulation
@@ -41,7 +41,7 @@ tail -3 "$out/unit-tests.log"
   # SWEEP_PROVIDERS) at each shape.
   for s in ${SWEEP:-}; do
     IFS=: read -r n dd vv <<<"$s"
-    $tj bench fused_linear_ce --bt $n --hidden $dd --vocab $vv --dtype bf16 --iters 5 \
+    $tj bench fused_linear_ce --bt $n --hidden $dd --vocab $vv --dtype bf16 --iters 10 \
       --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
     PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 300 python3 .carry/peers.py lce \
       --n $n --hidden $dd --vocab $vv --providers ${SWEEP_PROVIDERS:-torch_compile} 2>&1 | grep -v Warning
