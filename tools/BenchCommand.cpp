@@ -116,8 +116,9 @@ static int benchLinearCe() {
   LinearCeOutputs out = runLinearCeGpu(in, o);
   double tflops = cublaslt::Gemm().measureTflops(8192, dtype);
   double work = 6.0 * in.N * in.d * in.V;
+  // As returned: dh in the input dtype, dW in its accumulation dtype.
   double gradBytes =
-      4.0 * in.N * in.d +
+      double(dtypeSize(dtype)) * in.N * in.d +
       (o.bf16GradAccumulation ? 2.0 : 4.0) * double(in.V) * in.d;
   std::printf("fused_linear_ce bench on %s: N=%lld d=%lld V=%lld dtype=%s, "
               "%lld rows per chunk (%lld chunks%s%s)\n",
@@ -136,9 +137,10 @@ static int benchLinearCe() {
                 ms);
   for (auto &[name, ms] : out.chunkStepMs)
     std::printf("    first chunk: %-16s %8.3f ms\n", name.c_str(), ms);
-  std::printf("  memory beyond inputs: gradients (fp32 dh, %s dW) %.0f MiB + "
-              "workspace %.0f MiB\n",
-              o.bf16GradAccumulation ? "bf16" : "fp32", gradBytes / (1 << 20),
+  std::printf("  memory beyond inputs: gradients (%s dh, %s dW) %.0f MiB + "
+              "working memory %.0f MiB\n",
+              dtypeName(dtype), o.bf16GradAccumulation ? "bf16" : "fp32",
+              gradBytes / (1 << 20),
               out.workspaceBytes / double(1 << 20));
   return 0;
 }
