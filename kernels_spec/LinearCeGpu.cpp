@@ -200,17 +200,31 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     TuningEntry e = lookupOrTune(
         db, key,
         [&] {
-          TuneResult r;
-          for (int64_t c : linearCeChunkCandidates(in, options)) {
+          // Every candidate once to warm up (cuBLASLt heuristics for its
+          // shapes), then rounds that time each candidate in turn: drift in
+          // the GPU's clocks falls on all of them alike.
+          std::vector<int64_t> candidates =
+              linearCeChunkCandidates(in, options);
+          for (int64_t c : candidates) {
             chunk = c;
-            step(); // warm-up: cuBLASLt heuristics for these shapes
+            step();
+          }
+          std::vector<std::vector<double>> ms(candidates.size());
+          for (int round = 0; round < 5; ++round)
+            for (size_t i = 0; i < candidates.size(); ++i) {
+              chunk = candidates[i];
+              ms[i].push_back(cuda::timeMs(step));
+            }
+          TuneResult r;
+          for (size_t i = 0; i < candidates.size(); ++i) {
+            std::sort(ms[i].begin(), ms[i].end());
             Trial t;
-            t.params = {{"CHUNK_ROWS", c}};
-            t.ms = median(3);
+            t.params = {{"CHUNK_ROWS", candidates[i]}};
+            t.ms = ms[i][ms[i].size() / 2];
             r.trials.push_back(t);
-            out.chunkTrials.push_back({c, t.ms});
+            out.chunkTrials.push_back({candidates[i], t.ms});
             if (r.winner < 0 || t.ms < r.trials[r.winner].ms)
-              r.winner = int(r.trials.size()) - 1;
+              r.winner = int(i);
           }
           return r;
         },

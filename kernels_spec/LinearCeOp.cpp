@@ -81,18 +81,44 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
     fail("the GEMM workspace must be >= 0 bytes");
 }
 
+namespace {
+
+/// The most rows whose chunk buffers fit in the budget (at least one).
+int64_t mostChunkRows(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
+  if (o.chunkRows > 0)
+    return std::min(in.N, o.chunkRows);
+  if (o.memoryBudgetBytes == 0)
+    return in.N;
+  // f32 logits plus a dz of the input dtype, or one buffer for both; the
+  // GPU's GEMM workspace comes out of the budget first.
+  int64_t es = dtypeSize(in.dtype);
+  int64_t rowBytes = in.V * (in.dtype == DType::F32 ? 4
+                             : o.narrowLogits       ? es
+                                                    : 4 + es);
+  int64_t chunkBytes = o.memoryBudgetBytes - o.gemmWorkspaceBytes;
+  return std::clamp<int64_t>(chunkBytes / rowBytes, 1, in.N);
+}
+
+/// N split into `chunks` equal chunks, rounded up to a multiple of 128 rows
+/// (which GEMM tiles divide) when that still fits in `most`.
+int64_t equalChunkRows(int64_t N, int64_t chunks, int64_t most) {
+  int64_t rows = (N + chunks - 1) / chunks;
+  int64_t rounded = (rows + 127) / 128 * 128;
+  return rounded <= most ? rounded : rows;
+}
+
+} // namespace
+
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options) {
   // Equal chunks keep every GEMM the same size (no small tail chunk).
-  int64_t most = linearCeChunkRows(in, options);
+  int64_t most = mostChunkRows(in, options);
   int64_t fewest = (in.N + most - 1) / most;
   std::vector<int64_t> out;
   for (double factor : {1.0, 1.5, 2.0, 4.0, 8.0}) {
-    int64_t chunks = int64_t(std::ceil(fewest * factor));
-    int64_t rows = (in.N + chunks - 1) / chunks;
-    int64_t rounded = (rows + 127) / 128 * 128;
-    rows = rounded <= most ? rounded : rows;
-    if (rows >= 128 || rows == most) // smaller ones starve the GEMMs
+    int64_t rows =
+        equalChunkRows(in.N, int64_t(std::ceil(fewest * factor)), most);
+    if (rows >= 128 || factor == 1.0) // smaller ones starve the GEMMs
       out.push_back(rows);
   }
   std::sort(out.begin(), out.end());
@@ -110,16 +136,8 @@ int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
                           const LinearCeOptions &o) {
   if (o.chunkRows > 0)
     return std::min(in.N, o.chunkRows);
-  if (o.memoryBudgetBytes == 0)
-    return in.N;
-  // f32 logits plus a dz of the input dtype, or one buffer for both; the
-  // GPU's GEMM workspace comes out of the budget first.
-  int64_t es = dtypeSize(in.dtype);
-  int64_t rowBytes = in.V * (in.dtype == DType::F32 ? 4
-                             : o.narrowLogits       ? es
-                                                    : 4 + es);
-  int64_t chunkBytes = o.memoryBudgetBytes - o.gemmWorkspaceBytes;
-  return std::clamp<int64_t>(chunkBytes / rowBytes, 1, in.N);
+  int64_t most = mostChunkRows(in, o);
+  return equalChunkRows(in.N, (in.N + most - 1) / most, most);
 }
 
 namespace {

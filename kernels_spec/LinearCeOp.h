@@ -83,8 +83,9 @@ ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
                                        DType dtype, bool bias, bool weights,
                                        uint64_t seed);
 
-/// Rows per chunk for `options` (chunkRows, or what memoryBudgetBytes
-/// allows), at most N.
+/// Rows per chunk for `options`: chunkRows (at most N), or N split into
+/// the fewest equal chunks that memoryBudgetBytes allows (rounded up to a
+/// multiple of 128 rows when that still fits).
 int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
                           const LinearCeOptions &options);
 
@@ -93,10 +94,9 @@ int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
 float linearCeDzScale(const ref::LinearCeInputs &in,
                       const LinearCeOptions &options);
 
-/// Chunk sizes worth timing: N split into k equal chunks (rounded up to a
-/// multiple of 128 rows, which GEMM tiles divide) for the fewest chunks
-/// that fit in linearCeChunkRows and for 1.5x, 2x, 4x and 8x as many,
-/// none under 128 rows unless that is all that fits; ascending.
+/// Chunk sizes worth timing: N split into k equal chunks (rounded as in
+/// linearCeChunkRows) for the fewest chunks that fit and for 1.5x, 2x, 4x
+/// and 8x as many, none under 128 rows but the first; ascending.
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options);
 
@@ -116,9 +116,10 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                                const LinearCeOptions &options);
 
 /// The same on the GPU: cuBLASLt GEMMs (runtime/CublasLt.h) around the DSL
-/// programs, dW and db accumulated in fp32, dh in fp32. Also throws when
-/// there is no GPU, driver or libcublasLt. Written but not yet run on a GPU
-/// (see the tests marked LinearCeGpu).
+/// programs; dh in the input dtype, dW and db accumulated in fp32 (or bf16
+/// on request). Also throws when there is no GPU, driver or libcublasLt.
+/// Checked on an H200 by the LinearCeGpu tests
+/// (bench/results/2026-11-29-lce.md).
 LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                                const LinearCeOptions &options);
 

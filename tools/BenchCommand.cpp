@@ -66,14 +66,16 @@ static cl::opt<int64_t> benchHidden("hidden", cl::init(4096),
                                     cl::desc("fused_linear_ce: hidden size d"),
                                     cl::sub(benchCmd));
 static cl::opt<int64_t>
-    benchChunkRows("chunk-rows", cl::init(1024),
-                   cl::desc("fused_linear_ce: rows of logits alive at once"),
+    benchChunkRows("chunk-rows", cl::init(0),
+                   cl::desc("fused_linear_ce: rows of logits alive at once "
+                            "(0: from --memory-budget-mib)"),
                    cl::sub(benchCmd));
 
 static cl::opt<int64_t> benchBudget(
-    "memory-budget-mib", cl::init(0),
-    cl::desc("fused_linear_ce: MiB for the logits chunk (with --chunk-rows "
-             "0: the chunk is what fits)"),
+    "memory-budget-mib", cl::init(512),
+    cl::desc("fused_linear_ce: working memory beside the gradients, in MiB "
+             "(GEMM workspace and the logits chunk; with --chunk-rows 0 the "
+             "chunk is what fits; 0: all rows at once)"),
     cl::sub(benchCmd));
 static cl::opt<bool>
     benchTuneChunk("tune-chunk",
@@ -82,8 +84,9 @@ static cl::opt<bool>
                    cl::sub(benchCmd));
 
 static cl::opt<bool> benchNarrowLogits(
-    "narrow-logits",
-    cl::desc("fused_linear_ce: logits in the input dtype, dz in place"),
+    "narrow-logits", cl::init(true),
+    cl::desc("fused_linear_ce: logits in the input dtype, dz in place "
+             "(default on; --narrow-logits=false keeps f32 logits)"),
     cl::sub(benchCmd));
 static cl::opt<bool>
     benchBf16Acc("bf16-grad-accumulation",

@@ -136,7 +136,8 @@ static cl::opt<int64_t>
 
 static cl::opt<int64_t> budgetArg(
     "memory-budget-mib", cl::init(0),
-    cl::desc("fused_linear_ce: MiB for one chunk's logits (sets the chunk "
+    cl::desc("fused_linear_ce: working memory beside the gradients, in MiB "
+             "(the GPU's GEMM workspace and the logits chunk; sets the chunk "
              "rows when --chunk-rows is 0)"),
     cl::sub(runCmd), cl::cat(category));
 
@@ -147,9 +148,10 @@ static cl::opt<bool>
                cl::sub(runCmd), cl::cat(category));
 
 static cl::opt<bool> narrowLogitsArg(
-    "narrow-logits",
+    "narrow-logits", cl::init(true),
     cl::desc("fused_linear_ce --device=gpu: logits in the input dtype (as "
-             "PyTorch's h @ W.T), dz in place over them"),
+             "PyTorch's h @ W.T), dz in place over them (default on; "
+             "--narrow-logits=false keeps f32 logits)"),
     cl::sub(runCmd), cl::cat(category));
 
 static int listKernels() {
@@ -289,7 +291,7 @@ static int runLinearCe() {
   o.chunkRows = chunkRowsArg;
   o.memoryBudgetBytes = budgetArg * (int64_t(1) << 20);
   o.bf16GradAccumulation = bf16AccArg;
-  o.narrowLogits = narrowLogitsArg;
+  o.narrowLogits = deviceArg == "gpu" && narrowLogitsArg;
   o.overrides = setArgs;
   ref::LinearCeInputs in =
       makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),

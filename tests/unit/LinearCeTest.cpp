@@ -214,10 +214,10 @@ TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   const int64_t ws = o.gemmWorkspaceBytes; // taken first
   EXPECT_EQ(linearCeChunkRows(f32, o), 100);    // no budget: all rows
   o.memoryBudgetBytes = ws + 40 * 1000 * 4 + 3; // 40 f32 rows, and a bit
-  EXPECT_EQ(linearCeChunkRows(f32, o), 40);
-  EXPECT_EQ(linearCeChunkRows(bf16, o), 26); // f32 logits + bf16 dz rows
+  EXPECT_EQ(linearCeChunkRows(f32, o), 34);     // 3 equal chunks
+  EXPECT_EQ(linearCeChunkRows(bf16, o), 25); // 26 f32 + bf16 rows: 4 chunks
   o.narrowLogits = true;
-  EXPECT_EQ(linearCeChunkRows(bf16, o), 80); // bf16 logits, dz in place
+  EXPECT_EQ(linearCeChunkRows(bf16, o), 50); // 80 bf16 rows: 2 chunks
   o.narrowLogits = false;
   o.memoryBudgetBytes = 1;
   EXPECT_EQ(linearCeChunkRows(f32, o), 1); // at least one row
@@ -226,6 +226,15 @@ TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   o = {};
   o.memoryBudgetBytes = ws + 30 * 1000 * 4;
   EXPECT_EQ(runLinearCeCpu(f32, o).chunks, 4);
+  // The issue's shape: 2060 rows of bf16 logits fit in 512 MiB; four equal
+  // chunks of 2048 rows.
+  ref::LinearCeInputs issue;
+  issue.N = 8192;
+  issue.V = 128256;
+  issue.dtype = DType::BF16;
+  o.narrowLogits = true;
+  o.memoryBudgetBytes = int64_t(512) << 20;
+  EXPECT_EQ(linearCeChunkRows(issue, o), 2048);
 
   // The chunk sizes the GPU tuner times stay within the budget.
   ref::LinearCeInputs big =
@@ -371,22 +380,38 @@ TEST(LinearCeFusedGpu, ForwardMatchesReference) {
   expectFusedMatches(fusedOnGpu);
 }
 
-// Every configuration of the linear-CE programs through NVRTC and ptxas.
+// Every configuration of the linear-CE programs through NVRTC and ptxas
+// (lce_logits_grad with every feature compiled in), and the plain
+// cross-entropy specialization (no feature) in its default configuration.
 TEST(LinearCe, EveryConfigCompilesForSm90) {
+  auto expectCompiles = [](const KernelSpec &spec, const dsl::Config &c) {
+    CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
+    std::string log;
+    EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
+        << spec.name << " " << c.str() << "\n"
+        << log;
+  };
   for (const char *name : {"lce_logits_grad", "lce_row_weights", "lce_loss_sum",
                            "lce_fused_fwd"}) {
     const KernelSpec &spec = findKernel(name);
-    for (const auto &params : spec.candidateConfigs()) {
+    for (const auto &params : spec.candidateConfigs())
       for (DType dt : spec.dtypes) {
-        dsl::Config c = spec.config(dt, paramOverrides(params), {{"V", 1000}});
-        CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
-        std::string log;
-        EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
-            << name << " " << c.str() << "\n"
-            << log;
+        auto narrow = params.find("NARROW_LOGITS");
+        if (dt == DType::F32 && narrow != params.end() && narrow->second)
+          continue; // f32 logits either way: the same program
+        expectCompiles(spec,
+                       spec.config(dt, paramOverrides(params), {{"V", 1000}}));
       }
-    }
   }
+  const KernelSpec &rows = findKernel("lce_logits_grad");
+  for (DType dt : rows.dtypes)
+    expectCompiles(rows, rows.config(dt, {},
+                                     {{"V", 1000},
+                                      {"SOFTCAP", 0},
+                                      {"SMOOTHING", 0},
+                                      {"Z_LOSS", 0},
+                                      {"BIAS", 0},
+                                      {"CLASS_WEIGHT", 0}}));
 }
 
 } // namespace
