@@ -80,23 +80,30 @@ TileModule buildLogitsGrad(const Config &cfg) {
     return std::make_pair(raw, SOFTCAP ? softcapped(raw, cap, useCap) : raw);
   };
 
-  // Pass 1: the row's max and sum-exp, per lane (LANE_STATS = 1) or
-  // reduced across the block every tile (fewer registers, more barriers).
-  const bool LANE_STATS = k.param("LANE_STATS");
-  Value negInf = k.constant(kNegInf, DType::F32);
-  Var m = LANE_STATS ? k.full(BLOCK, negInf) : negInf;
-  Var d = LANE_STATS ? zero : f32Zero;
-  k.forRange(0, V, BLOCK, [&](Value i) {
-    Value offs = i + k.arange(BLOCK);
-    Value x = logitAt(offs, offs < V).second;
-    if (LANE_STATS)
-      onlineUpdate(m, d, x);
-    else
-      tileUpdate(m, d, x);
+  // Both passes walk the row UNROLL tiles per step and issue all of a
+  // step's loads before using them: more bytes in flight per thread.
+  const int64_t UNROLL = k.param("UNROLL");
+  auto forEachStep = [&](const std::function<void(std::vector<Value> &)> &fn) {
+    k.forRange(0, V, UNROLL * BLOCK, [&](Value i) {
+      std::vector<Value> offs;
+      for (int64_t u = 0; u < UNROLL; ++u)
+        offs.push_back(i + double(u * BLOCK) + k.arange(BLOCK));
+      fn(offs);
+    });
+  };
+
+  // Pass 1: the row's max and sum-exp, per lane.
+  Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
+  forEachStep([&](std::vector<Value> &offs) {
+    std::vector<Value> x;
+    for (Value o : offs)
+      x.push_back(logitAt(o, o < V).second);
+    for (Value xu : x)
+      onlineUpdate(m, d, xu);
   });
-  Value rowMax = LANE_STATS ? m.max() : Value(m);
+  Value rowMax = m.max();
   Value shift = safeShift(rowMax);
-  Value logSum = log(LANE_STATS ? (d * exp(m - shift)).sum() : Value(d));
+  Value logSum = log((d * exp(m - shift)).sum());
   Value lse = shift + logSum;
   // The target logit: one load (an ignored row reads nothing).
   Value zy = logitAt(y32, valid).second;
@@ -121,25 +128,28 @@ TileModule buildLogitsGrad(const Config &cfg) {
   // Pass 2: d loss / d logits, and sum_v w_v (z_v - max) for the smoothing
   // term (differences against the max keep a large common offset exact).
   Var wzShifted = zero;
-  k.forRange(0, V, BLOCK, [&](Value i) {
-    Value offs = i + k.arange(BLOCK);
-    Value mask = offs < V;
-    auto [raw, zc] = logitAt(offs, mask);
-    Value p = exp((zc - shift) - logSum);
-    Value dzc = targetFactor * (p - (offs == y32).to(DType::F32));
-    if (SMOOTHING) {
-      Value w = weightAt(offs, mask);
-      wzShifted = wzShifted + w * where(mask, zc - shift, zero);
-      dzc = dzc + gCe * epsOverV * (wSum * p - w);
+  forEachStep([&](std::vector<Value> &offs) {
+    std::vector<std::pair<Value, Value>> z;
+    for (Value o : offs)
+      z.push_back(logitAt(o, o < V));
+    for (size_t u = 0; u < offs.size(); ++u) {
+      Value o = offs[u], mask = o < V, zc = z[u].second;
+      Value p = exp((zc - shift) - logSum);
+      Value dzc = targetFactor * (p - (o == y32).to(DType::F32));
+      if (SMOOTHING) {
+        Value w = weightAt(o, mask);
+        wzShifted = wzShifted + w * where(mask, zc - shift, zero);
+        dzc = dzc + gCe * epsOverV * (wSum * p - w);
+      }
+      if (Z_LOSS)
+        dzc = dzc + zFactor * p;
+      if (SOFTCAP) {
+        // Chain rule through the softcap: d(c tanh(r/c))/dr = 1 - tanh^2.
+        Value t = zc / cap;
+        dzc = dzc * where(useCap, 1.0 - t * t, 1.0 + zero);
+      }
+      k.store(dz, o, dzScale * dzc, mask);
     }
-    if (Z_LOSS)
-      dzc = dzc + zFactor * p;
-    if (SOFTCAP) {
-      // Chain rule through the softcap: d(c tanh(r/c))/dr = 1 - tanh^2.
-      Value t = zc / cap;
-      dzc = dzc * where(useCap, 1.0 - t * t, 1.0 + zero);
-    }
-    k.store(dz, offs, dzScale * dzc, mask);
   });
   // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by
   // w_v inside the sum (reference/LinearCeReference.h).
@@ -232,11 +242,7 @@ std::vector<ParamSpec> rowParams() {
   return {{"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
           {"NARROW_LOGITS", {0, 1}, 0, "logits in the input dtype, not f32"},
-          {"LANE_STATS",
-           {0, 1},
-           1,
-           "pass 1 keeps per-lane softmax state (1) or reduces across the "
-           "block every tile (0)"}};
+          {"UNROLL", {1, 2}, 1, "tiles loaded per loop step"}};
 }
 
 /// The feature flags lce_logits_grad is specialized for, from the caller's

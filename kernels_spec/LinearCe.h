@@ -33,8 +33,8 @@
 //
 // Compile-time flags SOFTCAP, SMOOTHING, Z_LOSS, BIAS and CLASS_WEIGHT
 // leave out what the problem does not use (derived from the problem by
-// buildLinearCeKernel; absent, a feature is compiled in). LANE_STATS picks
-// per-lane or per-tile softmax state for the first pass.
+// buildLinearCeKernel; absent, a feature is compiled in). UNROLL tiles are
+// loaded per loop step before any is used.
 //
 // lce_row_weights(target, class_weight, stats: ptr<f32> (3), N, V: i32,
 //                 ignore_index: i64, has_class_weight, mean: i32), one

@@ -24,12 +24,13 @@ tail -3 "$out/unit-tests.log"
     --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 --check
   $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
     --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 \
-    --narrow-logits --check
+    --narrow-logits=false --check
   shape="--bt ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --dtype bf16 --iters 10"
   # One bench per line of LCE_VARIANTS (chunking, logits dtype, workspace).
-  variants=${LCE_VARIANTS:-"--chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
---chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk --bf16-grad-accumulation
---chunk-rows ${LCE_N:-8192} --narrow-logits"}
+  variants=${LCE_VARIANTS:-"--memory-budget-mib 512 --tune-chunk
+--memory-budget-mib 512 --set UNROLL=2
+--memory-budget-mib 512 --tune-chunk --bf16-grad-accumulation
+--memory-budget-mib 0"}
   while IFS= read -r v; do
     [ -n "$v" ] && $tj bench fused_linear_ce $shape $v
   done <<<"$variants"
@@ -42,7 +43,7 @@ tail -3 "$out/unit-tests.log"
   for s in ${SWEEP:-}; do
     IFS=: read -r n dd vv <<<"$s"
     $tj bench fused_linear_ce --bt $n --hidden $dd --vocab $vv --dtype bf16 --iters 10 \
-      --chunk-rows 0 --memory-budget-mib 512 --narrow-logits --tune-chunk
+      --memory-budget-mib 512 --tune-chunk
     PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 300 python3 .carry/peers.py lce \
       --n $n --hidden $dd --vocab $vv --providers ${SWEEP_PROVIDERS:-torch_compile} 2>&1 | grep -v Warning
   done

@@ -31,7 +31,7 @@ struct Case {
   double eps = 0, zLoss = 0, softcap = 0;
   bool bias = false, weights = false;
   int64_t chunkRows = 0;
-  int laneStats = 1;
+  int unroll = 1;
 };
 
 void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
@@ -49,7 +49,7 @@ TEST_P(LinearCeInterpreter, MatchesReference) {
   o.params.softcap = c.softcap;
   o.chunkRows = c.chunkRows;
   o.overrides = {"BLOCK_SIZE=1024", "num_warps=4",
-                 "LANE_STATS=" + std::to_string(c.laneStats)};
+                 "UNROLL=" + std::to_string(c.unroll)};
   if (c.reduction == Reduction::None)
     for (int64_t r = 0; r < c.N; ++r)
       in.gradOutput.push_back(0.5f + 0.25f * (r % 4)); // varies by row
@@ -78,8 +78,10 @@ INSTANTIATE_TEST_SUITE_P(
              0, false, true},
         Case{"everything_mean_chunked", 13, 24, 2500, DType::F32,
              Reduction::Mean, 0.1, 1e-3, 3.0, true, true, 5},
-        Case{"everything_tile_stats", 13, 24, 2500, DType::F32,
-             Reduction::Mean, 0.1, 1e-3, 3.0, true, true, 5, 0},
+        Case{"everything_unrolled", 13, 24, 2500, DType::F32,
+             Reduction::Mean, 0.1, 1e-3, 3.0, true, true, 5, 2},
+        Case{"plain_unrolled_bf16", 9, 16, 3001, DType::BF16,
+             Reduction::Mean, 0, 0, 0, false, false, 4, 2},
         Case{"everything_none_chunked", 13, 24, 2500, DType::F32,
              Reduction::None, 0.05, 1e-3, 3.0, true, true, 4},
         Case{"everything_sum_bf16", 10, 32, 3001, DType::BF16, Reduction::Sum,
