@@ -92,6 +92,11 @@ TileModule buildLogitsGrad(const Config &cfg) {
     });
   };
 
+  // The target logit: one load (an ignored row reads nothing), before any
+  // barrier: with dz written over the logits in place, another warp's pass
+  // 2 may overwrite it once pass 1's reductions are behind us.
+  Value zy = logitAt(y32, valid).second;
+
   // Pass 1: the row's max and sum-exp, per lane.
   Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
   forEachStep([&](std::vector<Value> &offs) {
@@ -101,12 +106,10 @@ TileModule buildLogitsGrad(const Config &cfg) {
     for (Value xu : x)
       onlineUpdate(m, d, xu);
   });
-  Value rowMax = m.max();
+  auto [rowMax, sumExp] = rowNormalizer(m, d);
   Value shift = safeShift(rowMax);
-  Value logSum = log((d * exp(m - shift)).sum());
+  Value logSum = log(sumExp);
   Value lse = shift + logSum;
-  // The target logit: one load (an ignored row reads nothing).
-  Value zy = logitAt(y32, valid).second;
 
   // Upstream factors of the CE part and of the (unweighted) z-loss part:
   // 1 / sum of w_y and 1 / n_valid (mean), 1 (sum), or the row's upstream
@@ -241,19 +244,21 @@ TileModule buildLossSum(const Config &cfg) {
 std::vector<ParamSpec> rowParams() {
   return {{"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
-          {"NARROW_LOGITS", {0, 1}, 0, "logits in the input dtype, not f32"},
           {"UNROLL", {1, 2}, 1, "tiles loaded per loop step"}};
 }
 
-/// The feature flags lce_logits_grad is specialized for, from the caller's
-/// `problem` entries of the same names; an absent entry compiles the
-/// feature in (the general kernel).
-void lceFeatureFlags(Config &c, const std::map<std::string, int64_t> &problem) {
-  for (const char *flag :
-       {"SOFTCAP", "SMOOTHING", "Z_LOSS", "BIAS", "CLASS_WEIGHT"}) {
-    auto it = problem.find(flag);
-    c.params[flag] = it == problem.end() || it->second != 0 ? 1 : 0;
-  }
+/// What lce_logits_grad is specialized for, from the caller's `problem`
+/// entries of the same names: the feature flags (an absent one compiles the
+/// feature in: the general kernel) and NARROW_LOGITS (absent: f32 logits).
+void lceProblemFlags(Config &c, const std::map<std::string, int64_t> &problem) {
+  auto flag = [&](const char *name, int64_t absent) {
+    auto it = problem.find(name);
+    c.params[name] = (it == problem.end() ? absent : it->second) != 0 ? 1 : 0;
+  };
+  for (const char *feature :
+       {"SOFTCAP", "SMOOTHING", "Z_LOSS", "BIAS", "CLASS_WEIGHT"})
+    flag(feature, 1);
+  flag("NARROW_LOGITS", 0);
 }
 
 } // namespace
@@ -266,7 +271,7 @@ KernelSpec linearCeLogitsGradSpec() {
                {DType::BF16, DType::F16, DType::F32},
                buildLogitsGrad,
                {{"N", true}, {"V", false}}};
-  s.deriveParams = lceFeatureFlags;
+  s.deriveParams = lceProblemFlags;
   return s;
 }
 

@@ -4,9 +4,11 @@
 // dh_c = dz W and dW += dz^T h_c after), one program per logits row:
 //
 // lce_logits_grad(logits: ptr<f32> (rows, V) with row_stride, the GEMM
-//                 output h_c W^T (ptr<dtype> with NARROW_LOGITS=1); dz: ptr<dtype> (rows, V) with dz_stride
-//                 (may alias the logits rows, f32 or a narrower view of
-//                 them: each element is read before it is written);
+//                 output h_c W^T (ptr<dtype> with NARROW_LOGITS=1);
+//                 dz: ptr<dtype> (rows, V) with dz_stride (may be the
+//                 logits buffer itself when both have one dtype: each
+//                 element is read before the same thread writes it, and the
+//                 target logit is read before the first barrier);
 //                 bias: ptr<f32> (V); target: ptr<i64> (N);
 //                 class_weight: ptr<f32> (V); stats: ptr<f32> (5) from
 //                 lce_row_weights; grad_output: ptr<f32> (N); row_loss,

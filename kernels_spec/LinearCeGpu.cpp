@@ -58,13 +58,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     return std::make_pair(loaded.function(k), k.threads);
   };
   auto [weightsFn, weightsThreads] = load("lce_row_weights", DType::F32);
-  LinearCeOptions rowOptions = options;
-  rowOptions.overrides.push_back(
-      "NARROW_LOGITS=" + std::to_string(options.narrowLogits ? 1 : 0));
-  CompiledKernel rowsKernel = compileCached(
-      buildLinearCeKernel("lce_logits_grad", in.dtype, in, rowOptions), copts);
-  const cuda::Function &rowsFn = loaded.function(rowsKernel);
-  int rowsThreads = rowsKernel.threads;
+  auto [rowsFn, rowsThreads] = load("lce_logits_grad", in.dtype);
   auto [sumFn, sumThreads] = load("lce_loss_sum", DType::F32);
 
   // Inputs, outputs and the one chunk of logits. dz overwrites the logits in
@@ -129,7 +123,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
 
   LinearCeOutputs out;
   // The GEMMs and the row program of the chunk at row r0; runs `only` the
-  // step of that index when it is not -1 (timing one step at a time).
+  // step of that index when it is not AllSteps (timing one step at a time).
+  enum { LogitsGemm, RowsProgram, DhGemm, DwGemm, AllSteps };
   auto chunkSteps = [&](int64_t r0, int only) {
     int64_t rows = std::min(chunk, N - r0);
     int32_t first = int32_t(r0);
@@ -137,7 +132,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     cublaslt::Matrix Wm{W.ptr(), in.dtype, V, d, d};
     cublaslt::Matrix z{logits.ptr(), logitsType, rows, V, V};
     cublaslt::Matrix dz{ptr[Dz], in.dtype, rows, V, dzStride};
-    if (only < 0 || only == 0)
+    auto runs = [&](int which) { return only == AllSteps || only == which; };
+    if (runs(LogitsGemm))
       gemm.run(hc, false, Wm, true, z, 1.f, 0.f); // z = h_c W^T
     std::vector<void *> args = {
         &ptr[Logits], &ptr[Dz],   &ptr[Bias],    &ptr[Target], &ptr[Weight],
@@ -145,18 +141,18 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
         &v32,         &rowStride, &dzStride,     &first,       &ignore,
         &eps,         &zl,        &cap,          &hasB,        &hasW,
         &none,        &dzScale};
-    if (only < 0 || only == 1)
+    if (runs(RowsProgram))
       cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0,
                    nullptr, args);
-    if (only < 0 || only == 2)
+    if (runs(DhGemm))
       gemm.run(dz, false, Wm, false,
                {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f);
     // The first chunk overwrites dW and db (beta 0): no memset, no read.
     float beta = r0 == 0 ? 0.f : 1.f;
-    if (only < 0 || only == 3)
+    if (runs(DwGemm))
       gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale,
                beta);
-    if (hasB && (only < 0 || only == 3))
+    if (hasB && runs(DwGemm))
       gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
                {db.ptr(), accType, 1, V, V}, unscale, beta);
   };
@@ -168,7 +164,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     cuda::launch(weightsFn, {1}, {unsigned(weightsThreads)}, 0, nullptr, wArgs);
     out.chunks = 0;
     for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks)
-      chunkSteps(r0, -1);
+      chunkSteps(r0, AllSteps);
     if (!none) {
       std::vector<void *> sArgs = {&ptr[RowLoss], &ptr[RowZ], &ptr[Stats],
                                    &ptr[Loss], &n32};
@@ -231,6 +227,12 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
         false, &fromDb);
     chunk = e.best.at("CHUNK_ROWS");
     out.chunkSource = fromDb ? db.pathFor(key).string() : "tuned now";
+    // The buffers hold maxChunk rows: a stored entry must not ask for more.
+    if (chunk < 1 || chunk > maxChunk)
+      throw Error("fused_linear_ce: the tuning entry " + out.chunkSource +
+                  " asks for " + std::to_string(chunk) +
+                  " rows per chunk, outside 1.." + std::to_string(maxChunk) +
+                  " (remove the file, or run `tilejit cache clear`)");
   }
   out.chunkRows = chunk;
   auto t0 = std::chrono::steady_clock::now();
@@ -243,10 +245,14 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     out.ms = median(options.iterations);
     const char *names[] = {"logits GEMM", "lce_logits_grad", "dh GEMM",
                            hasB ? "dW + db GEMMs" : "dW GEMM"};
-    for (int i = 0; i < 4; ++i) {
+    for (int i = LogitsGemm; i < AllSteps; ++i) {
       std::vector<double> ms;
-      for (int r = 0; r < 5; ++r)
+      for (int r = 0; r < 5; ++r) {
+        // The row program may write dz over the logits: fresh ones first.
+        if (i == RowsProgram)
+          chunkSteps(0, LogitsGemm);
         ms.push_back(cuda::timeMs([&] { chunkSteps(0, i); }));
+      }
       std::sort(ms.begin(), ms.end());
       out.chunkStepMs.push_back({names[i], ms[2]});
     }

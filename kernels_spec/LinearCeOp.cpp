@@ -20,6 +20,32 @@ namespace {
 
 using Reduction = ref::LinearCeParams::Reduction;
 
+/// Bytes one row of a chunk takes: f32 logits plus a dz of the input dtype,
+/// or one buffer for both.
+int64_t chunkRowBytes(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
+  int64_t es = dtypeSize(in.dtype);
+  return in.V * (in.dtype == DType::F32 ? 4 : o.narrowLogits ? es : 4 + es);
+}
+
+/// The most rows whose chunk buffers fit in the budget (at least one); the
+/// GPU's GEMM workspace comes out of the budget first.
+int64_t mostChunkRows(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
+  if (o.chunkRows > 0)
+    return std::min(in.N, o.chunkRows);
+  if (o.memoryBudgetBytes == 0)
+    return in.N;
+  int64_t chunkBytes = o.memoryBudgetBytes - o.gemmWorkspaceBytes;
+  return std::clamp<int64_t>(chunkBytes / chunkRowBytes(in, o), 1, in.N);
+}
+
+/// N split into `chunks` equal chunks, rounded up to a multiple of 128 rows
+/// (which GEMM tiles divide) when that still fits in `most`.
+int64_t equalChunkRows(int64_t N, int64_t chunks, int64_t most) {
+  int64_t rows = (N + chunks - 1) / chunks;
+  int64_t rounded = (rows + 127) / 128 * 128;
+  return rounded <= most ? rounded : rows;
+}
+
 } // namespace
 
 void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
@@ -60,7 +86,9 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   if (!std::isfinite(o.params.softcap))
     fail("softcap must be finite");
   for (const std::string &s : o.overrides)
-    if (findKernel("lce_logits_grad").ownOverrides({s}).empty())
+    if (s.find('=') == std::string::npos)
+      fail("--set takes NAME=VALUE (got '" + s + "')");
+    else if (findKernel("lce_logits_grad").ownOverrides({s}).empty())
       fail("'" + s +
            "' names no parameter of lce_logits_grad (see tilejit "
            "list)");
@@ -71,47 +99,21 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
          std::string(dtypeName(in.dtype)) + ")");
   if (o.chunkRows < 0 || o.memoryBudgetBytes < 0)
     fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
-  if (o.chunkRows == 0 && o.memoryBudgetBytes > 0 &&
-      o.memoryBudgetBytes < o.gemmWorkspaceBytes + in.V * 4)
-    fail("a memory budget of " + std::to_string(o.memoryBudgetBytes) +
-         " bytes does not hold the GEMM workspace (" +
-         std::to_string(o.gemmWorkspaceBytes) +
-         " bytes) and one row of logits");
   if (o.gemmWorkspaceBytes < 0)
     fail("the GEMM workspace must be >= 0 bytes");
+  if (o.chunkRows == 0 && o.memoryBudgetBytes > 0 &&
+      o.memoryBudgetBytes < o.gemmWorkspaceBytes + chunkRowBytes(in, o))
+    fail("a memory budget of " + std::to_string(o.memoryBudgetBytes) +
+         " bytes does not hold the GEMM workspace (" +
+         std::to_string(o.gemmWorkspaceBytes) + " bytes) and one row (" +
+         std::to_string(chunkRowBytes(in, o)) + " bytes)");
 }
 
-namespace {
-
-/// The most rows whose chunk buffers fit in the budget (at least one).
-int64_t mostChunkRows(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
-  if (o.chunkRows > 0)
-    return std::min(in.N, o.chunkRows);
-  if (o.memoryBudgetBytes == 0)
-    return in.N;
-  // f32 logits plus a dz of the input dtype, or one buffer for both; the
-  // GPU's GEMM workspace comes out of the budget first.
-  int64_t es = dtypeSize(in.dtype);
-  int64_t rowBytes = in.V * (in.dtype == DType::F32 ? 4
-                             : o.narrowLogits       ? es
-                                                    : 4 + es);
-  int64_t chunkBytes = o.memoryBudgetBytes - o.gemmWorkspaceBytes;
-  return std::clamp<int64_t>(chunkBytes / rowBytes, 1, in.N);
-}
-
-/// N split into `chunks` equal chunks, rounded up to a multiple of 128 rows
-/// (which GEMM tiles divide) when that still fits in `most`.
-int64_t equalChunkRows(int64_t N, int64_t chunks, int64_t most) {
-  int64_t rows = (N + chunks - 1) / chunks;
-  int64_t rounded = (rows + 127) / 128 * 128;
-  return rounded <= most ? rounded : rows;
-}
-
-} // namespace
 
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options) {
-  // Equal chunks keep every GEMM the same size (no small tail chunk).
+  // Few, nearly equal chunks: rounding up to 128 rows keeps the GEMM tiles
+  // full and leaves the last chunk at most 127 rows per chunk short.
   int64_t most = mostChunkRows(in, options);
   int64_t fewest = (in.N + most - 1) / most;
   std::vector<int64_t> out;
@@ -165,7 +167,8 @@ TileModule buildLinearCeKernel(const char *name, DType dtype,
       {"SMOOTHING", p.labelSmoothing > 0},
       {"Z_LOSS", p.zLoss > 0},
       {"BIAS", !in.bias.empty()},
-      {"CLASS_WEIGHT", !in.classWeight.empty()}};
+      {"CLASS_WEIGHT", !in.classWeight.empty()},
+      {"NARROW_LOGITS", options.narrowLogits && dtype != DType::F32}};
   return spec.build(
       spec.config(dtype, spec.ownOverrides(options.overrides), problem));
 }
@@ -173,6 +176,10 @@ TileModule buildLinearCeKernel(const char *name, DType dtype,
 ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
                                        DType dtype, bool bias, bool weights,
                                        uint64_t seed) {
+  if (N <= 0 || d <= 0 || V <= 0)
+    throw Error("fused_linear_ce: N, d and V must be positive (got N = " +
+                std::to_string(N) + ", d = " + std::to_string(d) +
+                ", V = " + std::to_string(V) + ")");
   ref::LinearCeInputs in;
   in.N = N;
   in.d = d;
@@ -251,7 +258,13 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
              buf(stats, DType::F32), int32_t(N), int32_t(V),
              int64_t(p.ignoreIndex), hasW,
              int32_t(p.reduction == Reduction::Mean ? 1 : 0)});
-  TileModule rows = buildForCpu("lce_logits_grad", in, options);
+  // With narrowLogits (bf16/f16 inputs), as on the GPU: the logits are
+  // rounded to the input dtype and dz is written over them in that dtype.
+  bool narrow = options.narrowLogits && in.dtype != DType::F32;
+  DType rowsType = narrow ? in.dtype : DType::F32;
+  TileModule rows = buildLinearCeKernel("lce_logits_grad", rowsType, in, options);
+  optimizeTile(rows);
+  std::vector<uint8_t> narrowLogits(narrow ? chunk * V * dtypeSize(in.dtype) : 0);
 
   for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks) {
     int64_t rowsHere = std::min(chunk, N - r0);
@@ -263,10 +276,16 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
           acc += h[(r0 + i) * d + k] * W[v * d + k];
         logits[i * V + v] = acc;
       }
-    // dz overwrites the logits (both f32 here).
+    if (narrow)
+      for (int64_t i = 0; i < rowsHere * V; ++i)
+        storeFromDouble(narrowLogits.data(), in.dtype, i, logits[i]);
+    InterpBuffer z = narrow ? InterpBuffer{narrowLogits.data(), in.dtype,
+                                           chunk * V}
+                            : buf(logits, DType::F32);
+    // dz overwrites the logits.
     interpret(rows.operation(), rows.kernelName(), {rowsHere, 1, 1},
-              {buf(logits, DType::F32),
-               buf(logits, DType::F32),
+              {z,
+               z,
                buf(b, DType::F32),
                buf(target, DType::I64),
                buf(weight, DType::F32),
@@ -287,6 +306,8 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                hasW,
                int32_t(none ? 1 : 0),
                dzScale});
+    if (narrow)
+      logits = loadAsFloats(narrowLogits.data(), in.dtype, chunk * V);
     // dh_c = dz W; dW += dz^T h_c; db += sum_i dz.
     for (int64_t i = 0; i < rowsHere; ++i)
       for (int64_t v = 0; v < V; ++v) {

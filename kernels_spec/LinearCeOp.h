@@ -27,8 +27,8 @@ struct LinearCeOptions {
   /// Rows of logits alive at once; 0 = from memoryBudgetBytes.
   int64_t chunkRows = 0;
   /// GPU: device memory for cuBLASLt (comes out of memoryBudgetBytes).
-  /// 8 MiB: the chunk's GEMMs ran as fast as with 32 MiB on an H200
-  /// (bench/results/2026-11-29-lce.md).
+  /// 8 MiB: 1024-row chunks' GEMMs ran as fast as with 32 MiB on an H200
+  /// (bench/results/2026-11-29-lce.md, run 3).
   int64_t gemmWorkspaceBytes = 8 << 20;
   /// With chunkRows = 0: the working memory allowed beside the inputs and
   /// gradients: the GPU's GEMM workspace, then the chunk's logits
@@ -50,7 +50,7 @@ struct LinearCeOptions {
   bool narrowLogits = false;
   /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
   int iterations = 0;
-  /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps).
+  /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps, UNROLL).
   std::vector<std::string> overrides;
 };
 

@@ -161,7 +161,8 @@ const DriverApi &api() {
   const DriverApi &d = loadedDriver();
   if (!d.Usable)
     throw Error("no usable CUDA GPU: " + d.WhyNot +
-                ". Use --device=cpu to run on the CPU instead.");
+                ". `tilejit run --device=cpu` runs kernels on the CPU "
+                "instead (bench and tune need a GPU).");
   return d;
 }
 

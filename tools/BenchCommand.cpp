@@ -21,6 +21,7 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 
 #include <cstdio>
@@ -129,6 +130,13 @@ static int benchLinearCe() {
               (long long)in.V, dtypeName(dtype), (long long)out.chunkRows,
               (long long)out.chunks, out.chunkSource.empty() ? "" : ", ",
               out.chunkSource.c_str());
+  std::printf("  options: budget %lld MiB, GEMM workspace %lld MiB, %s logits, "
+              "%s dW accumulation%s%s\n",
+              (long long)benchBudget, (long long)benchWorkspace,
+              o.narrowLogits ? dtypeName(dtype) : "f32",
+              o.bf16GradAccumulation ? "bf16" : "fp32",
+              o.overrides.empty() ? "" : ", --set ",
+              llvm::join(o.overrides, " --set ").c_str());
   std::printf("  matmul ceiling (cuBLASLt 8192^3, %s): %.0f TFLOP/s\n",
               dtypeName(dtype), tflops);
   std::printf("  fwd+bwd %9.3f ms  %6.0f TFLOP/s (6NdV)  fraction of the "

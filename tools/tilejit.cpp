@@ -149,9 +149,10 @@ static cl::opt<bool>
 
 static cl::opt<bool> narrowLogitsArg(
     "narrow-logits", cl::init(true),
-    cl::desc("fused_linear_ce --device=gpu: logits in the input dtype (as "
-             "PyTorch's h @ W.T), dz in place over them (default on; "
-             "--narrow-logits=false keeps f32 logits)"),
+    cl::desc("fused_linear_ce: logits in the input dtype (as PyTorch's "
+             "h @ W.T), dz in place over them (default on the GPU; "
+             "--narrow-logits=false keeps f32 logits; on the CPU only when "
+             "given)"),
     cl::sub(runCmd), cl::cat(category));
 
 static int listKernels() {
@@ -291,7 +292,8 @@ static int runLinearCe() {
   o.chunkRows = chunkRowsArg;
   o.memoryBudgetBytes = budgetArg * (int64_t(1) << 20);
   o.bf16GradAccumulation = bf16AccArg;
-  o.narrowLogits = deviceArg == "gpu" && narrowLogitsArg;
+  o.narrowLogits = narrowLogitsArg && (deviceArg == "gpu" ||
+                                       narrowLogitsArg.getNumOccurrences());
   o.overrides = setArgs;
   ref::LinearCeInputs in =
       makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),
@@ -318,9 +320,11 @@ static int runLinearCe() {
                 out.firstRunMs);
   if (!checkArg)
     return 0;
-  // fp32 math on the CPU: 1e-5. GEMMs in bf16/f16 with a narrow dz, or a
-  // bf16 dW accumulator: the 1e-3 (loss) and 1e-2 (gradients).
-  bool narrow = deviceArg == "gpu" || o.bf16GradAccumulation;
+  // fp32 math on the CPU: 1e-5. GEMMs in bf16/f16 with a narrow dz, logits
+  // in the input dtype or a bf16 dW accumulator: the 1e-3 (loss)
+  // and 1e-2 (gradients).
+  bool narrow =
+      deviceArg == "gpu" || o.bf16GradAccumulation || o.narrowLogits;
   LinearCeCheck c =
       checkLinearCe(in, o, out, narrow ? 1e-3 : 1e-5, narrow ? 1e-2 : 1e-5);
   std::printf("%s\n", c.summary.c_str());

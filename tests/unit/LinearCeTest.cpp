@@ -207,6 +207,26 @@ TEST(LinearCe, Bf16GradAccumulationOnRequest) {
   EXPECT_EQ(f32.dh, bf16.dh);
 }
 
+// Logits kept in the input dtype (the GPU's default): the same programs
+// with bf16/f16 logits and dz written over them, within the GPU tolerances
+// of the issue, and not the f32-logits result.
+TEST(LinearCe, NarrowLogitsInTheInputDtype) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    ref::LinearCeInputs in = makeLinearCeInputs(11, 24, 2100, dt, true, true, 5);
+    LinearCeOptions o;
+    o.params.labelSmoothing = 0.1;
+    o.params.zLoss = 1e-3;
+    o.params.softcap = 4;
+    o.chunkRows = 4;
+    LinearCeOutputs wide = runLinearCeCpu(in, o);
+    o.narrowLogits = true;
+    LinearCeOutputs narrow = runLinearCeCpu(in, o);
+    LinearCeCheck c = checkLinearCe(in, o, narrow, 1e-3, 1e-2);
+    EXPECT_TRUE(c.passed) << dtypeName(dt) << "\n" << c.summary;
+    EXPECT_NE(narrow.dh, wide.dh) << "the narrow path was not taken";
+  }
+}
+
 TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   ref::LinearCeInputs f32 =
       makeLinearCeInputs(100, 8, 1000, DType::F32, false, false, 1);
@@ -221,8 +241,6 @@ TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   o.narrowLogits = true;
   EXPECT_EQ(linearCeChunkRows(bf16, o), 50); // 80 bf16 rows: 2 chunks
   o.narrowLogits = false;
-  o.memoryBudgetBytes = 1;
-  EXPECT_EQ(linearCeChunkRows(f32, o), 1); // at least one row
   o.chunkRows = 7;                         // an explicit chunk wins
   EXPECT_EQ(linearCeChunkRows(f32, o), 7);
   o = {};
@@ -310,6 +328,24 @@ TEST(LinearCeGpu, MatchesReference) {
       }
 }
 
+// On the GPU, the chunk loop as the bench drives it: the chunk from a
+// budget, tuned, timed step by step, and still the right gradients.
+TEST(LinearCeGpu, TunedBudgetedAndTimed) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(300, 64, 5000, DType::BF16, false, false, 9);
+  LinearCeOptions o;
+  o.narrowLogits = true;
+  o.memoryBudgetBytes = o.gemmWorkspaceBytes + 100 * 5000 * 2; // 100 rows
+  o.tuneChunkRows = true;
+  o.iterations = 2;
+  LinearCeOutputs out = runLinearCeGpu(in, o);
+  EXPECT_LE(out.chunkRows, 100);
+  EXPECT_FALSE(out.chunkStepMs.empty());
+  LinearCeCheck c = checkLinearCe(in, o, out, 1e-3, 1e-2);
+  EXPECT_TRUE(c.passed) << c.summary;
+}
+
 // The fused forward (logits on chip, tile dot): rows, hidden size and vocab
 // that are not multiples of the blocks, in the interpreter and on the GPU.
 using FusedRunner = void (*)(const ref::LinearCeInputs &, std::vector<float> &,
@@ -383,8 +419,9 @@ TEST(LinearCeFusedGpu, ForwardMatchesReference) {
 }
 
 // Every configuration of the linear-CE programs through NVRTC and ptxas
-// (lce_logits_grad with every feature compiled in), and the plain
-// cross-entropy specialization (no feature) in its default configuration.
+// (lce_logits_grad with every feature compiled in and f32 logits), and the
+// plain cross-entropy specialization (no feature) with logits in the input
+// dtype, as the GPU runs it by default.
 TEST(LinearCe, EveryConfigCompilesForSm90) {
   auto expectCompiles = [](const KernelSpec &spec, const dsl::Config &c) {
     CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
@@ -397,13 +434,9 @@ TEST(LinearCe, EveryConfigCompilesForSm90) {
                            "lce_fused_fwd"}) {
     const KernelSpec &spec = findKernel(name);
     for (const auto &params : spec.candidateConfigs())
-      for (DType dt : spec.dtypes) {
-        auto narrow = params.find("NARROW_LOGITS");
-        if (dt == DType::F32 && narrow != params.end() && narrow->second)
-          continue; // f32 logits either way: the same program
+      for (DType dt : spec.dtypes)
         expectCompiles(spec,
                        spec.config(dt, paramOverrides(params), {{"V", 1000}}));
-      }
   }
   const KernelSpec &rows = findKernel("lce_logits_grad");
   for (DType dt : rows.dtypes)
@@ -413,7 +446,8 @@ TEST(LinearCe, EveryConfigCompilesForSm90) {
                                       {"SMOOTHING", 0},
                                       {"Z_LOSS", 0},
                                       {"BIAS", 0},
-                                      {"CLASS_WEIGHT", 0}}));
+                                      {"CLASS_WEIGHT", 0},
+                                      {"NARROW_LOGITS", dt != DType::F32}}));
 }
 
 } // namespace
