@@ -774,7 +774,9 @@ void KernelEmitter::emit() {
       fail(nullptr,
            "argument " + std::to_string(arg.getArgNumber()) + " is a vector");
     std::string ct = scalarType(t, func);
-    if (isa<tile::PtrType>(t))
+    bool mayAlias = func.getArgAttr(arg.getArgNumber(), attr::kMayAlias) !=
+                    nullptr;
+    if (isa<tile::PtrType>(t) && !mayAlias)
       params.push_back(ct + "__restrict__ " + n);
     else
       params.push_back(ct + " " + n);

@@ -639,6 +639,15 @@ Value KernelBuilder::pointerArg(const std::string &name, DType elementType) {
       tile::PtrType::get(impl_->ctx.get(), impl_->elementType(elementType)));
 }
 
+Value KernelBuilder::aliasedPointerArg(const std::string &name,
+                                       DType elementType) {
+  Value p = pointerArg(name, elementType);
+  auto &k = *impl_;
+  k.func.setArgAttr(k.func.getNumArguments() - 1, attr::kMayAlias,
+                    mlir::UnitAttr::get(k.ctx.get()));
+  return p;
+}
+
 Value KernelBuilder::scalarArg(const std::string &name, DType type) {
   if (type != DType::I32 && type != DType::I64 && type != DType::F32)
     impl_->fail("scalar argument '" + name + "' must be i32, i64 or f32");

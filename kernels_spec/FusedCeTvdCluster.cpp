@@ -170,13 +170,14 @@ TileModule buildForwardCluster(const Config &c) {
 
 TileModule buildLossGrad(const Config &c) {
   KernelBuilder k("fused_ce_tvd_loss_grad", c);
-  Value student = k.pointerArg("student", c.dtype);
+  // The gradient may be written in place over the student.
+  Value student = k.aliasedPointerArg("student", c.dtype);
   Value teacher = k.pointerArg("teacher", c.dtype);
   Value target = k.pointerArg("target", DType::I64);
   Value weights = k.pointerArg("weights", DType::F32);
   Value ceOut = k.pointerArg("ce", DType::F32);
   Value tvdOut = k.pointerArg("tvd", DType::F32);
-  Value grad = k.pointerArg("grad", c.dtype);
+  Value grad = k.aliasedPointerArg("grad", c.dtype);
   Value badTarget = k.pointerArg("bad_target", DType::I32);
   Value V = k.scalarArg("V", DType::I32);
   Value rowStride = k.scalarArg("row_stride", DType::I64);

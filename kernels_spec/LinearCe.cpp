@@ -31,9 +31,9 @@ TileModule buildLogitsGrad(const Config &cfg) {
              CLASS_WEIGHT = k.param("CLASS_WEIGHT");
   // NARROW_LOGITS: the GEMM wrote the logits in the input dtype (as
   // PyTorch's h @ W.T does) and dz overwrites them in place.
-  Value logits = k.pointerArg(
+  Value logits = k.aliasedPointerArg(
       "logits", k.param("NARROW_LOGITS") ? cfg.dtype : DType::F32);
-  Value dzOut = k.pointerArg("dz", cfg.dtype);
+  Value dzOut = k.aliasedPointerArg("dz", cfg.dtype); // may be the logits
   Value bias = k.pointerArg("bias", DType::F32);
   Value target = k.pointerArg("target", DType::I64);
   Value classWeight = k.pointerArg("class_weight", DType::F32);

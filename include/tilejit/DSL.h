@@ -171,6 +171,11 @@ public:
                    SourceLoc loc = SourceLoc::here());
 
   Value pointerArg(const std::string &name, DType elementType);
+  /// A pointer argument that may share memory with another one (e.g. a
+  /// gradient written in place over the logits). Plain pointer arguments
+  /// are declared non-aliasing (__restrict__), which lets the CUDA compiler
+  /// reorder their loads and stores; these are not.
+  Value aliasedPointerArg(const std::string &name, DType elementType);
   Value scalarArg(const std::string &name, DType type);
 
   Value programId(int axis = 0, SourceLoc loc = SourceLoc::here());

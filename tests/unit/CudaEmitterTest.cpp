@@ -314,6 +314,28 @@ TEST_F(CudaEmitterTest, Bf16TruncStoreAndLineDirectivesCompile) {
             cuda.rfind("\"specs/to_bf16.cpp\""));
 }
 
+// An output written in place over an input: both pointers are marked
+// tile.may_alias and lose __restrict__; the others keep it.
+const char *kInPlace = R"mlir(
+func.func @scale_in_place(%x: !tile.ptr<f32> {tile.may_alias}, %y: !tile.ptr<f32> {tile.may_alias}, %s: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 1 : i64, simt.threads = 32 : i64} {
+  %tid = simt.thread_id : i32
+  %v = simt.load %x[%tid] : !tile.ptr<f32>[i32] -> f32
+  %c0 = arith.constant 0 : i32
+  %f = simt.load %s[%c0] : !tile.ptr<f32>[i32] -> f32
+  %w = arith.mulf %v, %f : f32
+  simt.store %y[%tid], %w : !tile.ptr<f32>[i32], f32
+  return
+}
+)mlir";
+
+TEST_F(CudaEmitterTest, AliasedPointersAreNotRestrict) {
+  std::string cuda = emitAndCompile(kInPlace, "scale_in_place");
+  EXPECT_TRUE(contains(cuda, "float * v0,")) << cuda;
+  EXPECT_TRUE(contains(cuda, "float * v1,")) << cuda;
+  EXPECT_TRUE(contains(cuda, "float *__restrict__ v2")) << cuda;
+}
+
 TEST_F(CudaEmitterTest, LineDirectivesMapNvrtcErrorsToTheSpec) {
   // Each #line makes the next line the op's source line, so the line the
   // compiler reports for a statement is the op's line.

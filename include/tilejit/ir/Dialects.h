@@ -40,6 +40,9 @@ constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
 constexpr const char *kThreads = "simt.threads";       // i64, set by layout
 constexpr const char *kVec = "simt.vec";               // i64, set by layout
 constexpr const char *kAccessVec = "vec"; // i64 on simt.load/store: group size
+// unit, on a pointer argument: it may share memory with another argument
+// (an output written in place over an input), so it is not __restrict__.
+constexpr const char *kMayAlias = "tile.may_alias";
 } // namespace attr
 
 /// Registers tile, simt and the upstream dialects tilejit programs use
