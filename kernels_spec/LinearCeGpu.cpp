@@ -178,6 +178,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   };
+  // Timing cuBLASLt's candidates runs each product several times: only in
+  // warm-up steps (the chunk tuner's, and one more below).
+  gemm.setTimedCandidates(options.gemmCandidates);
   if (options.tuneChunkRows) {
     TuningDatabase db = TuningDatabase::fromEnvironment();
     TuningKey key;
@@ -235,6 +238,12 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                   " (remove the file, or run `tilejit cache clear`)");
   }
   out.chunkRows = chunk;
+  if (options.gemmCandidates > 1) {
+    step();
+    gemm.setTimedCandidates(1);
+    out.gemmProblemsTimed = gemm.problemsTimed();
+    out.gemmChoicesChanged = gemm.problemsWhereTimingChangedTheAlgorithm();
+  }
   auto t0 = std::chrono::steady_clock::now();
   step();
   cuda::synchronize();

@@ -101,6 +101,9 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
     fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
   if (o.gemmWorkspaceBytes < 0)
     fail("the GEMM workspace must be >= 0 bytes");
+  if (o.gemmCandidates < 1)
+    fail("gemm candidates must be >= 1 (got " +
+         std::to_string(o.gemmCandidates) + ")");
   if (o.chunkRows == 0 && o.memoryBudgetBytes > 0 &&
       o.memoryBudgetBytes < o.gemmWorkspaceBytes + chunkRowBytes(in, o))
     fail("a memory budget of " + std::to_string(o.memoryBudgetBytes) +

@@ -48,6 +48,10 @@ struct LinearCeOptions {
   /// h @ W.T does) and dz overwrites it in place: half the chunk's bytes
   /// or less, and each logit rounded once to the input dtype.
   bool narrowLogits = false;
+  /// GPU: with n > 1, each GEMM problem times cuBLASLt's first n heuristic
+  /// algorithms once, in warm-up runs, and keeps the fastest
+  /// (cublaslt::Gemm::setTimedCandidates); 1 takes the heuristic's first.
+  int gemmCandidates = 1;
   /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
   int iterations = 0;
   /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps, UNROLL).
@@ -72,6 +76,9 @@ struct LinearCeOutputs {
   std::vector<std::pair<std::string, double>> chunkStepMs;
   /// GPU with tuneChunkRows: "tuned now", or the tuning file it came from.
   std::string chunkSource;
+  /// GPU with gemmCandidates > 1: GEMM problems timed, and how many of them
+  /// chose another algorithm than the heuristic's first.
+  int gemmProblemsTimed = 0, gemmChoicesChanged = 0;
   /// GPU with tuneChunkRows tuned now: (rows per chunk, ms) of each trial.
   std::vector<std::pair<int64_t, double>> chunkTrials;
 };

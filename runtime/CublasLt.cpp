@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -109,6 +110,8 @@ struct Gemm::Impl {
   cublasLtHandle_t handle = nullptr;
   cuda::DeviceBuffer workspace;
   std::map<std::string, cublasLtMatmulAlgo_t> algos;
+  int timedCandidates = 1;
+  int timed = 0, changed = 0;
 };
 
 Gemm::Gemm(size_t workspaceBytes) {
@@ -184,6 +187,16 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
                     std::to_string(A.ld) + "," + std::to_string(B.ld) + "," +
                     std::to_string(C.ld) + ":" + std::to_string(alignA) + "," +
                     std::to_string(alignB) + "," + std::to_string(alignC);
+  auto matmul = [&](const cublasLtMatmulAlgo_t &algo) {
+    check(a.cublasLtMatmul(impl_->handle, desc, &alpha,
+                           reinterpret_cast<const void *>(B.ptr), la,
+                           reinterpret_cast<const void *>(A.ptr), lb, &beta,
+                           reinterpret_cast<const void *>(C.ptr), lc,
+                           reinterpret_cast<void *>(C.ptr), lc, &algo,
+                           reinterpret_cast<void *>(impl_->workspace.ptr()),
+                           impl_->workspace.size(), nullptr),
+          "cublasLtMatmul (" + shapes + ")");
+  };
   auto cached = impl_->algos.find(key);
   if (cached == impl_->algos.end()) {
     check(a.cublasLtMatmulPreferenceCreate(&pref),
@@ -203,23 +216,41 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
            "setting C's alignment");
     prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof(alignC),
            "setting D's alignment");
-    cublasLtMatmulHeuristicResult_t heuristic = {};
+    std::vector<cublasLtMatmulHeuristicResult_t> results(
+        std::max(1, impl_->timedCandidates));
     int found = 0;
     check(a.cublasLtMatmulAlgoGetHeuristic(impl_->handle, desc, la, lb, lc, lc,
-                                           pref, 1, &heuristic, &found),
+                                           pref, int(results.size()),
+                                           results.data(), &found),
           "cublasLtMatmulAlgoGetHeuristic (" + shapes + ")");
     if (found == 0)
       throw Error("cuBLASLt has no algorithm for " + shapes);
-    cached = impl_->algos.emplace(key, heuristic.algo).first;
+    int best = 0;
+    if (found > 1) {
+      double bestMs = std::numeric_limits<double>::infinity();
+      for (int i = 0; i < found; ++i) {
+        matmul(results[i].algo); // warm-up
+        std::vector<double> ms;
+        for (int r = 0; r < 3; ++r)
+          ms.push_back(cuda::timeMs([&] { matmul(results[i].algo); }));
+        std::sort(ms.begin(), ms.end());
+        if (ms[1] < bestMs) {
+          bestMs = ms[1];
+          best = i;
+        }
+      }
+      ++impl_->timed;
+      impl_->changed += best != 0;
+    }
+    cached = impl_->algos.emplace(key, results[best].algo).first;
   }
-  check(a.cublasLtMatmul(impl_->handle, desc, &alpha,
-                         reinterpret_cast<const void *>(B.ptr), la,
-                         reinterpret_cast<const void *>(A.ptr), lb, &beta,
-                         reinterpret_cast<const void *>(C.ptr), lc,
-                         reinterpret_cast<void *>(C.ptr), lc, &cached->second,
-                         reinterpret_cast<void *>(impl_->workspace.ptr()),
-                         impl_->workspace.size(), nullptr),
-        "cublasLtMatmul (" + shapes + ")");
+  matmul(cached->second);
+}
+
+void Gemm::setTimedCandidates(int n) { impl_->timedCandidates = n; }
+int Gemm::problemsTimed() const { return impl_->timed; }
+int Gemm::problemsWhereTimingChangedTheAlgorithm() const {
+  return impl_->changed;
 }
 
 double Gemm::measureTflops(int64_t n, DType dtype, int iterations) {

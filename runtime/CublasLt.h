@@ -52,6 +52,18 @@ public:
   void run(const Matrix &A, bool transA, const Matrix &B, bool transB,
            const Matrix &C, float alpha, float beta);
 
+  /// With n > 1, a problem seen for the first time asks the heuristic for up
+  /// to n algorithms and times each on the call's own operands (a warm-up
+  /// and the median of 3), keeping the fastest; with 1 (the default) it
+  /// takes the heuristic's first. The timing runs the product several
+  /// times, so with beta != 0 the output is accumulated more than once:
+  /// time only in runs whose results are thrown away.
+  void setTimedCandidates(int n);
+  /// Problems whose algorithm was chosen by timing, and how many of those
+  /// chose another than the heuristic's first.
+  int problemsTimed() const;
+  int problemsWhereTimingChangedTheAlgorithm() const;
+
   /// TFLOP/s of an n x n x n product in `dtype` (fp32 accumulation), the
   /// median of `iterations` timed runs: the ceiling GEMM-bound kernels are
   /// measured against.

@@ -29,6 +29,7 @@ tail -3 "$out/unit-tests.log"
   # One bench per line of LCE_VARIANTS (chunking, logits dtype, workspace).
   variants=${LCE_VARIANTS:-"--memory-budget-mib 512 --tune-chunk
 --memory-budget-mib 512 --set UNROLL=2
+--memory-budget-mib 512 --gemm-candidates 8
 --memory-budget-mib 512 --tune-chunk --bf16-grad-accumulation
 --memory-budget-mib 0"}
   while IFS= read -r v; do

@@ -99,6 +99,12 @@ static cl::opt<int64_t> benchWorkspace(
     cl::desc("fused_linear_ce: device memory for cuBLASLt (MiB)"),
     cl::sub(benchCmd));
 
+static cl::opt<int> benchGemmCandidates(
+    "gemm-candidates", cl::init(1),
+    cl::desc("fused_linear_ce: time cuBLASLt's first N heuristic algorithms "
+             "per GEMM problem and keep the fastest (1: take the first)"),
+    cl::sub(benchCmd));
+
 bool benchCommandSelected() { return bool(benchCmd); }
 
 /// `bench fused_linear_ce`: time of one forward + backward against the
@@ -114,6 +120,7 @@ static int benchLinearCe() {
   o.tuneChunkRows = benchTuneChunk;
   o.narrowLogits = benchNarrowLogits;
   o.gemmWorkspaceBytes = benchWorkspace * (int64_t(1) << 20);
+  o.gemmCandidates = benchGemmCandidates;
   o.bf16GradAccumulation = benchBf16Acc;
   o.overrides = benchSet;
   o.iterations = benchIters;
@@ -143,6 +150,11 @@ static int benchLinearCe() {
               "matmul rate %.2f\n",
               out.ms, work / (out.ms * 1e-3) / 1e12,
               work / (out.ms * 1e-3) / 1e12 / tflops);
+  if (o.gemmCandidates > 1)
+    std::printf("    GEMM algorithms: %d problems timed over %d candidates, "
+                "%d chose another than cuBLASLt's first\n",
+                out.gemmProblemsTimed, o.gemmCandidates,
+                out.gemmChoicesChanged);
   for (auto &[rows, ms] : out.chunkTrials)
     std::printf("    tuning: %5lld rows per chunk %9.3f ms\n", (long long)rows,
                 ms);

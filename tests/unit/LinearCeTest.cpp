@@ -296,6 +296,7 @@ TEST(LinearCe, BadInputsAreClearErrors) {
         "needs bf16 inputs");
   fails([](auto &, auto &o) { o.memoryBudgetBytes = 1 << 20; },
         "GEMM workspace");
+  fails([](auto &, auto &o) { o.gemmCandidates = 0; }, "gemm candidates");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
@@ -329,7 +330,8 @@ TEST(LinearCeGpu, MatchesReference) {
 }
 
 // On the GPU, the chunk loop as the bench drives it: the chunk from a
-// budget, tuned, timed step by step, and still the right gradients.
+// budget, tuned, GEMM algorithms timed, each step timed, and still the
+// right gradients.
 TEST(LinearCeGpu, TunedBudgetedAndTimed) {
   TILEJIT_SKIP_WITHOUT_GPU();
   ref::LinearCeInputs in =
@@ -338,9 +340,11 @@ TEST(LinearCeGpu, TunedBudgetedAndTimed) {
   o.narrowLogits = true;
   o.memoryBudgetBytes = o.gemmWorkspaceBytes + 100 * 5000 * 2; // 100 rows
   o.tuneChunkRows = true;
+  o.gemmCandidates = 4;
   o.iterations = 2;
   LinearCeOutputs out = runLinearCeGpu(in, o);
   EXPECT_LE(out.chunkRows, 100);
+  EXPECT_GT(out.gemmProblemsTimed, 0);
   EXPECT_FALSE(out.chunkStepMs.empty());
   LinearCeCheck c = checkLinearCe(in, o, out, 1e-3, 1e-2);
   EXPECT_TRUE(c.passed) << c.summary;
