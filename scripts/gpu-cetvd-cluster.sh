@@ -6,7 +6,9 @@
 #   of the reduced loss + gradient (separate and in place); tune both; runs
 #   with the tuned configs; peers (torch.compile, Liger's fused CE+TVD from
 #   .carry/liger when present) via .carry/peers.py. Logs go to $OUT.
-#   SHAPES="BT:V:dtype ..." sets the shapes (default: the set below).
+#   SHAPES="BT:V:dtype ..." sets the shapes (default: the set below);
+#   TUNE=0 skips the tuning (runs use stored or default configs);
+#   RUN_UNIT=0 skips the GPU unit tests.
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
@@ -20,10 +22,10 @@ for s in ${SHAPES:-4096:151936:bf16 1024:151936:bf16 16384:151936:bf16 4096:1282
   shape="--bt $bt --vocab $v --dtype $dt"
   {
     echo "## $shape"
-    $tj tune fused_ce_tvd $shape --reduction=mean 2>&1
+    [ "${TUNE:-1}" = 1 ] && $tj tune fused_ce_tvd $shape --reduction=mean 2>&1
     $tj run fused_ce_tvd --device=gpu $shape --reduction=mean --check --check-rows 32
     $tj run fused_ce_tvd --device=gpu $shape --reduction=mean --in-place --check --check-rows 32
-    $tj tune fused_ce_tvd $shape --forward=cluster 2>/dev/null
+    [ "${TUNE:-1}" = 1 ] && $tj tune fused_ce_tvd $shape --forward=cluster 2>/dev/null
     $tj run fused_ce_tvd --device=gpu $shape --forward=cluster --check --check-rows 32
     if [ -f .carry/peers.py ]; then
       PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger timeout 300 python3 .carry/peers.py cetvd \

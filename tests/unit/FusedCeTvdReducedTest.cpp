@@ -41,6 +41,8 @@ std::string caseName(const Case &c) {
   return n;
 }
 
+void PrintTo(const Case &c, std::ostream *os) { *os << caseName(c); }
+
 using Runner = CeTvdReducedOutputs (*)(const ref::CeTvdInputs &,
                                        const CeTvdReducedOptions &);
 

@@ -45,6 +45,9 @@ std::string shapeName(const Shape &s) {
   return n;
 }
 
+// ctest lists a parameterised test with its parameter: its name, not bytes.
+void PrintTo(const Shape &s, std::ostream *os) { *os << shapeName(s); }
+
 using CeTvdRunner = CeTvdOutputs (*)(const ref::CeTvdInputs &,
                                      const std::vector<float> &,
                                      const std::vector<float> &,
