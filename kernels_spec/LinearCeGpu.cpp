@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <optional>
 
 namespace tilejit {
 namespace {
@@ -122,6 +124,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   };
 
   LinearCeOutputs out;
+  // Where the work goes: the legacy default stream, or the stream a CUDA
+  // graph of the step was captured on.
+  CUstream stream = nullptr;
   // The GEMMs and the row program of the chunk at row r0; runs `only` the
   // step of that index when it is not AllSteps (timing one step at a time).
   enum { LogitsGemm, RowsProgram, DhGemm, DwGemm, AllSteps };
@@ -134,7 +139,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     cublaslt::Matrix dz{ptr[Dz], in.dtype, rows, V, dzStride};
     auto runs = [&](int which) { return only == AllSteps || only == which; };
     if (runs(LogitsGemm))
-      gemm.run(hc, false, Wm, true, z, 1.f, 0.f); // z = h_c W^T
+      gemm.run(hc, false, Wm, true, z, 1.f, 0.f, stream); // z = h_c W^T
     std::vector<void *> args = {
         &ptr[Logits], &ptr[Dz],   &ptr[Bias],    &ptr[Target], &ptr[Weight],
         &ptr[Stats],  &ptr[Up],   &ptr[RowLoss], &ptr[RowZ],   &ptr[Lse],
@@ -143,38 +148,40 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
         &none,        &dzScale};
     if (runs(RowsProgram))
       cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0,
-                   nullptr, args);
+                   stream, args);
     if (runs(DhGemm))
       gemm.run(dz, false, Wm, false,
-               {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f);
+               {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f,
+               stream);
     // The first chunk overwrites dW and db (beta 0): no memset, no read.
     float beta = r0 == 0 ? 0.f : 1.f;
     if (runs(DwGemm))
       gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale,
-               beta);
+               beta, stream);
     if (hasB && runs(DwGemm))
       gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
-               {db.ptr(), accType, 1, V, V}, unscale, beta);
+               {db.ptr(), accType, 1, V, V}, unscale, beta, stream);
   };
-  // One forward + backward, queued on the default stream.
+  // One forward + backward, queued on `stream`.
   auto step = [&] {
     std::vector<void *> wArgs = {&ptr[Target], &ptr[Weight], &ptr[Stats],
                                  &n32,         &v32,         &ignore,
                                  &hasW,        &mean};
-    cuda::launch(weightsFn, {1}, {unsigned(weightsThreads)}, 0, nullptr, wArgs);
+    cuda::launch(weightsFn, {1}, {unsigned(weightsThreads)}, 0, stream, wArgs);
     out.chunks = 0;
     for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks)
       chunkSteps(r0, AllSteps);
     if (!none) {
       std::vector<void *> sArgs = {&ptr[RowLoss], &ptr[RowZ], &ptr[Stats],
                                    &ptr[Loss], &n32};
-      cuda::launch(sumFn, {1}, {unsigned(sumThreads)}, 0, nullptr, sArgs);
+      cuda::launch(sumFn, {1}, {unsigned(sumThreads)}, 0, stream, sArgs);
     }
   };
+  std::function<void()> runStep = step;
   auto median = [&](int runs) {
     std::vector<double> ms;
     for (int i = 0; i < runs; ++i)
-      ms.push_back(cuda::timeMs(step));
+      ms.push_back(cuda::timeMs(runStep, stream));
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   };
@@ -250,6 +257,20 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   out.firstRunMs = std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
+  // The whole step as one CUDA graph (every GEMM's algorithm is cached by
+  // now). A host synchronization or a copy inside the step would fail the
+  // capture.
+  std::optional<cuda::Stream> graphStream;
+  std::optional<cuda::Graph> graph;
+  if (options.cudaGraph) {
+    graphStream.emplace();
+    stream = graphStream->get();
+    graph.emplace(cuda::Graph::capture(*graphStream, [&](CUstream) { step(); }));
+    runStep = [&] { graph->launch(stream); };
+    runStep(); // the results below come from the graph
+    graphStream->synchronize();
+    out.ranAsGraph = true;
+  }
   if (options.iterations > 0) {
     out.ms = median(options.iterations);
     const char *names[] = {"logits GEMM", "lce_logits_grad", "dh GEMM",
@@ -260,12 +281,13 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
         // The row program may write dz over the logits: fresh ones first.
         if (i == RowsProgram)
           chunkSteps(0, LogitsGemm);
-        ms.push_back(cuda::timeMs([&] { chunkSteps(0, i); }));
+        ms.push_back(cuda::timeMs([&] { chunkSteps(0, i); }, stream));
       }
       std::sort(ms.begin(), ms.end());
       out.chunkStepMs.push_back({names[i], ms[2]});
     }
-    step(); // the single steps left dW and the logits changed
+    runStep(); // the single steps left dW and the logits changed
+    cuda::synchronize();
   }
   out.workspaceBytes =
       logits.size() + dzBuffer.size() + ones.size() + options.gemmWorkspaceBytes;

@@ -52,6 +52,10 @@ struct LinearCeOptions {
   /// algorithms once, in warm-up runs, and keeps the fastest
   /// (cublaslt::Gemm::setTimedCandidates); 1 takes the heuristic's first.
   int gemmCandidates = 1;
+  /// GPU: after the first run, capture the whole step (every chunk's GEMMs
+  /// and programs) into one CUDA graph and run it from there: proof that the
+  /// step has no host synchronization, and one launch instead of dozens.
+  bool cudaGraph = false;
   /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
   int iterations = 0;
   /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps, UNROLL).
@@ -79,6 +83,7 @@ struct LinearCeOutputs {
   /// GPU with gemmCandidates > 1: GEMM problems timed, and how many of them
   /// chose another algorithm than the heuristic's first.
   int gemmProblemsTimed = 0, gemmChoicesChanged = 0;
+  bool ranAsGraph = false; ///< GPU: the results came from a CUDA graph
   /// GPU with tuneChunkRows tuned now: (rows per chunk, ms) of each trial.
   std::vector<std::pair<int64_t, double>> chunkTrials;
 };

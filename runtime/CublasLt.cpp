@@ -129,7 +129,7 @@ Gemm::~Gemm() {
 }
 
 void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
-               const Matrix &C, float alpha, float beta) {
+               const Matrix &C, float alpha, float beta, CUstream stream) {
   int64_t m = transA ? A.cols : A.rows, k = transA ? A.rows : A.cols;
   int64_t kb = transB ? B.cols : B.rows, n = transB ? B.rows : B.cols;
   std::string shapes = "op(A) " + std::to_string(m) + "x" + std::to_string(k) +
@@ -194,7 +194,7 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
                            reinterpret_cast<const void *>(C.ptr), lc,
                            reinterpret_cast<void *>(C.ptr), lc, &algo,
                            reinterpret_cast<void *>(impl_->workspace.ptr()),
-                           impl_->workspace.size(), nullptr),
+                           impl_->workspace.size(), stream),
           "cublasLtMatmul (" + shapes + ")");
   };
   auto cached = impl_->algos.find(key);
@@ -232,7 +232,8 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
         matmul(results[i].algo); // warm-up
         std::vector<double> ms;
         for (int r = 0; r < 3; ++r)
-          ms.push_back(cuda::timeMs([&] { matmul(results[i].algo); }));
+          ms.push_back(
+              cuda::timeMs([&] { matmul(results[i].algo); }, stream));
         std::sort(ms.begin(), ms.end());
         if (ms[1] < bestMs) {
           bestMs = ms[1];

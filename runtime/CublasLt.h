@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+struct CUstream_st;
+
 namespace tilejit {
 namespace cublaslt {
 
@@ -47,10 +49,13 @@ public:
 
   /// C = alpha op(A) op(B) + beta C with fp32 accumulation, op(X) = X or X^T
   /// (transA / transB). Shapes must agree: op(A) is m x k, op(B) k x n, C
-  /// m x n. Runs on the legacy default stream, asynchronously. Throws
-  /// tilejit::Error with cuBLASLt's status and the shapes.
+  /// m x n. Runs on `stream` (default: the legacy default stream),
+  /// asynchronously; can be captured into a CUDA graph once the problem
+  /// has run before (its algorithm is then cached). Throws tilejit::Error
+  /// with cuBLASLt's status and the shapes.
   void run(const Matrix &A, bool transA, const Matrix &B, bool transB,
-           const Matrix &C, float alpha, float beta);
+           const Matrix &C, float alpha, float beta,
+           CUstream_st *stream = nullptr);
 
   /// With n > 1, a problem seen for the first time asks the heuristic for up
   /// to n algorithms and times each on the call's own operands (a warm-up

@@ -63,7 +63,13 @@ namespace {
   X(cuEventCreate)                                                             \
   X(cuEventDestroy_v2)                                                         \
   X(cuEventRecord)                                                             \
-  X(cuEventSynchronize)
+  X(cuEventSynchronize)                                                        \
+  X(cuStreamBeginCapture_v2)                                                   \
+  X(cuStreamEndCapture)                                                        \
+  X(cuGraphInstantiateWithFlags)                                               \
+  X(cuGraphLaunch)                                                             \
+  X(cuGraphExecDestroy)                                                        \
+  X(cuGraphDestroy)
 
 /// The resolved driver, or why it is unusable.
 struct DriverApi {
@@ -626,6 +632,61 @@ void Event::record(CUstream stream) {
 
 void Event::synchronize() const {
   check(api().cuEventSynchronize(E), "cuEventSynchronize");
+}
+
+Graph Graph::capture(const Stream &stream,
+                     const std::function<void(CUstream)> &enqueue) {
+  const DriverApi &d = api();
+  // Thread-local: other threads may keep using the GPU meanwhile; work of
+  // this thread outside `stream` (a synchronous copy, a memset) is an error
+  // during the capture, which is what proves the step sync-free.
+  check(d.cuStreamBeginCapture_v2(stream.get(),
+                                  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture");
+  CUgraph graph = nullptr;
+  try {
+    enqueue(stream.get());
+  } catch (...) {
+    d.cuStreamEndCapture(stream.get(), &graph); // leave capture mode
+    if (graph)
+      d.cuGraphDestroy(graph);
+    throw;
+  }
+  check(d.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
+  Graph g;
+  g.G = graph;
+  check(d.cuGraphInstantiateWithFlags(&g.Exec, graph, 0),
+        "cuGraphInstantiate");
+  return g;
+}
+
+Graph::Graph(Graph &&other) noexcept : G(other.G), Exec(other.Exec) {
+  other.G = nullptr;
+  other.Exec = nullptr;
+}
+
+Graph &Graph::operator=(Graph &&other) noexcept {
+  if (this != &other) {
+    release();
+    std::swap(G, other.G);
+    std::swap(Exec, other.Exec);
+  }
+  return *this;
+}
+
+Graph::~Graph() { release(); }
+
+void Graph::release() noexcept {
+  if (Exec)
+    warnIfFailed(loadedDriver().cuGraphExecDestroy(Exec), "cuGraphExecDestroy");
+  if (G)
+    warnIfFailed(loadedDriver().cuGraphDestroy(G), "cuGraphDestroy");
+  Exec = nullptr;
+  G = nullptr;
+}
+
+void Graph::launch(CUstream stream) const {
+  check(api().cuGraphLaunch(Exec, stream), "cuGraphLaunch");
 }
 
 float Event::elapsedMs(const Event &start, const Event &end) {

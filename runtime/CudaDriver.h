@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -199,6 +200,32 @@ private:
   CUstream S = nullptr;
 };
 
+/// A CUDA graph: the work one call put on a stream, captured once and
+/// replayed with one launch (the whole step of an operation, say).
+class Graph {
+public:
+  /// Captures what enqueue(stream) puts on `stream`; nothing runs yet.
+  /// Throws tilejit::Error if enqueue touches the GPU outside the stream
+  /// (a synchronous copy, a memset, a host synchronization) or a call
+  /// cannot be captured.
+  static Graph capture(const Stream &stream,
+                       const std::function<void(CUstream)> &enqueue);
+  Graph(Graph &&other) noexcept;
+  Graph &operator=(Graph &&other) noexcept;
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+  ~Graph();
+
+  /// Replays the captured work on `stream`, asynchronously.
+  void launch(CUstream stream) const;
+
+private:
+  Graph() = default;
+  void release() noexcept;
+  CUgraph G = nullptr;
+  CUgraphExec Exec = nullptr;
+};
+
 /// A timing event.
 class Event {
 public:
@@ -221,13 +248,14 @@ private:
   CUevent E = nullptr;
 };
 
-/// Milliseconds of the work `enqueue` puts on the legacy default stream,
-/// between two events recorded around it; waits for it to finish.
-template <typename Fn> float timeMs(Fn &&enqueue) {
+/// Milliseconds of the work `enqueue` puts on `stream` (default: the legacy
+/// default stream), between two events recorded around it; waits for it to
+/// finish.
+template <typename Fn> float timeMs(Fn &&enqueue, CUstream stream = nullptr) {
   Event start, stop;
-  start.record();
+  start.record(stream);
   enqueue();
-  stop.record();
+  stop.record(stream);
   stop.synchronize();
   return Event::elapsedMs(start, stop);
 }

@@ -105,6 +105,12 @@ static cl::opt<int> benchGemmCandidates(
              "per GEMM problem and keep the fastest (1: take the first)"),
     cl::sub(benchCmd));
 
+static cl::opt<bool> benchCudaGraph(
+    "cuda-graph",
+    cl::desc("fused_linear_ce: capture the whole step into one CUDA graph "
+             "and time its launches"),
+    cl::sub(benchCmd));
+
 bool benchCommandSelected() { return bool(benchCmd); }
 
 /// `bench fused_linear_ce`: time of one forward + backward against the
@@ -121,6 +127,7 @@ static int benchLinearCe() {
   o.narrowLogits = benchNarrowLogits;
   o.gemmWorkspaceBytes = benchWorkspace * (int64_t(1) << 20);
   o.gemmCandidates = benchGemmCandidates;
+  o.cudaGraph = benchCudaGraph;
   o.bf16GradAccumulation = benchBf16Acc;
   o.overrides = benchSet;
   o.iterations = benchIters;
@@ -138,10 +145,11 @@ static int benchLinearCe() {
               (long long)out.chunks, out.chunkSource.empty() ? "" : ", ",
               out.chunkSource.c_str());
   std::printf("  options: budget %lld MiB, GEMM workspace %lld MiB, %s logits, "
-              "%s dW accumulation%s%s\n",
+              "%s dW accumulation%s%s%s\n",
               (long long)benchBudget, (long long)benchWorkspace,
               o.narrowLogits ? dtypeName(dtype) : "f32",
               o.bf16GradAccumulation ? "bf16" : "fp32",
+              out.ranAsGraph ? ", one CUDA graph per step" : "",
               o.overrides.empty() ? "" : ", --set ",
               llvm::join(o.overrides, " --set ").c_str());
   std::printf("  matmul ceiling (cuBLASLt 8192^3, %s): %.0f TFLOP/s\n",

@@ -89,6 +89,39 @@ TEST_F(GpuTest, ReportsDeviceProperties) {
   EXPECT_GT(device->totalMemory(), size_t(1) << 30);
 }
 
+// A launch captured into a CUDA graph runs only when the graph is launched,
+// and every launch of the graph repeats it; a synchronous memset inside the
+// capture is refused.
+TEST_F(GpuTest, GraphsReplayCapturedLaunches) {
+  nvrtc::CompileResult compiled =
+      nvrtc::compile(kAxpbKernel, "axpb.cu", device->archString());
+  cuda::Module module = cuda::Module::fromCubin(compiled.cubin);
+  cuda::Function axpb = module.function("axpb");
+  const int n = 1000;
+  std::vector<float> ones(n, 1.0f);
+  cuda::DeviceBuffer dx(n * sizeof(float));
+  dx.copyFromHost(ones.data(), n * sizeof(float));
+  float a = 2.0f, b = 1.0f; // x <- 2x + 1, in place
+  CUdeviceptr px = dx.ptr();
+  int count = n;
+  std::vector<void *> args = {&px, &px, &a, &b, &count};
+  cuda::Stream stream;
+  cuda::Graph graph = cuda::Graph::capture(stream, [&](CUstream s) {
+    cuda::launch(axpb, {unsigned((n + 255) / 256)}, {256}, 0, s, args);
+  });
+  std::vector<float> x(n);
+  dx.copyToHost(x.data(), n * sizeof(float));
+  EXPECT_EQ(x[0], 1.0f) << "captured work ran before the graph was launched";
+  graph.launch(stream.get());
+  graph.launch(stream.get());
+  stream.synchronize();
+  dx.copyToHost(x.data(), n * sizeof(float));
+  EXPECT_EQ(x[0], 7.0f); // 1 -> 3 -> 7
+  EXPECT_EQ(x[n - 1], 7.0f);
+  EXPECT_THROW(cuda::Graph::capture(stream, [&](CUstream) { dx.memset(0); }),
+               Error);
+}
+
 TEST_F(GpuTest, RunsNvrtcCubinAndChecksValues) {
   nvrtc::CompileResult compiled =
       nvrtc::compile(kAxpbKernel, "axpb.cu", device->archString());

@@ -330,8 +330,9 @@ TEST(LinearCeGpu, MatchesReference) {
 }
 
 // On the GPU, the chunk loop as the bench drives it: the chunk from a
-// budget, tuned, GEMM algorithms timed, each step timed, and still the
-// right gradients.
+// budget, tuned, GEMM algorithms timed, the step captured into a CUDA graph
+// (no host synchronization inside), each step timed, and still the right
+// gradients.
 TEST(LinearCeGpu, TunedBudgetedAndTimed) {
   TILEJIT_SKIP_WITHOUT_GPU();
   ref::LinearCeInputs in =
@@ -341,10 +342,12 @@ TEST(LinearCeGpu, TunedBudgetedAndTimed) {
   o.memoryBudgetBytes = o.gemmWorkspaceBytes + 100 * 5000 * 2; // 100 rows
   o.tuneChunkRows = true;
   o.gemmCandidates = 4;
+  o.cudaGraph = true;
   o.iterations = 2;
   LinearCeOutputs out = runLinearCeGpu(in, o);
   EXPECT_LE(out.chunkRows, 100);
   EXPECT_GT(out.gemmProblemsTimed, 0);
+  EXPECT_TRUE(out.ranAsGraph);
   EXPECT_FALSE(out.chunkStepMs.empty());
   LinearCeCheck c = checkLinearCe(in, o, out, 1e-3, 1e-2);
   EXPECT_TRUE(c.passed) << c.summary;
