@@ -64,6 +64,13 @@ KernelSpec linearCeLossSumSpec();
 ///   row (0 for ignored rows) and its lse, the logits formed block by block
 ///   on chip with tile `dot` and never stored (LinearCeFused.cpp).
 KernelSpec linearCeFusedForwardSpec();
+/// lce_gemm(A, B: ptr<dtype>, C: ptr<f32> (C_F32 = 1) or ptr<dtype>; M, N,
+///   K: i32; lda, ldb, ldc: i64; alpha, beta: f32), grid = (ceil(M /
+///   BLOCK_M), ceil(N / BLOCK_N)): row-major C (M x N) = alpha op(A) op(B)
+///   + beta C, op(A) M x K (A^T with TRANS_A), op(B) K x N (B^T with
+///   TRANS_B), f32 accumulation on tensor cores (LinearCeGemm.cpp); bf16
+///   and f16 operands. beta = 0 does not read C.
+KernelSpec linearCeGemmSpec();
 
 } // namespace tilejit
 

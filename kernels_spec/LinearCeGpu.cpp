@@ -18,8 +18,11 @@
 #include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <functional>
 #include <optional>
 
@@ -50,7 +53,11 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   const int64_t maxChunk = linearCeChunkRows(in, options);
   int64_t chunk = maxChunk;
   cuda::Device device = cuda::Device::open();
-  cublaslt::Gemm gemm(options.gemmWorkspaceBytes);
+  bool useCublasLt =
+      options.gemmBackend == LinearCeOptions::GemmBackend::CublasLt;
+  std::optional<cublaslt::Gemm> gemm;
+  if (useCublasLt)
+    gemm.emplace(options.gemmWorkspaceBytes);
   CompileOptions copts;
   copts.arch = device.archString();
   LoadedKernels loaded;
@@ -127,6 +134,36 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   // Where the work goes: the legacy default stream, or the stream a CUDA
   // graph of the step was captured on.
   CUstream stream = nullptr;
+  // C = alpha op(A) op(B) + beta C through cuBLASLt or lce_gemm (one
+  // program per 64 x 64 block of C, compiled per transpose and C dtype).
+  std::map<std::string, std::pair<cuda::Function, int>> dslGemms;
+  auto runGemm = [&](const cublaslt::Matrix &A, bool ta,
+                     const cublaslt::Matrix &B, bool tb,
+                     const cublaslt::Matrix &C, float alpha, float beta) {
+    if (useCublasLt)
+      return gemm->run(A, ta, B, tb, C, alpha, beta, stream);
+    std::vector<std::string> params = {
+        "TRANS_A=" + std::to_string(ta), "TRANS_B=" + std::to_string(tb),
+        "C_F32=" + std::to_string(C.dtype == DType::F32)};
+    std::string key = llvm::join(params, ",");
+    auto it = dslGemms.find(key);
+    if (it == dslGemms.end()) {
+      const KernelSpec &spec = findKernel("lce_gemm");
+      CompiledKernel k = compileCached(spec.build(spec.config(in.dtype, params)),
+                                       copts);
+      it = dslGemms.emplace(key, std::make_pair(loaded.function(k), k.threads))
+               .first;
+    }
+    int32_t m = int32_t(C.rows), n = int32_t(C.cols),
+            kk = int32_t(ta ? A.rows : A.cols);
+    CUdeviceptr pa = A.ptr, pb = B.ptr, pc = C.ptr;
+    int64_t lda = A.ld, ldb = B.ld, ldc = C.ld;
+    std::vector<void *> args = {&pa,  &pb,  &pc,  &m,     &n,   &kk,
+                                &lda, &ldb, &ldc, &alpha, &beta};
+    cuda::launch(it->second.first,
+                 {unsigned((m + 63) / 64), unsigned((n + 63) / 64)},
+                 {unsigned(it->second.second)}, 0, stream, args);
+  };
   // The GEMMs and the row program of the chunk at row r0; runs `only` the
   // step of that index when it is not AllSteps (timing one step at a time).
   enum { LogitsGemm, RowsProgram, DhGemm, DwGemm, AllSteps };
@@ -139,7 +176,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     cublaslt::Matrix dz{ptr[Dz], in.dtype, rows, V, dzStride};
     auto runs = [&](int which) { return only == AllSteps || only == which; };
     if (runs(LogitsGemm))
-      gemm.run(hc, false, Wm, true, z, 1.f, 0.f, stream); // z = h_c W^T
+      runGemm(hc, false, Wm, true, z, 1.f, 0.f); // z = h_c W^T
     std::vector<void *> args = {
         &ptr[Logits], &ptr[Dz],   &ptr[Bias],    &ptr[Target], &ptr[Weight],
         &ptr[Stats],  &ptr[Up],   &ptr[RowLoss], &ptr[RowZ],   &ptr[Lse],
@@ -150,17 +187,16 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
       cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0,
                    stream, args);
     if (runs(DhGemm))
-      gemm.run(dz, false, Wm, false,
-               {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f,
-               stream);
+      runGemm(dz, false, Wm, false,
+              {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f);
     // The first chunk overwrites dW and db (beta 0): no memset, no read.
     float beta = r0 == 0 ? 0.f : 1.f;
     if (runs(DwGemm))
-      gemm.run(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale,
-               beta, stream);
+      runGemm(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale,
+              beta);
     if (hasB && runs(DwGemm))
-      gemm.run({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
-               {db.ptr(), accType, 1, V, V}, unscale, beta, stream);
+      runGemm({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
+              {db.ptr(), accType, 1, V, V}, unscale, beta);
   };
   // One forward + backward, queued on `stream`.
   auto step = [&] {
@@ -187,7 +223,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   };
   // Timing cuBLASLt's candidates runs each product several times: only in
   // warm-up steps (the chunk tuner's, and one more below).
-  gemm.setTimedCandidates(options.gemmCandidates);
+  if (useCublasLt)
+    gemm->setTimedCandidates(options.gemmCandidates);
   if (options.tuneChunkRows) {
     TuningDatabase db = TuningDatabase::fromEnvironment();
     TuningKey key;
@@ -245,11 +282,11 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                   " (remove the file, or run `tilejit cache clear`)");
   }
   out.chunkRows = chunk;
-  if (options.gemmCandidates > 1) {
+  if (useCublasLt && options.gemmCandidates > 1) {
     step();
-    gemm.setTimedCandidates(1);
-    out.gemmProblemsTimed = gemm.problemsTimed();
-    out.gemmChoicesChanged = gemm.problemsWhereTimingChangedTheAlgorithm();
+    gemm->setTimedCandidates(1);
+    out.gemmProblemsTimed = gemm->problemsTimed();
+    out.gemmChoicesChanged = gemm->problemsWhereTimingChangedTheAlgorithm();
   }
   auto t0 = std::chrono::steady_clock::now();
   step();
@@ -290,7 +327,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     cuda::synchronize();
   }
   out.workspaceBytes =
-      logits.size() + dzBuffer.size() + ones.size() + options.gemmWorkspaceBytes;
+      logits.size() + dzBuffer.size() + ones.size() +
+      (useCublasLt ? options.gemmWorkspaceBytes : 0);
 
   auto fetch = [](const cuda::DeviceBuffer &b, std::vector<float> &v, int64_t n,
                   DType t = DType::F32) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -47,6 +48,14 @@ int64_t equalChunkRows(int64_t N, int64_t chunks, int64_t most) {
 }
 
 } // namespace
+
+LinearCeOptions::GemmBackend parseGemmBackend(const std::string &name) {
+  if (name == "cublaslt")
+    return LinearCeOptions::GemmBackend::CublasLt;
+  if (name == "tilejit")
+    return LinearCeOptions::GemmBackend::Dsl;
+  throw Error("--gemm must be cublaslt or tilejit (got '" + name + "')");
+}
 
 void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   auto fail = [](const std::string &why) {
@@ -101,6 +110,9 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
     fail("chunk rows and the memory budget must be >= 0 (0 = all rows)");
   if (o.gemmWorkspaceBytes < 0)
     fail("the GEMM workspace must be >= 0 bytes");
+  if (o.gemmBackend == LinearCeOptions::GemmBackend::Dsl &&
+      in.dtype == DType::F32)
+    fail("the DSL GEMMs (lce_gemm) need bf16 or f16 inputs (got f32)");
   if (o.gemmCandidates < 1)
     fail("gemm candidates must be >= 1 (got " +
          std::to_string(o.gemmCandidates) + ")");
@@ -269,16 +281,60 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   optimizeTile(rows);
   std::vector<uint8_t> narrowLogits(narrow ? chunk * V * dtypeSize(in.dtype) : 0);
 
+  // With the DSL GEMM backend the chunk's products run lce_gemm in the
+  // interpreter, on the input-dtype operands the GPU gives it (dz rounded
+  // to the input dtype as the GPU's dz buffer holds it).
+  bool dslGemms = options.gemmBackend == LinearCeOptions::GemmBackend::Dsl;
+  size_t es = dtypeSize(in.dtype);
+  std::vector<uint8_t> dzNarrow(dslGemms ? chunk * V * es : 0);
+  std::vector<uint8_t> ones(dslGemms ? chunk * es : 0);
+  for (int64_t i = 0; dslGemms && i < chunk; ++i)
+    storeFromDouble(ones.data(), in.dtype, i, 1.0);
+  std::map<std::string, TileModule> gemms;
+  auto raw = [&](const std::vector<uint8_t> &bytes, int64_t offset, DType t) {
+    return InterpBuffer{const_cast<uint8_t *>(bytes.data()) + offset * es, t,
+                        int64_t(bytes.size() / es) - offset};
+  };
+  auto f32At = [](std::vector<float> &v, int64_t offset) {
+    return InterpBuffer{v.data() + offset, DType::F32,
+                        int64_t(v.size()) - offset};
+  };
+  // C (M x N, f32) = alpha op(A) op(B) + beta C.
+  auto dslGemm = [&](InterpBuffer A, bool ta, int64_t lda, InterpBuffer B,
+                     bool tb, int64_t ldb, InterpBuffer C, int64_t ldc,
+                     int64_t M, int64_t Nc, int64_t K, float alpha,
+                     float beta) {
+    std::vector<std::string> params = {"TRANS_A=" + std::to_string(ta),
+                                       "TRANS_B=" + std::to_string(tb),
+                                       "C_F32=1"};
+    std::string key = params[0] + params[1];
+    auto it = gemms.find(key);
+    if (it == gemms.end()) {
+      const KernelSpec &spec = findKernel("lce_gemm");
+      TileModule m = spec.build(spec.config(in.dtype, params));
+      optimizeTile(m);
+      it = gemms.emplace(key, std::move(m)).first;
+    }
+    interpret(it->second.operation(), "lce_gemm",
+              {(M + 63) / 64, (Nc + 63) / 64, 1},
+              {A, B, C, int32_t(M), int32_t(Nc), int32_t(K), lda, ldb, ldc,
+               alpha, beta});
+  };
+
   for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks) {
     int64_t rowsHere = std::min(chunk, N - r0);
     // z = h_c W^T with fp32 accumulation (the kernel adds the bias).
-    for (int64_t i = 0; i < rowsHere; ++i)
-      for (int64_t v = 0; v < V; ++v) {
-        float acc = 0;
-        for (int64_t k = 0; k < d; ++k)
-          acc += h[(r0 + i) * d + k] * W[v * d + k];
-        logits[i * V + v] = acc;
-      }
+    if (dslGemms)
+      dslGemm(raw(in.h, r0 * d, in.dtype), false, d, raw(in.W, 0, in.dtype),
+              true, d, f32At(logits, 0), V, rowsHere, V, d, 1.f, 0.f);
+    else
+      for (int64_t i = 0; i < rowsHere; ++i)
+        for (int64_t v = 0; v < V; ++v) {
+          float acc = 0;
+          for (int64_t k = 0; k < d; ++k)
+            acc += h[(r0 + i) * d + k] * W[v * d + k];
+          logits[i * V + v] = acc;
+        }
     if (narrow)
       for (int64_t i = 0; i < rowsHere * V; ++i)
         storeFromDouble(narrowLogits.data(), in.dtype, i, logits[i]);
@@ -312,7 +368,24 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
     if (narrow)
       logits = loadAsFloats(narrowLogits.data(), in.dtype, chunk * V);
     // dh_c = dz W; dW += dz^T h_c; db += sum_i dz.
-    for (int64_t i = 0; i < rowsHere; ++i)
+    if (dslGemms) {
+      const std::vector<uint8_t> *dz = &narrowLogits;
+      if (!narrow) {
+        for (int64_t i = 0; i < rowsHere * V; ++i)
+          storeFromDouble(dzNarrow.data(), in.dtype, i, logits[i]);
+        dz = &dzNarrow;
+      }
+      float unscale = 1.f / dzScale;
+      InterpBuffer dzc = raw(*dz, 0, in.dtype);
+      dslGemm(dzc, false, V, raw(in.W, 0, in.dtype), false, d,
+              f32At(out.dh, r0 * d), d, rowsHere, d, V, unscale, 0.f);
+      dslGemm(dzc, true, V, raw(in.h, r0 * d, in.dtype), false, d,
+              f32At(out.dW, 0), d, V, d, rowsHere, unscale, 1.f);
+      if (!out.db.empty())
+        dslGemm(raw(ones, 0, in.dtype), false, rowsHere, dzc, false, V,
+                f32At(out.db, 0), V, 1, V, rowsHere, unscale, 1.f);
+    }
+    for (int64_t i = 0; i < rowsHere && !dslGemms; ++i)
       for (int64_t v = 0; v < V; ++v) {
         float g = logits[i * V + v] / dzScale;
         if (g == 0)

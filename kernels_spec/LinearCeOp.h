@@ -48,6 +48,9 @@ struct LinearCeOptions {
   /// h @ W.T does) and dz overwrites it in place: half the chunk's bytes
   /// or less, and each logit rounded once to the input dtype.
   bool narrowLogits = false;
+  /// GPU: who runs the chunk's GEMMs: cuBLASLt, or tilejit's own lce_gemm
+  /// (tile `dot` on tensor cores; bf16/f16 inputs only).
+  enum class GemmBackend { CublasLt, Dsl } gemmBackend = GemmBackend::CublasLt;
   /// GPU: with n > 1, each GEMM problem times cuBLASLt's first n heuristic
   /// algorithms once, in warm-up runs, and keeps the fastest
   /// (cublaslt::Gemm::setTimedCandidates); 1 takes the heuristic's first.
@@ -117,6 +120,9 @@ std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
 TileModule buildLinearCeKernel(const char *name, DType dtype,
                                const ref::LinearCeInputs &in,
                                const LinearCeOptions &options);
+
+/// "cublaslt" or "tilejit"; throws tilejit::Error for anything else.
+LinearCeOptions::GemmBackend parseGemmBackend(const std::string &name);
 
 /// Throws tilejit::Error for bad shapes, targets or options.
 void validateLinearCe(const ref::LinearCeInputs &in,

@@ -103,7 +103,8 @@ const std::vector<KernelSpec> &kernelRegistry() {
       fusedCeTvdForwardClusterSpec(), fusedCeTvdLossGradSpec(),
       ceTvdRowWeightsSpec(),          ceTvdLossSumSpec(),
       linearCeLogitsGradSpec(),       linearCeRowWeightsSpec(),
-      linearCeLossSumSpec(), linearCeFusedForwardSpec()};
+      linearCeLossSumSpec(),          linearCeFusedForwardSpec(),
+      linearCeGemmSpec()};
   return kernels;
 }
 

@@ -31,6 +31,7 @@ tail -3 "$out/unit-tests.log"
 --memory-budget-mib 512 --set UNROLL=2
 --memory-budget-mib 512 --gemm-candidates 8
 --memory-budget-mib 512 --cuda-graph
+--memory-budget-mib 512 --gemm=tilejit
 --memory-budget-mib 512 --tune-chunk --bf16-grad-accumulation
 --memory-budget-mib 0"}
   while IFS= read -r v; do

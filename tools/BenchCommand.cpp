@@ -111,6 +111,12 @@ static cl::opt<bool> benchCudaGraph(
              "and time its launches"),
     cl::sub(benchCmd));
 
+static cl::opt<std::string> benchGemmBackend(
+    "gemm", cl::init("cublaslt"),
+    cl::desc("fused_linear_ce: who runs the chunk's GEMMs: cublaslt, or "
+             "tilejit (lce_gemm, tile dot; bf16/f16)"),
+    cl::sub(benchCmd));
+
 bool benchCommandSelected() { return bool(benchCmd); }
 
 /// `bench fused_linear_ce`: time of one forward + backward against the
@@ -128,6 +134,7 @@ static int benchLinearCe() {
   o.gemmWorkspaceBytes = benchWorkspace * (int64_t(1) << 20);
   o.gemmCandidates = benchGemmCandidates;
   o.cudaGraph = benchCudaGraph;
+  o.gemmBackend = parseGemmBackend(benchGemmBackend);
   o.bf16GradAccumulation = benchBf16Acc;
   o.overrides = benchSet;
   o.iterations = benchIters;
@@ -144,9 +151,10 @@ static int benchLinearCe() {
               (long long)in.V, dtypeName(dtype), (long long)out.chunkRows,
               (long long)out.chunks, out.chunkSource.empty() ? "" : ", ",
               out.chunkSource.c_str());
-  std::printf("  options: budget %lld MiB, GEMM workspace %lld MiB, %s logits, "
-              "%s dW accumulation%s%s%s\n",
-              (long long)benchBudget, (long long)benchWorkspace,
+  std::printf("  options: GEMMs by %s, budget %lld MiB, GEMM workspace %lld "
+              "MiB, %s logits, %s dW accumulation%s%s%s\n",
+              benchGemmBackend.c_str(), (long long)benchBudget,
+              (long long)benchWorkspace,
               o.narrowLogits ? dtypeName(dtype) : "f32",
               o.bf16GradAccumulation ? "bf16" : "fp32",
               out.ranAsGraph ? ", one CUDA graph per step" : "",

@@ -155,6 +155,13 @@ static cl::opt<bool> narrowLogitsArg(
              "given)"),
     cl::sub(runCmd), cl::cat(category));
 
+static cl::opt<std::string> gemmBackendArg(
+    "gemm", cl::init("cublaslt"),
+    cl::desc("fused_linear_ce: who runs the chunk's GEMMs: cublaslt (GPU; "
+             "plain loops on the CPU), or tilejit (lce_gemm, tile dot; "
+             "bf16/f16; in the interpreter on the CPU)"),
+    cl::sub(runCmd), cl::cat(category));
+
 static int listKernels() {
   for (const KernelSpec &k : kernelRegistry()) {
     std::cout << k.name << "  " << k.summary << "\n  dtypes:";
@@ -292,6 +299,7 @@ static int runLinearCe() {
   o.chunkRows = chunkRowsArg;
   o.memoryBudgetBytes = budgetArg * (int64_t(1) << 20);
   o.bf16GradAccumulation = bf16AccArg;
+  o.gemmBackend = parseGemmBackend(gemmBackendArg);
   o.narrowLogits = narrowLogitsArg && (deviceArg == "gpu" ||
                                        narrowLogitsArg.getNumOccurrences());
   o.overrides = setArgs;

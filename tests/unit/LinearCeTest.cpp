@@ -227,6 +227,37 @@ TEST(LinearCe, NarrowLogitsInTheInputDtype) {
   }
 }
 
+// The chunk loop with tilejit's own GEMMs (lce_gemm in the interpreter)
+// instead of plain loops: every feature, chunks that do not divide N, V and
+// d not multiples of the 64 x 64 x 32 blocks, f32 and narrow logits, against
+// the fp64 reference at the tolerances of bf16/f16 operands.
+TEST(LinearCe, DslGemmsMatchTheReference) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (bool narrow : {false, true})
+      for (Reduction r : {Reduction::Mean, Reduction::None}) {
+        ref::LinearCeInputs in =
+            makeLinearCeInputs(13, 40, 1100, dt, true, true, 21);
+        LinearCeOptions o;
+        o.params.reduction = r;
+        o.params.labelSmoothing = 0.1;
+        o.params.zLoss = 1e-3;
+        o.params.softcap = 5;
+        o.chunkRows = 5;
+        o.narrowLogits = narrow;
+        if (r == Reduction::None)
+          for (int64_t i = 0; i < in.N; ++i)
+            in.gradOutput.push_back(0.5f + 0.1f * float(i % 3));
+        LinearCeOutputs loops = runLinearCeCpu(in, o);
+        o.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
+        LinearCeOutputs dsl = runLinearCeCpu(in, o);
+        LinearCeCheck c = checkLinearCe(in, o, dsl, 1e-3, 1e-2);
+        EXPECT_TRUE(c.passed) << dtypeName(dt) << " narrow " << narrow
+                              << " reduction " << int(r) << "\n"
+                              << c.summary;
+        EXPECT_NE(dsl.dW, loops.dW) << "the DSL GEMMs did not run";
+      }
+}
+
 TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   ref::LinearCeInputs f32 =
       makeLinearCeInputs(100, 8, 1000, DType::F32, false, false, 1);
@@ -297,6 +328,9 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &, auto &o) { o.memoryBudgetBytes = 1 << 20; },
         "GEMM workspace");
   fails([](auto &, auto &o) { o.gemmCandidates = 0; }, "gemm candidates");
+  fails([](auto &, auto &o) {
+    o.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
+  }, "need bf16 or f16");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
@@ -351,6 +385,28 @@ TEST(LinearCeGpu, TunedBudgetedAndTimed) {
   EXPECT_FALSE(out.chunkStepMs.empty());
   LinearCeCheck c = checkLinearCe(in, o, out, 1e-3, 1e-2);
   EXPECT_TRUE(c.passed) << c.summary;
+}
+
+// On the GPU with tilejit's own GEMMs (lce_gemm, tile dot) in the chunk
+// loop: every feature, f32 and narrow logits.
+TEST(LinearCeGpu, DslGemms) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::BF16, DType::F16})
+    for (bool narrow : {false, true}) {
+      ref::LinearCeInputs in =
+          makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
+      LinearCeOptions o;
+      o.params.labelSmoothing = 0.1;
+      o.params.zLoss = 1e-4;
+      o.params.softcap = 20;
+      o.chunkRows = 16;
+      o.narrowLogits = narrow;
+      o.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
+      LinearCeOutputs out = runLinearCeGpu(in, o);
+      LinearCeCheck c = checkLinearCe(in, o, out, 1e-2, 1e-2);
+      EXPECT_TRUE(c.passed) << dtypeName(dt) << " narrow " << narrow << "\n"
+                            << c.summary;
+    }
 }
 
 // The fused forward (logits on chip, tile dot): rows, hidden size and vocab
@@ -438,7 +494,7 @@ TEST(LinearCe, EveryConfigCompilesForSm90) {
         << log;
   };
   for (const char *name : {"lce_logits_grad", "lce_row_weights", "lce_loss_sum",
-                           "lce_fused_fwd"}) {
+                           "lce_fused_fwd", "lce_gemm"}) {
     const KernelSpec &spec = findKernel(name);
     for (const auto &params : spec.candidateConfigs())
       for (DType dt : spec.dtypes)

@@ -1,0 +1,97 @@
+//===- LinearCeGemmTest.cpp - lce_gemm against an fp64 product -----------===//
+#include "kernels_spec/LinearCe.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/HostFloat.h"
+#include "tilejit/Interpreter.h"
+#include "tilejit/KernelSpec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace tilejit;
+
+namespace {
+
+/// Row-major storage of op(X) (rows x cols), or of X^T, with `pad` spare
+/// elements per stored row (ld = stored cols + pad).
+struct Stored {
+  std::vector<uint8_t> data;
+  int64_t ld;
+  double at(int64_t r, int64_t c, bool transposed, DType t) const {
+    int64_t i = transposed ? c * ld + r : r * ld + c;
+    return loadAsFloats(data.data() + i * dtypeSize(t), t, 1)[0];
+  }
+};
+
+Stored randomMatrix(int64_t rows, int64_t cols, bool transposed, DType t,
+                    std::mt19937 &rng) {
+  int64_t storedRows = transposed ? cols : rows;
+  int64_t storedCols = transposed ? rows : cols;
+  Stored s{{}, storedCols + 3};
+  s.data.resize(storedRows * s.ld * dtypeSize(t));
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (int64_t i = 0; i < storedRows * s.ld; ++i)
+    storeFromDouble(s.data.data(), t, i, dist(rng));
+  return s;
+}
+
+/// C (M x N, ldc = N + 1) = alpha op(A) op(B) + beta C in the interpreter
+/// for every transpose, C dtype and beta, with M, N, K not multiples of the
+/// blocks and padded leading dimensions, against an fp64 product. (On the
+/// GPU the kernel runs inside the chunk loop: LinearCeGpu.DslGemms.)
+TEST(LinearCeGemm, InterpreterMatchesFp64) {
+  const int64_t M = 70, N = 50, K = 40;
+  const DType t = DType::BF16;
+  const KernelSpec &spec = findKernel("lce_gemm");
+  std::mt19937 rng(3);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool cF32 : {false, true})
+        for (float beta : {0.f, 0.5f}) {
+          Stored A = randomMatrix(M, K, ta, t, rng);
+          Stored B = randomMatrix(K, N, tb, t, rng);
+          DType ct = cF32 ? DType::F32 : t;
+          Stored C = randomMatrix(M, N, false, ct, rng);
+          C.data.resize(M * (N + 1) * dtypeSize(ct));
+          C.ld = N + 1;
+          if (beta == 0.f) // beta = 0 must not read C: NaN shows if it does
+            for (int64_t i = 0; i < M * C.ld; ++i)
+              storeFromDouble(C.data.data(), ct, i, NAN);
+          Stored before = C;
+          float alpha = 1.5f;
+          dsl::Config c = spec.config(
+              t, {"TRANS_A=" + std::to_string(ta), "TRANS_B=" + std::to_string(tb),
+                  "C_F32=" + std::to_string(cF32)});
+          TileModule m = spec.build(c);
+          std::vector<InterpArg> scalars = {
+              int32_t(M), int32_t(N), int32_t(K), A.ld, B.ld, C.ld, alpha, beta};
+          optimizeTile(m);
+          std::vector<InterpArg> args = {
+              InterpBuffer{A.data.data(), t, int64_t(A.data.size() / 2)},
+              InterpBuffer{B.data.data(), t, int64_t(B.data.size() / 2)},
+              InterpBuffer{C.data.data(), ct,
+                           int64_t(C.data.size() / dtypeSize(ct))}};
+          args.insert(args.end(), scalars.begin(), scalars.end());
+          interpret(m.operation(), "lce_gemm", {(M + 63) / 64, (N + 63) / 64, 1},
+                    args);
+          double worst = 0;
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              double want = 0;
+              for (int64_t kk = 0; kk < K; ++kk)
+                want += A.at(i, kk, ta, t) * B.at(kk, j, tb, t);
+              want = alpha * want +
+                     (beta == 0.f ? 0.0 : beta * before.at(i, j, false, ct));
+              double got = C.at(i, j, false, ct);
+              // f32 sums of exact products; a bf16 C adds one rounding.
+              double tol = (cF32 ? 1e-5 : 8e-3) * (std::fabs(want) + 1.0);
+              worst = std::max(worst, std::fabs(got - want) / tol);
+            }
+          EXPECT_LE(worst, 1.0) << "transA " << ta << " transB " << tb
+                                << " cF32 " << cF32 << " beta " << beta;
+        }
+}
+
+} // namespace
