@@ -774,8 +774,8 @@ void KernelEmitter::emit() {
       fail(nullptr,
            "argument " + std::to_string(arg.getArgNumber()) + " is a vector");
     std::string ct = scalarType(t, func);
-    bool mayAlias = func.getArgAttr(arg.getArgNumber(), attr::kMayAlias) !=
-                    nullptr;
+    bool mayAlias =
+        func.getArgAttr(arg.getArgNumber(), attr::kMayAlias) != nullptr;
     if (isa<tile::PtrType>(t) && !mayAlias)
       params.push_back(ct + "__restrict__ " + n);
     else

@@ -31,9 +31,15 @@ TileModule buildLogitsGrad(const Config &cfg) {
              CLASS_WEIGHT = k.param("CLASS_WEIGHT");
   // NARROW_LOGITS: the GEMM wrote the logits in the input dtype (as
   // PyTorch's h @ W.T does) and dz overwrites them in place.
-  Value logits = k.aliasedPointerArg(
-      "logits", k.param("NARROW_LOGITS") ? cfg.dtype : DType::F32);
-  Value dzOut = k.aliasedPointerArg("dz", cfg.dtype); // may be the logits
+  // dz is written over the logits when both have one dtype; only then do
+  // the two pointers give up __restrict__.
+  const DType logitsType = k.param("NARROW_LOGITS") ? cfg.dtype : DType::F32;
+  const bool inPlace = logitsType == cfg.dtype;
+  auto pointer = [&](const char *name, DType t) {
+    return inPlace ? k.aliasedPointerArg(name, t) : k.pointerArg(name, t);
+  };
+  Value logits = pointer("logits", logitsType);
+  Value dzOut = pointer("dz", cfg.dtype);
   Value bias = k.pointerArg("bias", DType::F32);
   Value target = k.pointerArg("target", DType::I64);
   Value classWeight = k.pointerArg("class_weight", DType::F32);
@@ -160,9 +166,9 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value rowTerm = nll;
   // (Without smoothing the term is skipped: 0 * inf for -inf logits.)
   if (SMOOTHING)
-    rowTerm = rowTerm + where(eps > 0.0,
-                              epsOverV * (wSum * logSum - wzShifted.sum()),
-                              f32Zero);
+    rowTerm =
+        rowTerm +
+        where(eps > 0.0, epsOverV * (wSum * logSum - wzShifted.sum()), f32Zero);
   Value zTerm = Z_LOSS ? zLoss * lse * lse : f32Zero;
   k.store(rowLoss, row, where(valid, rowTerm + zTerm, f32Zero));
   k.store(rowZLoss, row, where(valid, zTerm, f32Zero));

@@ -1,9 +1,10 @@
 //===- LinearCeGpu.cpp - chunked fused linear CE on the GPU ---------------===//
 //
 // The chunk loop of LinearCeOp.h with cuBLASLt GEMMs (runtime/CublasLt.h)
-// and the DSL programs compiled for the GPU in front of us. Everything is
-// queued on the default stream: no host synchronization until the results
-// are copied back.
+// or tilejit's own (lce_gemm), and the DSL programs compiled for the GPU in
+// front of us. A step is queued on one stream (the legacy default one, or
+// the stream of its CUDA graph) with no host synchronization until the
+// results are copied back.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/LinearCeOp.h"
@@ -22,8 +23,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <functional>
+#include <map>
 #include <optional>
 
 namespace tilejit {
@@ -149,8 +150,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     auto it = dslGemms.find(key);
     if (it == dslGemms.end()) {
       const KernelSpec &spec = findKernel("lce_gemm");
-      CompiledKernel k = compileCached(spec.build(spec.config(in.dtype, params)),
-                                       copts);
+      CompiledKernel k =
+          compileCached(spec.build(spec.config(in.dtype, params)), copts);
       it = dslGemms.emplace(key, std::make_pair(loaded.function(k), k.threads))
                .first;
     }
@@ -184,16 +185,15 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
         &eps,         &zl,        &cap,          &hasB,        &hasW,
         &none,        &dzScale};
     if (runs(RowsProgram))
-      cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0,
-                   stream, args);
+      cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0, stream,
+                   args);
     if (runs(DhGemm))
       runGemm(dz, false, Wm, false,
               {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f);
     // The first chunk overwrites dW and db (beta 0): no memset, no read.
     float beta = r0 == 0 ? 0.f : 1.f;
     if (runs(DwGemm))
-      runGemm(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale,
-              beta);
+      runGemm(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale, beta);
     if (hasB && runs(DwGemm))
       runGemm({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
               {db.ptr(), accType, 1, V, V}, unscale, beta);
@@ -302,7 +302,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   if (options.cudaGraph) {
     graphStream.emplace();
     stream = graphStream->get();
-    graph.emplace(cuda::Graph::capture(*graphStream, [&](CUstream) { step(); }));
+    graph.emplace(
+        cuda::Graph::capture(*graphStream, [&](CUstream) { step(); }));
     runStep = [&] { graph->launch(stream); };
     runStep(); // the results below come from the graph
     graphStream->synchronize();
@@ -326,9 +327,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     runStep(); // the single steps left dW and the logits changed
     cuda::synchronize();
   }
-  out.workspaceBytes =
-      logits.size() + dzBuffer.size() + ones.size() +
-      (useCublasLt ? options.gemmWorkspaceBytes : 0);
+  out.workspaceBytes = logits.size() + dzBuffer.size() + ones.size() +
+                       (useCublasLt ? options.gemmWorkspaceBytes : 0);
 
   auto fetch = [](const cuda::DeviceBuffer &b, std::vector<float> &v, int64_t n,
                   DType t = DType::F32) {

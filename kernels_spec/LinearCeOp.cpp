@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -123,7 +123,6 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
          std::to_string(o.gemmWorkspaceBytes) + " bytes) and one row (" +
          std::to_string(chunkRowBytes(in, o)) + " bytes)");
 }
-
 
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options) {
@@ -277,9 +276,11 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   // rounded to the input dtype and dz is written over them in that dtype.
   bool narrow = options.narrowLogits && in.dtype != DType::F32;
   DType rowsType = narrow ? in.dtype : DType::F32;
-  TileModule rows = buildLinearCeKernel("lce_logits_grad", rowsType, in, options);
+  TileModule rows =
+      buildLinearCeKernel("lce_logits_grad", rowsType, in, options);
   optimizeTile(rows);
-  std::vector<uint8_t> narrowLogits(narrow ? chunk * V * dtypeSize(in.dtype) : 0);
+  std::vector<uint8_t> narrowLogits(narrow ? chunk * V * dtypeSize(in.dtype)
+                                           : 0);
 
   // With the DSL GEMM backend the chunk's products run lce_gemm in the
   // interpreter, on the input-dtype operands the GPU gives it (dz rounded
@@ -338,9 +339,9 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
     if (narrow)
       for (int64_t i = 0; i < rowsHere * V; ++i)
         storeFromDouble(narrowLogits.data(), in.dtype, i, logits[i]);
-    InterpBuffer z = narrow ? InterpBuffer{narrowLogits.data(), in.dtype,
-                                           chunk * V}
-                            : buf(logits, DType::F32);
+    InterpBuffer z =
+        narrow ? InterpBuffer{narrowLogits.data(), in.dtype, chunk * V}
+               : buf(logits, DType::F32);
     // dz overwrites the logits.
     interpret(rows.operation(), rows.kernelName(), {rowsHere, 1, 1},
               {z,

@@ -99,11 +99,16 @@ KernelSpec::ownOverrides(const std::vector<std::string> &overrides) const {
 
 const std::vector<KernelSpec> &kernelRegistry() {
   static const std::vector<KernelSpec> kernels = {
-      fusedCeTvdForwardSpec(),        fusedCeTvdBackwardSpec(),
-      fusedCeTvdForwardClusterSpec(), fusedCeTvdLossGradSpec(),
-      ceTvdRowWeightsSpec(),          ceTvdLossSumSpec(),
-      linearCeLogitsGradSpec(),       linearCeRowWeightsSpec(),
-      linearCeLossSumSpec(),          linearCeFusedForwardSpec(),
+      fusedCeTvdForwardSpec(),
+      fusedCeTvdBackwardSpec(),
+      fusedCeTvdForwardClusterSpec(),
+      fusedCeTvdLossGradSpec(),
+      ceTvdRowWeightsSpec(),
+      ceTvdLossSumSpec(),
+      linearCeLogitsGradSpec(),
+      linearCeRowWeightsSpec(),
+      linearCeLossSumSpec(),
+      linearCeFusedForwardSpec(),
       linearCeGemmSpec()};
   return kernels;
 }

@@ -11,8 +11,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -226,14 +226,16 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
     if (found == 0)
       throw Error("cuBLASLt has no algorithm for " + shapes);
     int best = 0;
-    if (found > 1) {
+    // No timing inside a graph capture: it would be recorded, not run.
+    if (found > 1 && !cuda::isCapturing(stream)) {
       double bestMs = std::numeric_limits<double>::infinity();
       for (int i = 0; i < found; ++i) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS)
+          continue;
         matmul(results[i].algo); // warm-up
         std::vector<double> ms;
         for (int r = 0; r < 3; ++r)
-          ms.push_back(
-              cuda::timeMs([&] { matmul(results[i].algo); }, stream));
+          ms.push_back(cuda::timeMs([&] { matmul(results[i].algo); }, stream));
         std::sort(ms.begin(), ms.end());
         if (ms[1] < bestMs) {
           bestMs = ms[1];

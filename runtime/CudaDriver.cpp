@@ -66,6 +66,7 @@ namespace {
   X(cuEventSynchronize)                                                        \
   X(cuStreamBeginCapture_v2)                                                   \
   X(cuStreamEndCapture)                                                        \
+  X(cuStreamIsCapturing)                                                       \
   X(cuGraphInstantiateWithFlags)                                               \
   X(cuGraphLaunch)                                                             \
   X(cuGraphExecDestroy)                                                        \
@@ -637,9 +638,12 @@ void Event::synchronize() const {
 Graph Graph::capture(const Stream &stream,
                      const std::function<void(CUstream)> &enqueue) {
   const DriverApi &d = api();
-  // Thread-local: other threads may keep using the GPU meanwhile; work of
-  // this thread outside `stream` (a synchronous copy, a memset) is an error
-  // during the capture, which is what proves the step sync-free.
+  // `stream` is blocking (ordered with the legacy default stream), so any
+  // use of the legacy stream while it captures (a synchronous copy, a
+  // memset, a launch on stream 0), from any thread, fails the capture: that
+  // is what proves the step free of host synchronization. Thread-local mode
+  // also refuses unsafe calls (cuMemAlloc) from this thread. Work enqueue
+  // puts on another created stream is not captured: it runs at once.
   check(d.cuStreamBeginCapture_v2(stream.get(),
                                   CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
         "cuStreamBeginCapture");
@@ -655,8 +659,7 @@ Graph Graph::capture(const Stream &stream,
   check(d.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
   Graph g;
   g.G = graph;
-  check(d.cuGraphInstantiateWithFlags(&g.Exec, graph, 0),
-        "cuGraphInstantiate");
+  check(d.cuGraphInstantiateWithFlags(&g.Exec, graph, 0), "cuGraphInstantiate");
   return g;
 }
 
@@ -683,6 +686,12 @@ void Graph::release() noexcept {
     warnIfFailed(loadedDriver().cuGraphDestroy(G), "cuGraphDestroy");
   Exec = nullptr;
   G = nullptr;
+}
+
+bool isCapturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(api().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 void Graph::launch(CUstream stream) const {

@@ -205,9 +205,9 @@ private:
 class Graph {
 public:
   /// Captures what enqueue(stream) puts on `stream`; nothing runs yet.
-  /// Throws tilejit::Error if enqueue touches the GPU outside the stream
-  /// (a synchronous copy, a memset, a host synchronization) or a call
-  /// cannot be captured.
+  /// Throws tilejit::Error if, meanwhile, anything uses the legacy default
+  /// stream (a synchronous copy, a memset, a launch on stream 0) or a call
+  /// cannot be captured. Work put on other created streams is not captured.
   static Graph capture(const Stream &stream,
                        const std::function<void(CUstream)> &enqueue);
   Graph(Graph &&other) noexcept;
@@ -225,6 +225,9 @@ private:
   CUgraph G = nullptr;
   CUgraphExec Exec = nullptr;
 };
+
+/// True while `stream` is being captured into a graph.
+bool isCapturing(CUstream stream);
 
 /// A timing event.
 class Event {

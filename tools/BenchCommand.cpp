@@ -142,9 +142,8 @@ static int benchLinearCe() {
   double tflops = cublaslt::Gemm().measureTflops(8192, dtype);
   double work = 6.0 * in.N * in.d * in.V;
   // As returned: dh in the input dtype, dW in its accumulation dtype.
-  double gradBytes =
-      double(dtypeSize(dtype)) * in.N * in.d +
-      (o.bf16GradAccumulation ? 2.0 : 4.0) * double(in.V) * in.d;
+  double gradBytes = double(dtypeSize(dtype)) * in.N * in.d +
+                     (o.bf16GradAccumulation ? 2.0 : 4.0) * double(in.V) * in.d;
   std::printf("fused_linear_ce bench on %s: N=%lld d=%lld V=%lld dtype=%s, "
               "%lld rows per chunk (%lld chunks%s%s)\n",
               out.device.c_str(), (long long)in.N, (long long)in.d,
@@ -179,8 +178,7 @@ static int benchLinearCe() {
   std::printf("  memory beyond inputs: gradients (%s dh, %s dW) %.0f MiB + "
               "working memory %.0f MiB\n",
               dtypeName(dtype), o.bf16GradAccumulation ? "bf16" : "fp32",
-              gradBytes / (1 << 20),
-              out.workspaceBytes / double(1 << 20));
+              gradBytes / (1 << 20), out.workspaceBytes / double(1 << 20));
   return 0;
 }
 

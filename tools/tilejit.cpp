@@ -300,8 +300,8 @@ static int runLinearCe() {
   o.memoryBudgetBytes = budgetArg * (int64_t(1) << 20);
   o.bf16GradAccumulation = bf16AccArg;
   o.gemmBackend = parseGemmBackend(gemmBackendArg);
-  o.narrowLogits = narrowLogitsArg && (deviceArg == "gpu" ||
-                                       narrowLogitsArg.getNumOccurrences());
+  o.narrowLogits = narrowLogitsArg &&
+                   (deviceArg == "gpu" || narrowLogitsArg.getNumOccurrences());
   o.overrides = setArgs;
   ref::LinearCeInputs in =
       makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),

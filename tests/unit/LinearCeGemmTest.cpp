@@ -61,12 +61,13 @@ TEST(LinearCeGemm, InterpreterMatchesFp64) {
               storeFromDouble(C.data.data(), ct, i, NAN);
           Stored before = C;
           float alpha = 1.5f;
-          dsl::Config c = spec.config(
-              t, {"TRANS_A=" + std::to_string(ta), "TRANS_B=" + std::to_string(tb),
-                  "C_F32=" + std::to_string(cF32)});
+          dsl::Config c = spec.config(t, {"TRANS_A=" + std::to_string(ta),
+                                          "TRANS_B=" + std::to_string(tb),
+                                          "C_F32=" + std::to_string(cF32)});
           TileModule m = spec.build(c);
-          std::vector<InterpArg> scalars = {
-              int32_t(M), int32_t(N), int32_t(K), A.ld, B.ld, C.ld, alpha, beta};
+          std::vector<InterpArg> scalars = {int32_t(M), int32_t(N), int32_t(K),
+                                            A.ld,       B.ld,       C.ld,
+                                            alpha,      beta};
           optimizeTile(m);
           std::vector<InterpArg> args = {
               InterpBuffer{A.data.data(), t, int64_t(A.data.size() / 2)},
@@ -74,8 +75,8 @@ TEST(LinearCeGemm, InterpreterMatchesFp64) {
               InterpBuffer{C.data.data(), ct,
                            int64_t(C.data.size() / dtypeSize(ct))}};
           args.insert(args.end(), scalars.begin(), scalars.end());
-          interpret(m.operation(), "lce_gemm", {(M + 63) / 64, (N + 63) / 64, 1},
-                    args);
+          interpret(m.operation(), "lce_gemm",
+                    {(M + 63) / 64, (N + 63) / 64, 1}, args);
           double worst = 0;
           for (int64_t i = 0; i < M; ++i)
             for (int64_t j = 0; j < N; ++j) {

@@ -78,10 +78,10 @@ INSTANTIATE_TEST_SUITE_P(
              0, false, true},
         Case{"everything_mean_chunked", 13, 24, 2500, DType::F32,
              Reduction::Mean, 0.1, 1e-3, 3.0, true, true, 5},
-        Case{"everything_unrolled", 13, 24, 2500, DType::F32,
-             Reduction::Mean, 0.1, 1e-3, 3.0, true, true, 5, 2},
-        Case{"plain_unrolled_bf16", 9, 16, 3001, DType::BF16,
-             Reduction::Mean, 0, 0, 0, false, false, 4, 2},
+        Case{"everything_unrolled", 13, 24, 2500, DType::F32, Reduction::Mean,
+             0.1, 1e-3, 3.0, true, true, 5, 2},
+        Case{"plain_unrolled_bf16", 9, 16, 3001, DType::BF16, Reduction::Mean,
+             0, 0, 0, false, false, 4, 2},
         Case{"everything_none_chunked", 13, 24, 2500, DType::F32,
              Reduction::None, 0.05, 1e-3, 3.0, true, true, 4},
         Case{"everything_sum_bf16", 10, 32, 3001, DType::BF16, Reduction::Sum,
@@ -212,7 +212,8 @@ TEST(LinearCe, Bf16GradAccumulationOnRequest) {
 // of the issue, and not the f32-logits result.
 TEST(LinearCe, NarrowLogitsInTheInputDtype) {
   for (DType dt : {DType::BF16, DType::F16}) {
-    ref::LinearCeInputs in = makeLinearCeInputs(11, 24, 2100, dt, true, true, 5);
+    ref::LinearCeInputs in =
+        makeLinearCeInputs(11, 24, 2100, dt, true, true, 5);
     LinearCeOptions o;
     o.params.labelSmoothing = 0.1;
     o.params.zLoss = 1e-3;
@@ -264,15 +265,15 @@ TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   ref::LinearCeInputs bf16 =
       makeLinearCeInputs(100, 8, 1000, DType::BF16, false, false, 1);
   LinearCeOptions o;
-  const int64_t ws = o.gemmWorkspaceBytes; // taken first
+  const int64_t ws = o.gemmWorkspaceBytes;      // taken first
   EXPECT_EQ(linearCeChunkRows(f32, o), 100);    // no budget: all rows
   o.memoryBudgetBytes = ws + 40 * 1000 * 4 + 3; // 40 f32 rows, and a bit
   EXPECT_EQ(linearCeChunkRows(f32, o), 34);     // 3 equal chunks
-  EXPECT_EQ(linearCeChunkRows(bf16, o), 25); // 26 f32 + bf16 rows: 4 chunks
+  EXPECT_EQ(linearCeChunkRows(bf16, o), 25);    // 26 f32 + bf16 rows: 4 chunks
   o.narrowLogits = true;
   EXPECT_EQ(linearCeChunkRows(bf16, o), 50); // 80 bf16 rows: 2 chunks
   o.narrowLogits = false;
-  o.chunkRows = 7;                         // an explicit chunk wins
+  o.chunkRows = 7; // an explicit chunk wins
   EXPECT_EQ(linearCeChunkRows(f32, o), 7);
   o = {};
   o.memoryBudgetBytes = ws + 30 * 1000 * 4;
@@ -328,9 +329,9 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &, auto &o) { o.memoryBudgetBytes = 1 << 20; },
         "GEMM workspace");
   fails([](auto &, auto &o) { o.gemmCandidates = 0; }, "gemm candidates");
-  fails([](auto &, auto &o) {
-    o.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
-  }, "need bf16 or f16");
+  fails([](auto &,
+           auto &o) { o.gemmBackend = LinearCeOptions::GemmBackend::Dsl; },
+        "need bf16 or f16");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs

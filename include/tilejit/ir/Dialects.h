@@ -33,8 +33,8 @@ namespace tilejit {
 
 /// Attribute names on a kernel's func.func.
 namespace attr {
-constexpr const char *kKernel = "tile.kernel";         // unit: this is a kernel
-constexpr const char *kNumWarps = "tile.num_warps";    // i64
+constexpr const char *kKernel = "tile.kernel";      // unit: this is a kernel
+constexpr const char *kNumWarps = "tile.num_warps"; // i64
 constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
 constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
 constexpr const char *kThreads = "simt.threads";       // i64, set by layout
