@@ -8,6 +8,7 @@
 // Plain cross-entropy: per-row loss (ignored rows 0) and lse.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels_spec/BlockIndex.h"
 #include "kernels_spec/LinearCe.h"
 
 #include "kernels_spec/SoftmaxParts.h"
@@ -36,17 +37,10 @@ TileModule buildFusedForward(const Config &cfg) {
   Value y = k.load(target, rows, rowIn, 0.0);
   // Row and column of each element of the BM x BK, BK x BN and BM x BN
   // blocks (row-major).
-  auto rowOf = [&](int64_t n, int64_t cols) {
-    return k.arange(n) / double(cols);
-  };
-  auto colOf = [&](int64_t n, int64_t cols) {
-    Value i = k.arange(n);
-    return i - (i / double(cols)) * double(cols);
-  };
-  Value aRow = k.programId(0) * double(BM) + rowOf(BM * BK, BK);
-  Value aCol = colOf(BM * BK, BK);
-  Value bK = rowOf(BK * BN, BN), bN = colOf(BK * BN, BN);
-  Value cN = colOf(BM * BN, BN);
+  Value aRow = k.programId(0) * double(BM) + blockRow(k, BM * BK, BK);
+  Value aCol = blockCol(k, BM * BK, BK);
+  Value bK = blockRow(k, BK * BN, BN), bN = blockCol(k, BK * BN, BN);
+  Value cN = blockCol(k, BM * BN, BN);
 
   Value zeroRows = k.full(BM, k.constant(0, DType::F32));
   Var m = k.full(BM, k.constant(kNegInf, DType::F32)), sum = zeroRows;

@@ -7,6 +7,7 @@
 // load offsets; C_F32 picks an f32 or an input-dtype C.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels_spec/BlockIndex.h"
 #include "kernels_spec/LinearCe.h"
 
 using namespace tilejit::dsl;
@@ -31,17 +32,9 @@ TileModule buildGemm(const Config &cfg) {
   Value alpha = k.scalarArg("alpha", DType::F32);
   Value beta = k.scalarArg("beta", DType::F32);
 
-  // Row and column of each element of a row-major n x cols block.
-  auto rowOf = [&](int64_t n, int64_t cols) {
-    return k.arange(n) / double(cols);
-  };
-  auto colOf = [&](int64_t n, int64_t cols) {
-    Value i = k.arange(n);
-    return i - (i / double(cols)) * double(cols);
-  };
   Value m0 = k.programId(0) * double(BM), n0 = k.programId(1) * double(BN);
-  Value aRow = m0 + rowOf(BM * BK, BK), aK = colOf(BM * BK, BK);
-  Value bK = rowOf(BK * BN, BN), bCol = n0 + colOf(BK * BN, BN);
+  Value aRow = m0 + blockRow(k, BM * BK, BK), aK = blockCol(k, BM * BK, BK);
+  Value bK = blockRow(k, BK * BN, BN), bCol = n0 + blockCol(k, BK * BN, BN);
   // Element (r, c) of X with leading dimension ld, or of X^T.
   auto at = [](Value r, Value c, Value ld, bool transposed) {
     Value r64 = r.to(DType::I64), c64 = c.to(DType::I64);
@@ -55,7 +48,8 @@ TileModule buildGemm(const Config &cfg) {
     Value b = k.load(B, at(bk, bCol, ldb, TRANS_B), bk < K && bCol < N, 0.0);
     acc = k.dot(a, b, acc, BM, BN, BK);
   });
-  Value cRow = m0 + rowOf(BM * BN, BN), cCol = n0 + colOf(BM * BN, BN);
+  Value cRow = m0 + blockRow(k, BM * BN, BN),
+        cCol = n0 + blockCol(k, BM * BN, BN);
   Value inC = cRow < M && cCol < N;
   Value cOffs = at(cRow, cCol, ldc, false);
   // beta = 0 must not read C: it may hold anything, NaN included.

@@ -36,6 +36,23 @@ struct Case {
 
 void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
 
+/// Options with every feature on (label smoothing 0.1, z-loss 1e-3, softcap
+/// 5), `reduction` (per-row upstream gradients in `in` for none) and chunks
+/// of `chunkRows`.
+LinearCeOptions everyFeature(ref::LinearCeInputs &in, Reduction reduction,
+                             int64_t chunkRows) {
+  LinearCeOptions o;
+  o.params.reduction = reduction;
+  o.params.labelSmoothing = 0.1;
+  o.params.zLoss = 1e-3;
+  o.params.softcap = 5;
+  o.chunkRows = chunkRows;
+  if (reduction == Reduction::None)
+    for (int64_t i = 0; i < in.N; ++i)
+      in.gradOutput.push_back(0.5f + 0.1f * float(i % 3));
+  return o;
+}
+
 class LinearCeInterpreter : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LinearCeInterpreter, MatchesReference) {
@@ -214,11 +231,7 @@ TEST(LinearCe, NarrowLogitsInTheInputDtype) {
   for (DType dt : {DType::BF16, DType::F16}) {
     ref::LinearCeInputs in =
         makeLinearCeInputs(11, 24, 2100, dt, true, true, 5);
-    LinearCeOptions o;
-    o.params.labelSmoothing = 0.1;
-    o.params.zLoss = 1e-3;
-    o.params.softcap = 4;
-    o.chunkRows = 4;
+    LinearCeOptions o = everyFeature(in, Reduction::Mean, 4);
     LinearCeOutputs wide = runLinearCeCpu(in, o);
     o.narrowLogits = true;
     LinearCeOutputs narrow = runLinearCeCpu(in, o);
@@ -238,16 +251,8 @@ TEST(LinearCe, DslGemmsMatchTheReference) {
       for (Reduction r : {Reduction::Mean, Reduction::None}) {
         ref::LinearCeInputs in =
             makeLinearCeInputs(13, 40, 1100, dt, true, true, 21);
-        LinearCeOptions o;
-        o.params.reduction = r;
-        o.params.labelSmoothing = 0.1;
-        o.params.zLoss = 1e-3;
-        o.params.softcap = 5;
-        o.chunkRows = 5;
+        LinearCeOptions o = everyFeature(in, r, 5);
         o.narrowLogits = narrow;
-        if (r == Reduction::None)
-          for (int64_t i = 0; i < in.N; ++i)
-            in.gradOutput.push_back(0.5f + 0.1f * float(i % 3));
         LinearCeOutputs loops = runLinearCeCpu(in, o);
         o.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
         LinearCeOutputs dsl = runLinearCeCpu(in, o);
@@ -338,23 +343,14 @@ TEST(LinearCe, BadInputsAreClearErrors) {
 // in the input dtype (fp32 accumulation).
 TEST(LinearCeGpu, MatchesReference) {
   TILEJIT_SKIP_WITHOUT_GPU();
-  using Reduction = ref::LinearCeParams::Reduction;
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
       for (bool narrow : {false, true}) {
         ref::LinearCeInputs in =
             makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
-        LinearCeOptions o;
-        o.params.reduction = r;
-        o.params.labelSmoothing = 0.1;
-        o.params.zLoss = 1e-4;
-        o.params.softcap = 20;
-        o.chunkRows = 16;
+        LinearCeOptions o = everyFeature(in, r, 16);
         o.narrowLogits = narrow;
         o.bf16GradAccumulation = narrow && dt == DType::BF16;
-        if (r == Reduction::None)
-          for (int64_t i = 0; i < in.N; ++i)
-            in.gradOutput.push_back(0.5f + 0.01f * float(i));
         LinearCeOutputs out = runLinearCeGpu(in, o);
         double tol = dt == DType::F32 ? 1e-4 : 1e-2;
         LinearCeCheck c = checkLinearCe(in, o, out, tol, tol);
@@ -396,11 +392,7 @@ TEST(LinearCeGpu, DslGemms) {
     for (bool narrow : {false, true}) {
       ref::LinearCeInputs in =
           makeLinearCeInputs(37, 64, 3001, dt, true, true, 8);
-      LinearCeOptions o;
-      o.params.labelSmoothing = 0.1;
-      o.params.zLoss = 1e-4;
-      o.params.softcap = 20;
-      o.chunkRows = 16;
+      LinearCeOptions o = everyFeature(in, Reduction::Mean, 16);
       o.narrowLogits = narrow;
       o.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
       LinearCeOutputs out = runLinearCeGpu(in, o);
