@@ -170,14 +170,19 @@ TileModule buildForwardCluster(const Config &c) {
 
 TileModule buildLossGrad(const Config &c) {
   KernelBuilder k("fused_ce_tvd_loss_grad", c);
-  // The gradient may be written in place over the student.
-  Value student = k.aliasedPointerArg("student", c.dtype);
+  // IN_PLACE (from the caller): the gradient is written over the student,
+  // so the two give up __restrict__.
+  auto pointer = [&](const char *name) {
+    return k.param("IN_PLACE") ? k.aliasedPointerArg(name, c.dtype)
+                               : k.pointerArg(name, c.dtype);
+  };
+  Value student = pointer("student");
   Value teacher = k.pointerArg("teacher", c.dtype);
   Value target = k.pointerArg("target", DType::I64);
   Value weights = k.pointerArg("weights", DType::F32);
   Value ceOut = k.pointerArg("ce", DType::F32);
   Value tvdOut = k.pointerArg("tvd", DType::F32);
-  Value grad = k.aliasedPointerArg("grad", c.dtype);
+  Value grad = pointer("grad");
   Value badTarget = k.pointerArg("bad_target", DType::I32);
   Value V = k.scalarArg("V", DType::I32);
   Value rowStride = k.scalarArg("row_stride", DType::I64);
@@ -304,6 +309,15 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   c.params["SLICE"] = (slice + block - 1) / block * block;
 }
 
+/// deriveSlice, and IN_PLACE from the caller's entry of that name (absent:
+/// 1, the form that is right either way).
+void deriveLossGrad(dsl::Config &c,
+                    const std::map<std::string, int64_t> &shape) {
+  deriveSlice(c, shape);
+  auto inPlace = shape.find("IN_PLACE");
+  c.params["IN_PLACE"] = inPlace == shape.end() || inPlace->second != 0;
+}
+
 std::vector<ParamSpec> singleProgramParams() {
   return {{"BLOCK_SIZE", {1024}, 1024, "rows per tile"},
           {"num_warps", {8}, 8, "warps per program"}};
@@ -331,7 +345,7 @@ KernelSpec fusedCeTvdLossGradSpec() {
                kDtypes,
                buildLossGrad,
                kTuneKey};
-  s.deriveParams = deriveSlice;
+  s.deriveParams = deriveLossGrad;
   return s;
 }
 

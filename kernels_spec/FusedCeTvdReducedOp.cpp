@@ -87,9 +87,11 @@ struct Built {
   int64_t clusterSize; ///< of lossGrad: its grid is BT times this
 };
 
-Built build(const ref::CeTvdInputs &in, const std::vector<std::string> &set) {
+Built build(const ref::CeTvdInputs &in, const std::vector<std::string> &set,
+            bool inPlace) {
   const KernelSpec &lg = findKernel(kLossGrad);
-  dsl::Config c = lg.config(in.dtype, set, {{"BT", in.BT}, {"V", in.V}});
+  dsl::Config c = lg.config(
+      in.dtype, set, {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}});
   return {findKernel(kWeights).build(findKernel(kWeights).config(DType::F32)),
           lg.build(c),
           findKernel(kLossSum).build(findKernel(kLossSum).config(DType::F32)),
@@ -163,7 +165,7 @@ CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
         return InterpBuffer{h.data[b], h.dtype[b], h.count[b]};
       },
       [](auto x) { return x; });
-  Built k = build(in, options.overrides);
+  Built k = build(in, options.overrides, options.inPlace);
   out.config = k.config;
   TileModule *mods[3] = {&k.weights, &k.lossGrad, &k.lossSum};
   Grid grids[3] = {{1, 1, 1}, {in.BT * k.clusterSize, 1, 1}, {1, 1, 1}};
@@ -208,7 +210,7 @@ public:
 
   /// Compiles (through the cache) and loads the three kernels.
   void load(const std::vector<std::string> &set, LoadedKernels &loaded) {
-    Built k = build(In, set);
+    Built k = build(In, set, Opts.inPlace);
     Config = k.config;
     TileModule *mods[3] = {&k.weights, &k.lossGrad, &k.lossSum};
     for (int i = 0; i < 3; ++i) {
@@ -323,10 +325,11 @@ public:
   std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
     const KernelSpec &spec = findKernel(kLossGrad);
     auto c = std::make_unique<Candidate>();
-    c->compiled =
-        compileCached(spec.build(spec.config(In.dtype, paramOverrides(params),
-                                             {{"BT", In.BT}, {"V", In.V}})),
-                      Run.compileOptions());
+    c->compiled = compileCached(
+        spec.build(spec.config(
+            In.dtype, paramOverrides(params),
+            {{"BT", In.BT}, {"V", In.V}, {"IN_PLACE", Opts.inPlace}})),
+        Run.compileOptions());
     return c;
   }
   KernelResources load(TuneCandidate &tc) override {

@@ -8,8 +8,10 @@
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvdReducedOp.h"
 #include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
+#include "tilejit/KernelSpec.h"
 
 #include "TestData.h"
 
@@ -126,6 +128,24 @@ TEST(CeTvdReduced, InPlaceGivesTheSameBitsAsASeparateGradient) {
   CeTvdReducedOutputs inPlace = runCeTvdReducedCpu(in, o);
   EXPECT_EQ(separate.grad, inPlace.grad);
   EXPECT_EQ(separate.loss, inPlace.loss);
+}
+
+// Only an in-place run writes the gradient over the student, so only its
+// kernel gives up __restrict__ on those two pointers (the first and the
+// seventh argument).
+TEST(CeTvdReduced, OnlyTheInPlaceKernelAliasesStudentAndGrad) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
+  for (bool inPlace : {false, true}) {
+    CompiledKernel k =
+        compile(spec.build(spec.config(DType::BF16, {},
+                                       {{"V", 1000}, {"IN_PLACE", inPlace}})),
+                {"sm_90", Stage::Cuda, {}});
+    for (const char *arg : {"v0,", "v6,"}) {
+      bool restricted =
+          k.cuda.find(std::string("__restrict__ ") + arg) != std::string::npos;
+      EXPECT_EQ(restricted, !inPlace) << arg << " in place " << inPlace;
+    }
+  }
 }
 
 TEST(CeTvdReduced, AllIgnoredBatchGivesZeroLossAndGradient) {
