@@ -234,6 +234,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                 ",workspace=" + std::to_string(options.gemmWorkspaceBytes) +
                 ",narrow=" + std::to_string(options.narrowLogits) +
                 ",bf16acc=" + std::to_string(options.bf16GradAccumulation) +
+                ",gemm=" + (useCublasLt ? "cublaslt" : "tilejit") +
                 ",budget=" + std::to_string(options.memoryBudgetBytes) +
                 ",chunk=" + std::to_string(options.chunkRows);
     key.dtype = dtypeName(in.dtype);
