@@ -11,6 +11,8 @@
 
 #include "kernels_spec/SoftmaxParts.h"
 
+#include "tilejit/Error.h"
+
 using namespace tilejit::dsl;
 
 namespace tilejit {
@@ -89,6 +91,9 @@ TileModule buildLogitsGrad(const Config &cfg) {
   // Both passes walk the row UNROLL tiles per step and issue all of a
   // step's loads before using them: more bytes in flight per thread.
   const int64_t UNROLL = k.param("UNROLL");
+  if (UNROLL < 1)
+    throw Error("lce_logits_grad: UNROLL must be >= 1 (got " +
+                std::to_string(UNROLL) + ")");
   auto forEachStep = [&](const std::function<void(std::vector<Value> &)> &fn) {
     k.forRange(0, V, UNROLL * BLOCK, [&](Value i) {
       std::vector<Value> offs;

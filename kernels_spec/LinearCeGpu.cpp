@@ -19,8 +19,6 @@
 #include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"
 
-#include "llvm/ADT/StringExtras.h"
-
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -136,25 +134,31 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   // graph of the step was captured on.
   CUstream stream = nullptr;
   // C = alpha op(A) op(B) + beta C through cuBLASLt or lce_gemm (one
-  // program per 64 x 64 block of C, compiled per transpose and C dtype).
+  // program per BLOCK_M x BLOCK_N block of C, compiled per transpose, C
+  // dtype and --set).
   std::map<std::string, std::pair<cuda::Function, int>> dslGemms;
   auto runGemm = [&](const cublaslt::Matrix &A, bool ta,
                      const cublaslt::Matrix &B, bool tb,
                      const cublaslt::Matrix &C, float alpha, float beta) {
     if (useCublasLt)
       return gemm->run(A, ta, B, tb, C, alpha, beta, stream);
-    std::vector<std::string> params = {
-        "TRANS_A=" + std::to_string(ta), "TRANS_B=" + std::to_string(tb),
-        "C_F32=" + std::to_string(C.dtype == DType::F32)};
-    std::string key = llvm::join(params, ",");
-    auto it = dslGemms.find(key);
+    const KernelSpec &spec = findKernel("lce_gemm");
+    std::vector<std::string> params = spec.ownOverrides(options.overrides);
+    params.insert(params.end(),
+                  {"TRANS_A=" + std::to_string(ta),
+                   "TRANS_B=" + std::to_string(tb),
+                   "C_F32=" + std::to_string(C.dtype == DType::F32)});
+    dsl::Config config = spec.config(in.dtype, params);
+    auto it = dslGemms.find(config.str());
     if (it == dslGemms.end()) {
-      const KernelSpec &spec = findKernel("lce_gemm");
-      CompiledKernel k =
-          compileCached(spec.build(spec.config(in.dtype, params)), copts);
-      it = dslGemms.emplace(key, std::make_pair(loaded.function(k), k.threads))
+      CompiledKernel k = compileCached(spec.build(config), copts);
+      it = dslGemms
+               .emplace(config.str(),
+                        std::make_pair(loaded.function(k), k.threads))
                .first;
     }
+    unsigned bm = unsigned(config.get("BLOCK_M")),
+             bn = unsigned(config.get("BLOCK_N"));
     int32_t m = int32_t(C.rows), n = int32_t(C.cols),
             kk = int32_t(ta ? A.rows : A.cols);
     CUdeviceptr pa = A.ptr, pb = B.ptr, pc = C.ptr;
@@ -162,7 +166,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     std::vector<void *> args = {&pa,  &pb,  &pc,  &m,     &n,   &kk,
                                 &lda, &ldb, &ldc, &alpha, &beta};
     cuda::launch(it->second.first,
-                 {unsigned((m + 63) / 64), unsigned((n + 63) / 64)},
+                 {(unsigned(m) + bm - 1) / bm, (unsigned(n) + bn - 1) / bn},
                  {unsigned(it->second.second)}, 0, stream, args);
   };
   // The GEMMs and the row program of the chunk at row r0; runs `only` the

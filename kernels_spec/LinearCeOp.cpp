@@ -97,10 +97,16 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   for (const std::string &s : o.overrides)
     if (s.find('=') == std::string::npos)
       fail("--set takes NAME=VALUE (got '" + s + "')");
-    else if (findKernel("lce_logits_grad").ownOverrides({s}).empty())
+    else if (findKernel("lce_logits_grad").ownOverrides({s}).empty() &&
+             findKernel("lce_gemm").ownOverrides({s}).empty())
       fail("'" + s +
-           "' names no parameter of lce_logits_grad (see tilejit "
-           "list)");
+           "' names no parameter of lce_logits_grad or lce_gemm (see "
+           "tilejit list)");
+  // Values are checked even for a kernel this run does not use.
+  for (const char *name : {"lce_logits_grad", "lce_gemm"}) {
+    const KernelSpec &spec = findKernel(name);
+    spec.config(spec.dtypes.front(), spec.ownOverrides(o.overrides));
+  }
   if (o.params.softcap < 0)
     fail("softcap must be >= 0 (0 turns it off)");
   if (o.bf16GradAccumulation && in.dtype != DType::BF16)
@@ -305,19 +311,20 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                      bool tb, int64_t ldb, InterpBuffer C, int64_t ldc,
                      int64_t M, int64_t Nc, int64_t K, float alpha,
                      float beta) {
-    std::vector<std::string> params = {"TRANS_A=" + std::to_string(ta),
-                                       "TRANS_B=" + std::to_string(tb),
-                                       "C_F32=1"};
-    std::string key = params[0] + params[1];
-    auto it = gemms.find(key);
+    const KernelSpec &spec = findKernel("lce_gemm");
+    std::vector<std::string> params = spec.ownOverrides(options.overrides);
+    params.insert(params.end(), {"TRANS_A=" + std::to_string(ta),
+                                 "TRANS_B=" + std::to_string(tb), "C_F32=1"});
+    dsl::Config config = spec.config(in.dtype, params);
+    auto it = gemms.find(config.str());
     if (it == gemms.end()) {
-      const KernelSpec &spec = findKernel("lce_gemm");
-      TileModule m = spec.build(spec.config(in.dtype, params));
+      TileModule m = spec.build(config);
       optimizeTile(m);
-      it = gemms.emplace(key, std::move(m)).first;
+      it = gemms.emplace(config.str(), std::move(m)).first;
     }
+    int64_t bm = config.get("BLOCK_M"), bn = config.get("BLOCK_N");
     interpret(it->second.operation(), "lce_gemm",
-              {(M + 63) / 64, (Nc + 63) / 64, 1},
+              {(M + bm - 1) / bm, (Nc + bn - 1) / bn, 1},
               {A, B, C, int32_t(M), int32_t(Nc), int32_t(K), lda, ldb, ldc,
                alpha, beta});
   };

@@ -43,6 +43,13 @@ KernelSpec::config(DType dtype,
       throw Error("kernel '" + name + "': '" + o + "': " +
                   (key == "num_warps" ? "num_warps must be 1, 2, 4, 8, 16 or 32"
                                       : "values must be >= 0"));
+    // A parameter whose candidates are {0, 1} is a switch.
+    const ParamSpec &spec =
+        *std::find_if(params.begin(), params.end(),
+                      [&](const ParamSpec &p) { return p.name == key; });
+    if (spec.candidates == std::vector<int64_t>{0, 1} && v > 1)
+      throw Error("kernel '" + name + "': '" + o + "': " + key +
+                  " is a switch: 0 or 1");
   }
   return c;
 }

@@ -75,8 +75,8 @@ static cl::opt<int64_t>
 static cl::opt<int64_t> benchBudget(
     "memory-budget-mib", cl::init(512),
     cl::desc("fused_linear_ce: working memory beside the gradients, in MiB "
-             "(GEMM workspace and the logits chunk; with --chunk-rows 0 the "
-             "chunk is what fits; 0: all rows at once)"),
+             "(default 512: GEMM workspace and the logits chunk; with "
+             "--chunk-rows 0 the chunk is what fits; 0: all rows at once)"),
     cl::sub(benchCmd));
 static cl::opt<bool>
     benchTuneChunk("tune-chunk",
@@ -91,7 +91,8 @@ static cl::opt<bool> benchNarrowLogits(
     cl::sub(benchCmd));
 static cl::opt<bool>
     benchBf16Acc("bf16-grad-accumulation",
-                 cl::desc("fused_linear_ce: accumulate dW in bf16"),
+                 cl::desc("fused_linear_ce: accumulate dW and db in bf16 "
+                          "(bf16 inputs only)"),
                  cl::sub(benchCmd));
 
 static cl::opt<int64_t> benchWorkspace(

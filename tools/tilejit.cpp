@@ -96,9 +96,11 @@ static cl::opt<std::string>
 
 static cl::opt<std::string> reductionArg(
     "reduction", cl::init("none"),
-    cl::desc("none: per-row ce/tvd and a backward with per-row upstream "
-             "gradients; mean or sum: the reduced loss with its gradient in "
-             "the same pass (cluster kernel, sm_90)"),
+    cl::desc("fused_ce_tvd (default none): none: per-row ce/tvd and a "
+             "backward with per-row upstream gradients; mean or sum: the "
+             "reduced loss with its gradient in the same pass (cluster "
+             "kernel, sm_90). fused_linear_ce (default mean): mean, sum, or "
+             "none (per-row losses, upstream gradient 1 each)"),
     cl::sub(runCmd), cl::cat(category));
 static cl::opt<bool> inPlaceArg("in-place",
                                 cl::desc("Reduced: write the gradient over "
@@ -131,7 +133,8 @@ static cl::opt<bool> weightsArg("class-weights",
 static cl::opt<int64_t>
     chunkRowsArg("chunk-rows", cl::init(0),
                  cl::desc("fused_linear_ce: rows of logits alive at once "
-                          "(0 = all)"),
+                          "(0 = from --memory-budget-mib, or all; a nonzero "
+                          "value wins over the budget)"),
                  cl::sub(runCmd), cl::cat(category));
 
 static cl::opt<int64_t> budgetArg(
@@ -144,7 +147,7 @@ static cl::opt<int64_t> budgetArg(
 static cl::opt<bool>
     bf16AccArg("bf16-grad-accumulation",
                cl::desc("fused_linear_ce: accumulate dW and db in bf16 "
-                        "(default fp32)"),
+                        "(default fp32; bf16 inputs only)"),
                cl::sub(runCmd), cl::cat(category));
 
 static cl::opt<bool> narrowLogitsArg(

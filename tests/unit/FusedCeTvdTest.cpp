@@ -219,6 +219,9 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_fwd");
   EXPECT_THROW(spec.config(DType::BF16, {"BLOK_SIZE=1024"}), Error);
   EXPECT_THROW(spec.config(DType::BF16, {"BLOCK_SIZE=abc"}), Error);
+  // A parameter with candidates {0, 1} is a switch.
+  EXPECT_THROW(spec.config(DType::BF16, {"LANE_STATS=2"}), Error);
+  EXPECT_NO_THROW(spec.config(DType::BF16, {"LANE_STATS=0"}));
   EXPECT_THROW(findKernel("no_such_kernel"), Error);
   ref::CeTvdInputs in = ref::makeCeTvdInputs(2, 100, DType::F32, 1);
   std::vector<float> g(2, 1.f);

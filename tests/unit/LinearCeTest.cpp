@@ -334,6 +334,10 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &, auto &o) { o.memoryBudgetBytes = 1 << 20; },
         "GEMM workspace");
   fails([](auto &, auto &o) { o.gemmCandidates = 0; }, "gemm candidates");
+  fails([](auto &, auto &o) { o.overrides = {"UNROLL=0"}; },
+        "UNROLL must be >= 1");
+  fails([](auto &, auto &o) { o.overrides = {"BLOCK_M=64x"}; },
+        "non-integer value");
   fails([](auto &,
            auto &o) { o.gemmBackend = LinearCeOptions::GemmBackend::Dsl; },
         "need bf16 or f16");
