@@ -363,7 +363,9 @@ Value Value::to(DType type) const {
   return k.wrap(kb_, castTo(k, v, k.elementType(type)));
 }
 
-static Value reduce(const Value &v, ReduceKind kind, const char *name) {
+/// The tile a reduction `name` folds: a tile, not of i1, with bf16/f16
+/// widened to f32.
+static MValue reductionOperand(const Value &v, const char *name) {
   auto &k = v.builder().impl();
   MValue x = k.use(v);
   if (!isTileType(x.getType()))
@@ -373,6 +375,12 @@ static Value reduce(const Value &v, ReduceKind kind, const char *name) {
     k.fail(std::string(".") + name + "() of an i1 tile; convert it first");
   if (e.isFloat() && !e.isF32())
     x = castTo(k, x, k.b.getF32Type());
+  return x;
+}
+
+static Value reduce(const Value &v, ReduceKind kind, const char *name) {
+  auto &k = v.builder().impl();
+  MValue x = reductionOperand(v, name);
   auto r = tile::ReduceOp::create(k.b, k.loc, elementOf(x.getType()),
                                   ReduceKindAttr::get(k.ctx.get(), kind), x);
   return k.wrap(&v.builder(), r);
@@ -381,14 +389,7 @@ static Value reduce(const Value &v, ReduceKind kind, const char *name) {
 static Value reduceRows(const Value &v, ReduceKind kind, int64_t cols,
                         const char *name) {
   auto &k = v.builder().impl();
-  MValue x = k.use(v);
-  if (!isTileType(x.getType()))
-    k.fail(std::string(".") + name + "() of a scalar");
-  Type e = elementOf(x.getType());
-  if (e.isInteger(1))
-    k.fail(std::string(".") + name + "() of an i1 tile; convert it first");
-  if (e.isFloat() && !e.isF32())
-    x = castTo(k, x, k.b.getF32Type());
+  MValue x = reductionOperand(v, name);
   int64_t n = sizeOf(x.getType());
   if (cols <= 0 || n % cols != 0)
     k.fail(std::string(".") + name + "(" + std::to_string(cols) +
