@@ -142,16 +142,12 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                      const cublaslt::Matrix &C, float alpha, float beta) {
     if (useCublasLt)
       return gemm->run(A, ta, B, tb, C, alpha, beta, stream);
-    const KernelSpec &spec = findKernel("lce_gemm");
-    std::vector<std::string> params = spec.ownOverrides(options.overrides);
-    params.insert(params.end(),
-                  {"TRANS_A=" + std::to_string(ta),
-                   "TRANS_B=" + std::to_string(tb),
-                   "C_F32=" + std::to_string(C.dtype == DType::F32)});
-    dsl::Config config = spec.config(in.dtype, params);
+    dsl::Config config =
+        lceGemmConfig(in.dtype, options, ta, tb, C.dtype == DType::F32);
     auto it = dslGemms.find(config.str());
     if (it == dslGemms.end()) {
-      CompiledKernel k = compileCached(spec.build(config), copts);
+      CompiledKernel k =
+          compileCached(findKernel("lce_gemm").build(config), copts);
       it = dslGemms
                .emplace(config.str(),
                         std::make_pair(loaded.function(k), k.threads))

@@ -193,6 +193,16 @@ TileModule buildLinearCeKernel(const char *name, DType dtype,
       spec.config(dtype, spec.ownOverrides(options.overrides), problem));
 }
 
+dsl::Config lceGemmConfig(DType dtype, const LinearCeOptions &options,
+                          bool transA, bool transB, bool cF32) {
+  const KernelSpec &spec = findKernel("lce_gemm");
+  std::vector<std::string> params = spec.ownOverrides(options.overrides);
+  params.insert(params.end(), {"TRANS_A=" + std::to_string(transA),
+                               "TRANS_B=" + std::to_string(transB),
+                               "C_F32=" + std::to_string(cF32)});
+  return spec.config(dtype, params);
+}
+
 ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
                                        DType dtype, bool bias, bool weights,
                                        uint64_t seed) {
@@ -311,14 +321,10 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                      bool tb, int64_t ldb, InterpBuffer C, int64_t ldc,
                      int64_t M, int64_t Nc, int64_t K, float alpha,
                      float beta) {
-    const KernelSpec &spec = findKernel("lce_gemm");
-    std::vector<std::string> params = spec.ownOverrides(options.overrides);
-    params.insert(params.end(), {"TRANS_A=" + std::to_string(ta),
-                                 "TRANS_B=" + std::to_string(tb), "C_F32=1"});
-    dsl::Config config = spec.config(in.dtype, params);
+    dsl::Config config = lceGemmConfig(in.dtype, options, ta, tb, true);
     auto it = gemms.find(config.str());
     if (it == gemms.end()) {
-      TileModule m = spec.build(config);
+      TileModule m = findKernel("lce_gemm").build(config);
       optimizeTile(m);
       it = gemms.emplace(config.str(), std::move(m)).first;
     }

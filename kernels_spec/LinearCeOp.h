@@ -15,6 +15,7 @@
 #define TILEJIT_KERNELS_SPEC_LINEARCEOP_H
 
 #include "kernels_spec/reference/LinearCeReference.h"
+#include "tilejit/DSL.h"
 #include "tilejit/TileModule.h"
 
 #include <string>
@@ -120,6 +121,11 @@ std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
 TileModule buildLinearCeKernel(const char *name, DType dtype,
                                const ref::LinearCeInputs &in,
                                const LinearCeOptions &options);
+
+/// The config of lce_gemm for one product of the chunk loop: the options'
+/// lce_gemm overrides, then the transposes and C's dtype (f32 or `dtype`).
+dsl::Config lceGemmConfig(DType dtype, const LinearCeOptions &options,
+                          bool transA, bool transB, bool cF32);
 
 /// "cublaslt" or "tilejit"; throws tilejit::Error for anything else.
 LinearCeOptions::GemmBackend parseGemmBackend(const std::string &name);
