@@ -314,8 +314,7 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
 void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
   deriveSlice(c, shape);
-  auto inPlace = shape.find("IN_PLACE");
-  c.params["IN_PLACE"] = inPlace == shape.end() || inPlace->second != 0;
+  setSwitchFromProblem(c, shape, "IN_PLACE", true);
 }
 
 std::vector<ParamSpec> singleProgramParams() {

@@ -262,14 +262,10 @@ std::vector<ParamSpec> rowParams() {
 /// entries of the same names: the feature flags (an absent one compiles the
 /// feature in: the general kernel) and NARROW_LOGITS (absent: f32 logits).
 void lceProblemFlags(Config &c, const std::map<std::string, int64_t> &problem) {
-  auto flag = [&](const char *name, int64_t absent) {
-    auto it = problem.find(name);
-    c.params[name] = (it == problem.end() ? absent : it->second) != 0 ? 1 : 0;
-  };
   for (const char *feature :
        {"SOFTCAP", "SMOOTHING", "Z_LOSS", "BIAS", "CLASS_WEIGHT"})
-    flag(feature, 1);
-  flag("NARROW_LOGITS", 0);
+    setSwitchFromProblem(c, problem, feature, true);
+  setSwitchFromProblem(c, problem, "NARROW_LOGITS", false);
 }
 
 } // namespace

@@ -104,6 +104,13 @@ KernelSpec::ownOverrides(const std::vector<std::string> &overrides) const {
   return own;
 }
 
+void setSwitchFromProblem(dsl::Config &c,
+                          const std::map<std::string, int64_t> &problem,
+                          const std::string &name, bool absent) {
+  auto it = problem.find(name);
+  c.params[name] = it == problem.end() ? absent : it->second != 0;
+}
+
 const std::vector<KernelSpec> &kernelRegistry() {
   static const std::vector<KernelSpec> kernels = {
       fusedCeTvdForwardSpec(),

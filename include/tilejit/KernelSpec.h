@@ -62,9 +62,14 @@ struct KernelSpec {
 
   /// The shape part of a tuning key, e.g. "BT=4096,V=151936" (tuneKey order,
   /// bucketed). Throws tilejit::Error when `shape` lacks one of tuneKey.
-  std::string
-  tuningShapeKey(const std::map<std::string, int64_t> &shape) const;
+  std::string tuningShapeKey(const std::map<std::string, int64_t> &shape) const;
 };
+
+/// For a deriveParams: sets switch `name` (0 or 1) of `c` from the entry of
+/// that name in `problem`, or to `absent` when there is none.
+void setSwitchFromProblem(dsl::Config &c,
+                          const std::map<std::string, int64_t> &problem,
+                          const std::string &name, bool absent);
 
 /// Every kernel in kernels_spec/, in a fixed order.
 const std::vector<KernelSpec> &kernelRegistry();
