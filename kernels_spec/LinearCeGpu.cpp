@@ -84,8 +84,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   cuda::DeviceBuffer upstream = upload(in.gradOutput);
   cuda::DeviceBuffer stats(5 * sizeof(float)), loss(2 * sizeof(float));
   cuda::DeviceBuffer rowLoss(N * 4), rowZLoss(N * 4), lse(N * 4);
-  bool inPlace = in.dtype == DType::F32 || options.narrowLogits;
   DType logitsType = options.narrowLogits ? in.dtype : DType::F32;
+  bool inPlace = logitsType == in.dtype;
   cuda::DeviceBuffer logits(maxChunk * V * dtypeSize(logitsType));
   cuda::DeviceBuffer dzBuffer(inPlace ? 0 : maxChunk * V * es);
   // dW and db accumulate in fp32, or in bf16 on request.
