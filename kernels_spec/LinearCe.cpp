@@ -114,8 +114,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
     std::vector<Value> x;
     for (Value o : offs)
       x.push_back(logitAt(o, o < V).second);
-    for (Value xu : x)
-      onlineUpdate(m, d, xu);
+    onlineUpdateLanes(m, d, x);
   });
   auto [rowMax, sumExp] = rowNormalizer(m, d);
   Value shift = safeShift(rowMax);
@@ -255,7 +254,7 @@ TileModule buildLossSum(const Config &cfg) {
 std::vector<ParamSpec> rowParams() {
   return {{"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
-          {"UNROLL", {1, 2}, 1, "tiles loaded per loop step"}};
+          {"UNROLL", {1, 2, 4}, 2, "tiles loaded per loop step"}};
 }
 
 /// What lce_logits_grad is specialized for, from the caller's `problem`

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -39,6 +40,47 @@ template <typename T> cuda::DeviceBuffer upload(const std::vector<T> &host) {
   if (!host.empty())
     b.copyFromHost(host.data(), host.size() * sizeof(T));
   return b;
+}
+
+/// cuBLASLt's timed algorithm choices, kept in the tuning database per GPU,
+/// library version, problem and number of candidates.
+cublaslt::ChoiceStore gemmChoiceStore(const cuda::Device &device, DType dtype) {
+  auto keyFor = [id = deviceIdentity(device), dtype,
+                 lib = cublaslt::version()](const std::string &problem, int n) {
+    TuningKey key;
+    key.kernel = "cublaslt_gemm";
+    key.shape = problem;
+    key.dtype = dtypeName(dtype);
+    key.device = id;
+    key.kernelVersion = "cublasLt " + lib + ", first " + std::to_string(n) +
+                        " heuristic results";
+    return key;
+  };
+  TuningDatabase db = TuningDatabase::fromEnvironment();
+  cublaslt::ChoiceStore store;
+  store.lookup = [db, keyFor](const std::string &problem, int n) {
+    std::optional<TuningEntry> e = db.lookup(keyFor(problem, n));
+    auto it = e ? e->best.find("ALGO_INDEX") : TuneParams::const_iterator();
+    return e && it != e->best.end() ? int(it->second) : -1;
+  };
+  store.store = [db, keyFor](const std::string &problem, int n, int best,
+                             const std::vector<double> &ms) {
+    TuningEntry e;
+    e.best = {{"ALGO_INDEX", best}};
+    for (size_t i = 0; i < ms.size(); ++i) {
+      Trial t;
+      t.params = {{"ALGO_INDEX", int64_t(i)}};
+      if (std::isfinite(ms[i])) {
+        t.ms = ms[i];
+      } else {
+        t.status = TrialStatus::LaunchError;
+        t.detail = "cuBLASLt reported the algorithm unusable for the problem";
+      }
+      e.trials.push_back(t);
+    }
+    db.store(keyFor(problem, n), e);
+  };
+  return store;
 }
 
 } // namespace
@@ -223,8 +265,10 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   };
   // Timing cuBLASLt's candidates runs each product several times: only in
   // warm-up steps (the chunk tuner's, and one more below).
-  if (useCublasLt)
+  if (useCublasLt) {
     gemm->setTimedCandidates(options.gemmCandidates);
+    gemm->setChoiceStore(gemmChoiceStore(device, in.dtype));
+  }
   if (options.tuneChunkRows) {
     TuningDatabase db = TuningDatabase::fromEnvironment();
     TuningKey key;
@@ -287,6 +331,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     step();
     gemm->setTimedCandidates(1);
     out.gemmProblemsTimed = gemm->problemsTimed();
+    out.gemmProblemsFromStore = gemm->problemsFromStore();
     out.gemmChoicesChanged = gemm->problemsWhereTimingChangedTheAlgorithm();
   }
   auto t0 = std::chrono::steady_clock::now();

@@ -53,9 +53,10 @@ struct LinearCeOptions {
   /// (tile `dot` on tensor cores; bf16/f16 inputs only).
   enum class GemmBackend { CublasLt, Dsl } gemmBackend = GemmBackend::CublasLt;
   /// GPU: with n > 1, each GEMM problem times cuBLASLt's first n heuristic
-  /// algorithms once, in warm-up runs, and keeps the fastest
-  /// (cublaslt::Gemm::setTimedCandidates); 1 takes the heuristic's first.
-  int gemmCandidates = 1;
+  /// algorithms once, in a warm-up run, and keeps the fastest
+  /// (cublaslt::Gemm::setTimedCandidates) in the tuning database, where
+  /// later runs find it; 1 takes the heuristic's first.
+  int gemmCandidates = 8;
   /// GPU: after the first run, capture the whole step (every chunk's GEMMs
   /// and programs) into one CUDA graph and run it from there: proof that the
   /// step has no host synchronization, and one launch instead of dozens.
@@ -84,9 +85,10 @@ struct LinearCeOutputs {
   std::vector<std::pair<std::string, double>> chunkStepMs;
   /// GPU with tuneChunkRows: "tuned now", or the tuning file it came from.
   std::string chunkSource;
-  /// GPU with gemmCandidates > 1: GEMM problems timed, and how many of them
-  /// chose another algorithm than the heuristic's first.
-  int gemmProblemsTimed = 0, gemmChoicesChanged = 0;
+  /// GPU with gemmCandidates > 1: GEMM problems timed now, those whose
+  /// choice came from the tuning database, and how many of all these use
+  /// another algorithm than the heuristic's first.
+  int gemmProblemsTimed = 0, gemmProblemsFromStore = 0, gemmChoicesChanged = 0;
   bool ranAsGraph = false; ///< GPU: the results came from a CUDA graph
   /// GPU with tuneChunkRows tuned now: (rows per chunk, ms) of each trial.
   std::vector<std::pair<int64_t, double>> chunkTrials;

@@ -13,6 +13,7 @@
 
 #include <limits>
 #include <utility>
+#include <vector>
 
 namespace tilejit {
 
@@ -33,6 +34,23 @@ inline void onlineUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x) {
       dsl::where(x == kNegInf, 0.0, dsl::exp(dsl::where(bigger, m - x, x - m)));
   d = dsl::where(bigger, d * e + 1.0, d + e);
   m = dsl::max(m, x);
+}
+
+/// Online softmax normalizer, per lane, over several tiles `xs` at once:
+/// one max, one exp and one add per element, and a single rescale of d per
+/// lane for all of them (onlineUpdate's compares and selects per element
+/// make an instruction-bound loop of a bandwidth-bound one).
+inline void onlineUpdateLanes(dsl::Var &m, dsl::Var &d,
+                              const std::vector<dsl::Value> &xs) {
+  dsl::Value mNew = m;
+  for (const dsl::Value &x : xs)
+    mNew = dsl::max(mNew, x);
+  dsl::Value shift = safeShift(mNew);
+  dsl::Value sum = dsl::exp(xs[0] - shift);
+  for (size_t i = 1; i < xs.size(); ++i)
+    sum = sum + dsl::exp(xs[i] - shift);
+  d = d * dsl::exp(m - shift) + sum;
+  m = mNew;
 }
 
 /// Online softmax normalizer over whole tiles: a block-wide max and sum

@@ -14,8 +14,10 @@
 #include "tilejit/DType.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 struct CUstream_st;
 
@@ -28,6 +30,22 @@ constexpr size_t kWorkspaceBytes = 32 << 20;
 
 /// True when libcublasLt can be opened; otherwise `why` says why.
 bool available(std::string *why = nullptr);
+/// The loaded library's version (cublasLtGetVersion), e.g. "130100".
+std::string version();
+
+/// Where timed algorithm choices persist between processes. `problem` names
+/// one product (shapes, dtypes, transposes, leading dimensions, alignments,
+/// whether C is read); a choice is an index into the heuristic's first
+/// `candidates` results, which are the same for the same library, GPU and
+/// problem.
+struct ChoiceStore {
+  /// The stored index, or -1.
+  std::function<int(const std::string &problem, int candidates)> lookup;
+  /// Keeps `best` and the median ms of each candidate (infinity: skipped).
+  std::function<void(const std::string &problem, int candidates, int best,
+                     const std::vector<double> &ms)>
+      store;
+};
 
 /// A row-major matrix in device memory: rows x cols, `ld` elements between
 /// rows (ld >= cols), of type `dtype` (bf16, f16 or f32).
@@ -64,9 +82,13 @@ public:
   /// times, so with beta != 0 the output is accumulated more than once:
   /// time only in runs whose results are thrown away.
   void setTimedCandidates(int n);
-  /// Problems whose algorithm was chosen by timing, and how many of those
-  /// chose another than the heuristic's first.
+  /// With a store, a problem to be timed first looks for a stored choice
+  /// (then it is not timed), and a timed choice is stored.
+  void setChoiceStore(ChoiceStore store);
+  /// Problems whose algorithm was chosen by timing or taken from the store,
+  /// and how many of those chose another than the heuristic's first.
   int problemsTimed() const;
+  int problemsFromStore() const;
   int problemsWhereTimingChangedTheAlgorithm() const;
 
   /// TFLOP/s of an n x n x n product in `dtype` (fp32 accumulation), the

@@ -14,6 +14,8 @@
 
 #include "GpuTest.h"
 
+#include "llvm/Support/Parallel.h"
+
 #include <gtest/gtest.h>
 
 using namespace tilejit;
@@ -99,6 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
              0.1, 1e-3, 3.0, true, true, 5, 2},
         Case{"plain_unrolled_bf16", 9, 16, 3001, DType::BF16, Reduction::Mean,
              0, 0, 0, false, false, 4, 2},
+        Case{"plain_unroll4_bf16", 11, 16, 9001, DType::BF16, Reduction::Mean,
+             0, 0, 0, false, false, 0, 4},
         Case{"everything_none_chunked", 13, 24, 2500, DType::F32,
              Reduction::None, 0.05, 1e-3, 3.0, true, true, 4},
         Case{"everything_sum_bf16", 10, 32, 3001, DType::BF16, Reduction::Sum,
@@ -388,6 +392,27 @@ TEST(LinearCeGpu, TunedBudgetedAndTimed) {
   EXPECT_TRUE(c.passed) << c.summary;
 }
 
+// cuBLASLt's timed algorithm choices persist in the tuning database: a
+// second run of the same problems times none of them and finds every choice
+// there.
+TEST(LinearCeGpu, GemmChoicesPersist) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(96, 128, 7001, DType::BF16, false, false, 11);
+  LinearCeOptions o;
+  o.narrowLogits = true;
+  o.chunkRows = 32;
+  o.gemmCandidates = 3;
+  LinearCeOutputs first = runLinearCeGpu(in, o);
+  LinearCeOutputs second = runLinearCeGpu(in, o);
+  int chosen = first.gemmProblemsTimed + first.gemmProblemsFromStore;
+  EXPECT_GT(chosen, 0);
+  EXPECT_EQ(second.gemmProblemsTimed, 0);
+  EXPECT_EQ(second.gemmProblemsFromStore, chosen);
+  LinearCeCheck c = checkLinearCe(in, o, second, 1e-3, 1e-2);
+  EXPECT_TRUE(c.passed) << c.summary;
+}
+
 // On the GPU with tilejit's own GEMMs (lce_gemm, tile dot) in the chunk
 // loop: every feature, f32 and narrow logits.
 TEST(LinearCeGpu, DslGemms) {
@@ -483,31 +508,42 @@ TEST(LinearCeFusedGpu, ForwardMatchesReference) {
 // plain cross-entropy specialization (no feature) with logits in the input
 // dtype, as the GPU runs it by default.
 TEST(LinearCe, EveryConfigCompilesForSm90) {
-  auto expectCompiles = [](const KernelSpec &spec, const dsl::Config &c) {
-    CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
-    std::string log;
-    EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
-        << spec.name << " " << c.str() << "\n"
-        << log;
-  };
+  std::vector<std::pair<const KernelSpec *, dsl::Config>> configs;
   for (const char *name : {"lce_logits_grad", "lce_row_weights", "lce_loss_sum",
                            "lce_fused_fwd", "lce_gemm"}) {
     const KernelSpec &spec = findKernel(name);
     for (const auto &params : spec.candidateConfigs())
       for (DType dt : spec.dtypes)
-        expectCompiles(spec,
-                       spec.config(dt, paramOverrides(params), {{"V", 1000}}));
+        configs.push_back(
+            {&spec, spec.config(dt, paramOverrides(params), {{"V", 1000}})});
   }
   const KernelSpec &rows = findKernel("lce_logits_grad");
   for (DType dt : rows.dtypes)
-    expectCompiles(rows, rows.config(dt, {},
-                                     {{"V", 1000},
-                                      {"SOFTCAP", 0},
-                                      {"SMOOTHING", 0},
-                                      {"Z_LOSS", 0},
-                                      {"BIAS", 0},
-                                      {"CLASS_WEIGHT", 0},
-                                      {"NARROW_LOGITS", dt != DType::F32}}));
+    configs.push_back(
+        {&rows, rows.config(dt, {},
+                            {{"V", 1000},
+                             {"SOFTCAP", 0},
+                             {"SMOOTHING", 0},
+                             {"Z_LOSS", 0},
+                             {"BIAS", 0},
+                             {"CLASS_WEIGHT", 0},
+                             {"NARROW_LOGITS", dt != DType::F32}})});
+  // On every core: each build has its own MLIR context, NVRTC is
+  // thread-safe.
+  std::vector<std::string> failures(configs.size());
+  llvm::parallelFor(0, configs.size(), [&](size_t i) {
+    auto &[spec, c] = configs[i];
+    try {
+      CompiledKernel k = compile(spec->build(c), {"sm_90", Stage::Cubin, {}});
+      std::string log;
+      if (!nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
+        failures[i] = spec->name + " " + c.str() + ": ptxas: " + log;
+    } catch (const std::exception &e) {
+      failures[i] = spec->name + " " + c.str() + ": " + e.what();
+    }
+  });
+  for (const std::string &f : failures)
+    EXPECT_TRUE(f.empty()) << f;
 }
 
 } // namespace
