@@ -25,11 +25,17 @@ tail -3 "$out/unit-tests.log"
   $tj run fused_linear_ce --device=gpu --bt 512 --hidden 256 --vocab 32000 --dtype bf16 \
     --label-smoothing 0.1 --z-loss 1e-4 --softcap 30 --bias --class-weights --chunk-rows 128 \
     --narrow-logits=false --check
+  # PEERS_BEFORE=1: torch.compile also before the variants (drift check).
+  if [ "${PEERS_BEFORE:-0}" = 1 ] && [ -f .carry/peers.py ]; then
+    PYTHONUNBUFFERED=1 timeout 300 python3 .carry/peers.py lce --n ${LCE_N:-8192} \
+      --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --providers torch_compile 2>&1 | grep -v Warning
+  fi
   shape="--bt ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --dtype bf16 --iters 10"
   # One bench per line of LCE_VARIANTS (chunking, logits dtype, workspace).
   variants=${LCE_VARIANTS:-"--memory-budget-mib 512 --tune-chunk
---memory-budget-mib 512 --set UNROLL=2
---memory-budget-mib 512 --gemm-candidates 8
+--memory-budget-mib 512
+--memory-budget-mib 512 --set UNROLL=4
+--memory-budget-mib 512 --gemm-candidates 1
 --memory-budget-mib 512 --cuda-graph
 --memory-budget-mib 512 --gemm=tilejit
 --memory-budget-mib 512 --tune-chunk --bf16-grad-accumulation

@@ -101,6 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
              0.1, 1e-3, 3.0, true, true, 5, 2},
         Case{"plain_unrolled_bf16", 9, 16, 3001, DType::BF16, Reduction::Mean,
              0, 0, 0, false, false, 4, 2},
+        Case{"plain_whole_steps_only", 5, 8, 4096, DType::F32, Reduction::Mean,
+             0, 0, 0, false, false, 0, 2},
         Case{"plain_unroll4_bf16", 11, 16, 9001, DType::BF16, Reduction::Mean,
              0, 0, 0, false, false, 0, 4},
         Case{"everything_none_chunked", 13, 24, 2500, DType::F32,

@@ -1,0 +1,128 @@
+//===- MinMaxTest.cpp - float max/min: IEEE maximum/minimum everywhere ----===//
+//
+// The DSL's max/min are arith.maximumf/minimumf (IEEE 754-2019 maximum and
+// minimum: NaN propagates, -0 < +0). The interpreter implements them in C++;
+// the GPU uses one max.NaN/min.NaN instruction (sm_80 and newer). Both must
+// give the same bits on the cases that tell the definitions apart.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Cache.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/DSL.h"
+#include "tilejit/Interpreter.h"
+
+#include "GpuTest.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace tilejit;
+using namespace tilejit::dsl;
+
+namespace {
+
+constexpr int64_t kLanes = 32;
+
+/// out[0..n) = max(a, b), out[n..2n) = min(a, b), one program of 32 lanes.
+TileModule minMaxKernel() {
+  Config c;
+  c.params = {{"num_warps", 1}};
+  KernelBuilder k("min_max", c);
+  Value a = k.pointerArg("a", DType::F32), b = k.pointerArg("b", DType::F32);
+  Value out = k.pointerArg("out", DType::F32);
+  Value i = k.arange(kLanes);
+  Value x = k.load(a, i), y = k.load(b, i);
+  k.store(out, i, max(x, y));
+  k.store(out, i + double(kLanes), min(x, y));
+  return k.finish();
+}
+
+/// Pairs that separate maximum from maxNum, fmax and a > b ? a : b: signed
+/// zeros both ways round, NaN on either side, infinities, equal values.
+void specialPairs(std::vector<float> &a, std::vector<float> &b) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  a = {0.f, -0.f, -0.f, 0.f, nan, 1.f, nan, -inf, inf, 2.f, -3.f, 5.f};
+  b = {-0.f, 0.f, -0.f, 0.f, 1.f, nan, nan, 3.f, -inf, -5.f, -3.f, 5.f};
+  for (size_t j = a.size(); j < size_t(kLanes); ++j) {
+    a.push_back(float(j) * 0.5f - 7.f);
+    b.push_back(7.f - float(j) * 0.25f);
+  }
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+/// Same value, with the sign of zero; any NaN matches any NaN.
+void expectSameBits(const std::vector<float> &got,
+                    const std::vector<float> &want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t j = 0; j < got.size(); ++j) {
+    if (std::isnan(want[j]))
+      EXPECT_TRUE(std::isnan(got[j])) << j;
+    else
+      EXPECT_EQ(bits(got[j]), bits(want[j])) << j << ": " << got[j];
+  }
+}
+
+std::vector<float> onInterpreter(std::vector<float> a, std::vector<float> b) {
+  TileModule m = minMaxKernel();
+  std::vector<float> out(2 * kLanes, 1.f);
+  interpret(m.operation(), m.kernelName(), {1, 1, 1},
+            {InterpBuffer{a.data(), DType::F32, kLanes},
+             InterpBuffer{b.data(), DType::F32, kLanes},
+             InterpBuffer{out.data(), DType::F32, 2 * kLanes}});
+  return out;
+}
+
+TEST(MinMax, InterpreterFollowsIeeeMaximumAndMinimum) {
+  std::vector<float> a, b;
+  specialPairs(a, b);
+  std::vector<float> want(2 * kLanes);
+  for (int64_t j = 0; j < kLanes; ++j) {
+    bool nan = std::isnan(a[j]) || std::isnan(b[j]);
+    bool bothZero = a[j] == 0.f && b[j] == 0.f;
+    float qnan = std::numeric_limits<float>::quiet_NaN();
+    want[j] = nan ? qnan
+              : bothZero ? (std::signbit(a[j]) && std::signbit(b[j]) ? -0.f
+                                                                      : 0.f)
+                         : std::max(a[j], b[j]);
+    want[kLanes + j] =
+        nan ? qnan
+        : bothZero
+            ? (std::signbit(a[j]) || std::signbit(b[j]) ? -0.f : 0.f)
+            : std::min(a[j], b[j]);
+  }
+  expectSameBits(onInterpreter(a, b), want);
+}
+
+TEST(MinMaxGpu, MatchesTheInterpreterBitForBit) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  std::vector<float> a, b;
+  specialPairs(a, b);
+  cuda::Device device = cuda::Device::open();
+  CompiledKernel k =
+      compile(minMaxKernel(), {device.archString(), Stage::Cubin, {}});
+  LoadedKernels loaded;
+  cuda::DeviceBuffer da(kLanes * 4), db(kLanes * 4), dout(2 * kLanes * 4);
+  da.copyFromHost(a.data(), kLanes * 4);
+  db.copyFromHost(b.data(), kLanes * 4);
+  dout.memset(0);
+  CUdeviceptr pa = da.ptr(), pb = db.ptr(), po = dout.ptr();
+  std::vector<void *> args = {&pa, &pb, &po};
+  cuda::launch(loaded.function(k), {1}, {unsigned(k.threads)}, 0, nullptr,
+               args);
+  cuda::synchronize();
+  std::vector<float> got(2 * kLanes);
+  dout.copyToHost(got.data(), got.size() * 4);
+  expectSameBits(got, onInterpreter(a, b));
+}
+
+} // namespace
