@@ -24,7 +24,9 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
+#include <random>
 
 namespace tilejit {
 namespace {
@@ -290,7 +292,11 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
         [&] {
           // Every candidate once to warm up (cuBLASLt heuristics for its
           // shapes), then rounds that time each candidate in turn: drift in
-          // the GPU's clocks falls on all of them alike.
+          // the GPU's clocks falls on all of them alike. Each timed step
+          // follows an untimed one of the same candidate, and each round
+          // takes the candidates in a new order: the clocks after a light
+          // candidate (small GEMMs, less power) boost the next one, which
+          // with a fixed order favoured the candidate after the lightest.
           std::vector<int64_t> candidates =
               linearCeChunkCandidates(in, options);
           for (int64_t c : candidates) {
@@ -298,11 +304,17 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
             step();
           }
           std::vector<std::vector<double>> ms(candidates.size());
-          for (int round = 0; round < 5; ++round)
-            for (size_t i = 0; i < candidates.size(); ++i) {
+          std::vector<size_t> order(candidates.size());
+          std::iota(order.begin(), order.end(), size_t(0));
+          std::mt19937 rng(1);
+          for (int round = 0; round < 5; ++round) {
+            std::shuffle(order.begin(), order.end(), rng);
+            for (size_t i : order) {
               chunk = candidates[i];
+              step();
               ms[i].push_back(cuda::timeMs(step));
             }
+          }
           TuneResult r;
           for (size_t i = 0; i < candidates.size(); ++i) {
             std::sort(ms[i].begin(), ms[i].end());
