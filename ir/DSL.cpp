@@ -823,6 +823,8 @@ Value KernelBuilder::load(Value ptr, Value offsets, SourceLoc loc) {
 
 Value KernelBuilder::load(Value ptr, Value offsets, Value mask, double other,
                           SourceLoc loc) {
+  if (!mask.valid())
+    return load(ptr, offsets, loc);
   auto &k = *impl_;
   k.at(loc);
   auto [p, off] = access(k, ptr, offsets, "load");
@@ -859,7 +861,7 @@ void KernelBuilder::store(Value ptr, Value offsets, Value value,
 void KernelBuilder::store(Value ptr, Value offsets, Value value, Value mask,
                           SourceLoc loc) {
   impl_->at(loc);
-  storeImpl(*this, ptr, offsets, value, &mask);
+  storeImpl(*this, ptr, offsets, value, mask.valid() ? &mask : nullptr);
 }
 
 /// Current values of `vars`, as the operands of a yield.

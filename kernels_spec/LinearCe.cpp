@@ -83,8 +83,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
   // The raw logit (GEMM output plus bias) and its softcapped value; `full`:
   // every offset is inside the row, the logits load needs no mask.
   auto logitAt = [&](Value offs, Value mask, bool full = false) {
-    Value raw = (full ? k.load(z, offs) : k.load(z, offs, mask, kNegInf))
-                    .to(DType::F32);
+    Value raw = k.load(z, offs, full ? Value() : mask, kNegInf).to(DType::F32);
     if (BIAS)
       raw = raw + k.load(bias, offs, mask && hasBias, 0.0);
     return std::make_pair(raw, SOFTCAP ? softcapped(raw, cap, useCap) : raw);
@@ -173,10 +172,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
         Value t = zc / cap;
         dzc = dzc * where(useCap, 1.0 - t * t, 1.0 + zero);
       }
-      if (full)
-        k.store(dz, o, dzScale * dzc);
-      else
-        k.store(dz, o, dzScale * dzc, mask);
+      k.store(dz, o, dzScale * dzc, full ? Value() : mask);
     }
   });
   // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by

@@ -209,6 +209,8 @@ public:
   /// A tile of n copies of scalar `v`.
   Value full(int64_t n, Value v, SourceLoc loc = SourceLoc::here());
   /// ptr[offsets]; lanes where mask is false read `other` and touch nothing.
+  /// A mask that is not valid() (Value()) masks nothing: a loop can pass
+  /// one for its whole tiles and a real one for the partial tile.
   Value load(Value ptr, Value offsets, SourceLoc loc = SourceLoc::here());
   Value load(Value ptr, Value offsets, Value mask, double other,
              SourceLoc loc = SourceLoc::here());
