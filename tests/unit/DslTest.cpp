@@ -74,6 +74,31 @@ TEST(Dsl, RowSumRunsInTheInterpreter) {
   }
 }
 
+/// y[offs] = 2 x[offs] for one tile, through the masked overloads given
+/// `mask` (Value(): masks nothing), or through the unmasked ones.
+TileModule doubleTile(bool viaMaskedOverloads, int64_t n = 256) {
+  KernelBuilder k("double_tile", config(n));
+  Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+  Value offs = k.arange(n);
+  if (viaMaskedOverloads)
+    k.store(y, offs, 2.0 * k.load(x, offs, Value(), 0.0), Value());
+  else
+    k.store(y, offs, 2.0 * k.load(x, offs));
+  return k.finish();
+}
+
+TEST(Dsl, AnInvalidMaskMasksNothing) {
+  TileModule masked = doubleTile(true), plain = doubleTile(false);
+  EXPECT_EQ(masked.str(), plain.str());
+  std::vector<float> x(256), y(256, -1.f);
+  std::iota(x.begin(), x.end(), 1.f);
+  interpret(masked.operation(), "double_tile", {1, 1, 1},
+            {InterpBuffer{x.data(), DType::F32, 256},
+             InterpBuffer{y.data(), DType::F32, 256}});
+  for (int i = 0; i < 256; ++i)
+    EXPECT_EQ(y[i], 2 * x[i]) << i;
+}
+
 TEST(Dsl, TileSizeMismatchNamesKernelAndLine) {
   KernelBuilder k("bad_shapes", config());
   expectError([&] { k.arange(128) + k.arange(256); },
