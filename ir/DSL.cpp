@@ -937,6 +937,36 @@ void KernelBuilder::forRange(int64_t lo, Value hi, int64_t step,
   forRange(constant(lo, t, loc), hi, constant(step, t, loc), body, loc);
 }
 
+void KernelBuilder::forTiles(
+    Value lo, Value hi, int64_t n, int64_t unroll,
+    const std::function<void(const std::vector<Value> &,
+                             const std::vector<Value> &)> &body,
+    SourceLoc loc) {
+  impl_->at(loc);
+  if (n < 1 || unroll < 1)
+    impl_->fail("forTiles needs a tile width and unroll of at least 1 (got " +
+                std::to_string(n) + " and " + std::to_string(unroll) + ")");
+  Value step = constant(double(n * unroll), hi.dtype(), loc);
+  // The end of the whole steps; never past hi, and never before lo when the
+  // range is empty (hi < lo: the division truncates toward zero).
+  Value wholeEnd = lo + (hi - lo) / step * step;
+  auto walk = [&](Value from, Value to, bool whole) {
+    forRange(
+        from, to, step,
+        [&](Value i) {
+          std::vector<Value> offs, masks;
+          for (int64_t u = 0; u < unroll; ++u) {
+            offs.push_back(i + double(u * n) + arange(n, loc));
+            masks.push_back(whole ? Value() : offs.back() < hi);
+          }
+          body(offs, masks);
+        },
+        loc);
+  };
+  walk(lo, wholeEnd, true);
+  walk(wholeEnd, hi, false);
+}
+
 void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenBody,
                            const std::function<void()> &elseBody,
                            SourceLoc loc) {

@@ -51,21 +51,13 @@ RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
   return r;
 }
 
-/// body(offs, mask) for each BLOCK_SIZE tile of this program's slice. The
-/// whole tiles come first, with no mask (Value()): no compare per element,
-/// and loads and stores that need no lane check; then the partial tile, if
-/// any, with its mask.
+/// body(offs, mask) for each BLOCK_SIZE tile of this program's slice: the
+/// whole tiles unmasked (mask is Value()), then the partial one masked.
 void forEachTile(KernelBuilder &k, const RowSlice &r,
                  const std::function<void(Value, Value)> &body) {
-  const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value block = k.constant(BLOCK, DType::I32);
-  Value fullEnd = r.start + (r.end - r.start) / block * block;
-  k.forRange(r.start, fullEnd, block,
-             [&](Value i) { body(i + k.arange(BLOCK), Value()); });
-  k.forRange(fullEnd, r.end, block, [&](Value i) {
-    Value offs = i + k.arange(BLOCK);
-    body(offs, offs < r.end);
-  });
+  k.forTiles(r.start, r.end, k.param("BLOCK_SIZE"), 1,
+             [&](const std::vector<Value> &offs,
+                 const std::vector<Value> &masks) { body(offs[0], masks[0]); });
 }
 
 /// The row's bad target is reported once, by the cluster's first program.

@@ -80,39 +80,28 @@ TileModule buildLogitsGrad(const Config &cfg) {
   auto weightAt = [&](Value offs, Value mask) {
     return where(mask, k.load(classWeight, offs, mask && hasWeight, 1.0), zero);
   };
-  // The raw logit (GEMM output plus bias) and its softcapped value; `full`:
-  // every offset is inside the row, the logits load needs no mask.
-  auto logitAt = [&](Value offs, Value mask, bool full = false) {
-    Value raw = k.load(z, offs, full ? Value() : mask, kNegInf).to(DType::F32);
+  // The raw logit (GEMM output plus bias) and its softcapped value. `mask`
+  // is Value() for a tile wholly inside the row.
+  auto logitAt = [&](Value offs, Value mask) {
+    Value raw = k.load(z, offs, mask, kNegInf).to(DType::F32);
     if (BIAS)
-      raw = raw + k.load(bias, offs, mask && hasBias, 0.0);
+      raw = raw + k.load(bias, offs,
+                         (mask.valid() ? mask : offs < V) && hasBias, 0.0);
     return std::make_pair(raw, SOFTCAP ? softcapped(raw, cap, useCap) : raw);
   };
 
   // Both passes walk the row UNROLL tiles per step and issue all of a
   // step's loads before using them: more bytes in flight per thread. The
-  // steps that lie wholly inside the row run without masks (fewer
-  // instructions per element: this loop is as much issue- as memory-bound);
-  // only the last, partial step is masked. fn(offsets, full).
+  // steps wholly inside the row have no masks (fewer instructions per
+  // element: this loop is as much issue- as memory-bound).
   const int64_t UNROLL = k.param("UNROLL");
   if (UNROLL < 1)
     throw Error("lce_logits_grad: UNROLL must be >= 1 (got " +
                 std::to_string(UNROLL) + ")");
-  auto forEachStep =
-      [&](const std::function<void(std::vector<Value> &, bool)> &fn) {
-        Value step = k.constant(UNROLL * BLOCK, DType::I32);
-        Value fullEnd = V / step * step;
-        auto walk = [&](Value lo, Value hi, bool full) {
-          k.forRange(lo, hi, step, [&](Value i) {
-            std::vector<Value> offs;
-            for (int64_t u = 0; u < UNROLL; ++u)
-              offs.push_back(i + double(u * BLOCK) + k.arange(BLOCK));
-            fn(offs, full);
-          });
-        };
-        walk(k.constant(0, DType::I32), fullEnd, true);
-        walk(fullEnd, V, false);
-      };
+  using Tiles = const std::vector<Value> &;
+  auto forEachStep = [&](const std::function<void(Tiles, Tiles)> &fn) {
+    k.forTiles(k.constant(0, DType::I32), V, BLOCK, UNROLL, fn);
+  };
 
   // The target logit: one load (an ignored row reads nothing), before any
   // barrier: with dz written over the logits in place, another warp's pass
@@ -121,10 +110,10 @@ TileModule buildLogitsGrad(const Config &cfg) {
 
   // Pass 1: the row's max and sum-exp, per lane.
   Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
-  forEachStep([&](std::vector<Value> &offs, bool full) {
+  forEachStep([&](Tiles offs, Tiles masks) {
     std::vector<Value> x;
-    for (Value o : offs)
-      x.push_back(logitAt(o, o < V, full).second);
+    for (size_t u = 0; u < offs.size(); ++u)
+      x.push_back(logitAt(offs[u], masks[u]).second);
     onlineUpdateLanes(m, d, x);
   });
   auto [rowMax, sumExp] = rowNormalizer(m, d);
@@ -152,17 +141,17 @@ TileModule buildLogitsGrad(const Config &cfg) {
   // Pass 2: d loss / d logits, and sum_v w_v (z_v - max) for the smoothing
   // term (differences against the max keep a large common offset exact).
   Var wzShifted = zero;
-  forEachStep([&](std::vector<Value> &offs, bool full) {
+  forEachStep([&](Tiles offs, Tiles masks) {
     std::vector<std::pair<Value, Value>> z;
-    for (Value o : offs)
-      z.push_back(logitAt(o, o < V, full));
+    for (size_t u = 0; u < offs.size(); ++u)
+      z.push_back(logitAt(offs[u], masks[u]));
     for (size_t u = 0; u < offs.size(); ++u) {
-      Value o = offs[u], mask = o < V, zc = z[u].second;
+      Value o = offs[u], inRow = o < V, zc = z[u].second;
       Value p = exp((zc - shift) - logSum);
       Value dzc = targetFactor * (p - (o == y32).to(DType::F32));
       if (SMOOTHING) {
-        Value w = weightAt(o, mask);
-        wzShifted = wzShifted + w * where(mask, zc - shift, zero);
+        Value w = weightAt(o, inRow);
+        wzShifted = wzShifted + w * where(inRow, zc - shift, zero);
         dzc = dzc + gCe * epsOverV * (wSum * p - w);
       }
       if (Z_LOSS)
@@ -172,7 +161,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
         Value t = zc / cap;
         dzc = dzc * where(useCap, 1.0 - t * t, 1.0 + zero);
       }
-      k.store(dz, o, dzScale * dzc, full ? Value() : mask);
+      k.store(dz, o, dzScale * dzc, masks[u]);
     }
   });
   // PyTorch's convention: the NLL term weighted by w_y, the smoothing term by

@@ -227,6 +227,17 @@ public:
   void forRange(int64_t lo, Value hi, int64_t step,
                 const std::function<void(Value)> &body,
                 SourceLoc loc = SourceLoc::here());
+  /// Walks [lo, hi) (i32 scalars) in steps of `unroll` tiles of n lanes:
+  /// body(offs, masks) gets each tile's offsets (i + u n + arange(n)) and
+  /// mask. The steps wholly inside the range come first, with no masks
+  /// (Value(): no compare per element, loads and stores without lane
+  /// checks); then the one partial step, if any, with masks offs < hi. Vars
+  /// assigned in the body are carried, as in forRange.
+  void
+  forTiles(Value lo, Value hi, int64_t n, int64_t unroll,
+           const std::function<void(const std::vector<Value> &offs,
+                                    const std::vector<Value> &masks)> &body,
+           SourceLoc loc = SourceLoc::here());
   /// if (cond) thenBody() else elseBody(); Vars assigned in either branch
   /// hold the taken branch's value afterwards.
   void ifThen(Value cond, const std::function<void()> &thenBody,

@@ -99,6 +99,49 @@ TEST(Dsl, AnInvalidMaskMasksNothing) {
     EXPECT_EQ(y[i], 2 * x[i]) << i;
 }
 
+/// out[0] = sum of x[lo, hi) walked by forTiles (2 tiles of 128 per step),
+/// out[1] = the number of masked (partial) steps taken.
+TileModule tileSum() {
+  KernelBuilder k("tile_sum", config(128));
+  Value x = k.pointerArg("x", DType::F32),
+        out = k.pointerArg("out", DType::F32);
+  Value lo = k.scalarArg("lo", DType::I32), hi = k.scalarArg("hi", DType::I32);
+  Var acc = k.constant(0, DType::F32), partial = k.constant(0, DType::F32);
+  k.forTiles(
+      lo, hi, 128, 2,
+      [&](const std::vector<Value> &offs, const std::vector<Value> &masks) {
+        for (size_t u = 0; u < offs.size(); ++u)
+          acc = acc + k.load(x, offs[u], masks[u], 0.0).sum();
+        if (masks[0].valid())
+          partial = partial + 1.0;
+      });
+  k.store(out, k.constant(0, DType::I32), acc);
+  k.store(out, k.constant(1, DType::I32), partial);
+  return k.finish();
+}
+
+TEST(Dsl, ForTilesWalksWholeStepsUnmaskedThenThePartialOne) {
+  std::vector<float> x(1000);
+  std::iota(x.begin(), x.end(), 1.f);
+  TileModule m = tileSum();
+  optimizeTile(m);
+  // (lo, hi): a partial step, whole steps only, an empty and a reversed
+  // range (a cluster's slice past the end of a row).
+  for (auto [lo, hi] : std::vector<std::pair<int32_t, int32_t>>{
+           {0, 1000}, {100, 612}, {300, 300}, {900, 700}}) {
+    std::vector<float> out(2, -1.f);
+    interpret(m.operation(), "tile_sum", {1, 1, 1},
+              {InterpBuffer{x.data(), DType::F32, 1000},
+               InterpBuffer{out.data(), DType::F32, 2}, lo, hi});
+    double want = 0;
+    for (int32_t i = lo; i < hi; ++i)
+      want += x[i];
+    EXPECT_EQ(out[0], float(want)) << lo << ".." << hi;
+    EXPECT_EQ(out[1], hi > lo && (hi - lo) % 256 ? 1.f : 0.f)
+        << lo << ".." << hi;
+  }
+}
+
 TEST(Dsl, TileSizeMismatchNamesKernelAndLine) {
   KernelBuilder k("bad_shapes", config());
   expectError([&] { k.arange(128) + k.arange(256); },
