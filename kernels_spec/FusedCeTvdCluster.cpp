@@ -214,7 +214,9 @@ TileModule buildLossGrad(const Config &c) {
           Value sgn =
               signOfDifference(logP, logSoftmaxAt(t, st.maxT, st.logSumT));
           // p_y - 1 is formed in fp32 before the store rounds it.
-          Value onehot = (offs.to(DType::I64) == r.y).to(DType::F32);
+          // In i32 (y is in [0, V) here): one compare per element, not a
+          // widening and a 64-bit compare.
+          Value onehot = (offs == r.y.to(DType::I32)).to(DType::F32);
           Value dce = gCe * (p - onehot);
           Value dtvd = gTvd * 0.5 * p * (sgn - st.sigma);
           k.store(g, offs, dce + dtvd, mask);
