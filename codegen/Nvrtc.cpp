@@ -16,6 +16,7 @@
 
 #include <nvrtc.h>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -170,7 +171,10 @@ int runTool(const std::string &program, const std::vector<std::string> &args,
   argv.push_back(nullptr);
 
   int pipeFds[2];
-  if (::pipe(pipeFds) != 0) {
+  // Close-on-exec: with compiles on several threads, another thread's
+  // child must not inherit this pipe's write end (its reader would wait for
+  // that child too).
+  if (::pipe2(pipeFds, O_CLOEXEC) != 0) {
     *output = std::string("pipe failed: ") + std::strerror(errno);
     return -1;
   }

@@ -821,14 +821,14 @@ Value KernelBuilder::load(Value ptr, Value offsets, SourceLoc loc) {
   return k.wrap(this, r);
 }
 
-Value KernelBuilder::load(Value ptr, Value offsets, Value mask, double other,
+Value KernelBuilder::load(Value ptr, Value offsets, Mask mask, double other,
                           SourceLoc loc) {
-  if (!mask.valid())
+  if (!mask)
     return load(ptr, offsets, loc);
   auto &k = *impl_;
   k.at(loc);
   auto [p, off] = access(k, ptr, offsets, "load");
-  MValue m = maskFor(k, mask, off, "load");
+  MValue m = maskFor(k, *mask, off, "load");
   Type elem = mlir::cast<tile::PtrType>(p.getType()).getElementType();
   MValue o = scalarConstant(k, other, elem);
   auto r = tile::LoadOp::create(k.b, k.loc, withElement(off.getType(), elem), p,
@@ -858,10 +858,10 @@ void KernelBuilder::store(Value ptr, Value offsets, Value value,
   storeImpl(*this, ptr, offsets, value, nullptr);
 }
 
-void KernelBuilder::store(Value ptr, Value offsets, Value value, Value mask,
+void KernelBuilder::store(Value ptr, Value offsets, Value value, Mask mask,
                           SourceLoc loc) {
   impl_->at(loc);
-  storeImpl(*this, ptr, offsets, value, mask.valid() ? &mask : nullptr);
+  storeImpl(*this, ptr, offsets, value, mask ? &*mask : nullptr);
 }
 
 /// Current values of `vars`, as the operands of a yield.
@@ -940,24 +940,25 @@ void KernelBuilder::forRange(int64_t lo, Value hi, int64_t step,
 void KernelBuilder::forTiles(
     Value lo, Value hi, int64_t n, int64_t unroll,
     const std::function<void(const std::vector<Value> &,
-                             const std::vector<Value> &)> &body,
+                             const std::vector<Mask> &)> &body,
     SourceLoc loc) {
   impl_->at(loc);
   if (n < 1 || unroll < 1)
     impl_->fail("forTiles needs a tile width and unroll of at least 1 (got " +
                 std::to_string(n) + " and " + std::to_string(unroll) + ")");
   Value step = constant(double(n * unroll), hi.dtype(), loc);
-  // The end of the whole steps; never past hi, and never before lo when the
-  // range is empty (hi < lo: the division truncates toward zero).
-  Value wholeEnd = lo + (hi - lo) / step * step;
+  // The end of the whole steps: lo for an empty or reversed range.
+  Value span = max(hi - lo, constant(0, hi.dtype(), loc));
+  Value wholeEnd = lo + span / step * step;
   auto walk = [&](Value from, Value to, bool whole) {
     forRange(
         from, to, step,
         [&](Value i) {
-          std::vector<Value> offs, masks;
+          std::vector<Value> offs;
+          std::vector<Mask> masks;
           for (int64_t u = 0; u < unroll; ++u) {
             offs.push_back(i + double(u * n) + arange(n, loc));
-            masks.push_back(whole ? Value() : offs.back() < hi);
+            masks.push_back(whole ? std::nullopt : Mask(offs.back() < hi));
           }
           body(offs, masks);
         },

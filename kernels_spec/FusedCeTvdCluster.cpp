@@ -52,12 +52,12 @@ RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
 }
 
 /// body(offs, mask) for each BLOCK_SIZE tile of this program's slice: the
-/// whole tiles unmasked (mask is Value()), then the partial one masked.
+/// whole tiles unmasked (std::nullopt), then the partial one masked.
 void forEachTile(KernelBuilder &k, const RowSlice &r,
-                 const std::function<void(Value, Value)> &body) {
+                 const std::function<void(Value, Mask)> &body) {
   k.forTiles(r.start, r.end, k.param("BLOCK_SIZE"), 1,
              [&](const std::vector<Value> &offs,
-                 const std::vector<Value> &masks) { body(offs[0], masks[0]); });
+                 const std::vector<Mask> &masks) { body(offs[0], masks[0]); });
 }
 
 /// The row's bad target is reported once, by the cluster's first program.
@@ -73,7 +73,7 @@ struct RowStats {
 };
 
 std::pair<Value, Value> loadTile(KernelBuilder &k, const RowSlice &r,
-                                 Value offs, Value mask) {
+                                 Value offs, Mask mask) {
   return {k.load(r.s, offs, mask, kNegInf), k.load(r.t, offs, mask, kNegInf)};
 }
 
@@ -89,7 +89,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   if (k.param("LANE_STATS")) {
     Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
     Var mS = negInf, dS = zero, mT = negInf, dT = zero;
-    forEachTile(k, r, [&](Value offs, Value mask) {
+    forEachTile(k, r, [&](Value offs, Mask mask) {
       auto [s, t] = loadTile(k, r, offs, mask);
       onlineUpdate(mS, dS, s.to(DType::F32));
       onlineUpdate(mT, dT, t.to(DType::F32));
@@ -100,7 +100,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     Value negInf = k.constant(kNegInf, DType::F32);
     Value scalarZero = k.constant(0, DType::F32);
     Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
-    forEachTile(k, r, [&](Value offs, Value mask) {
+    forEachTile(k, r, [&](Value offs, Mask mask) {
       auto [s, t] = loadTile(k, r, offs, mask);
       tileUpdate(mS, dS, s.to(DType::F32));
       tileUpdate(mT, dT, t.to(DType::F32));
@@ -127,7 +127,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   st.ce = st.logSumS - (d[2] - m[0]);
 
   Var absSum = zero, sig = zero;
-  forEachTile(k, r, [&](Value offs, Value mask) {
+  forEachTile(k, r, [&](Value offs, Mask mask) {
     auto [s, t] = loadTile(k, r, offs, mask);
     Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
     Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
@@ -205,7 +205,7 @@ TileModule buildLossGrad(const Config &c) {
         Value gTvd = k.load(weights, k.constant(1, DType::I32));
         // Pass 3. Each element is read before it is written, by the same
         // program, so the gradient may overwrite the student in place.
-        forEachTile(k, r, [&](Value offs, Value mask) {
+        forEachTile(k, r, [&](Value offs, Mask mask) {
           auto [s, t] = loadTile(k, r, offs, mask);
           // One exp per element: the sign of p - q comes from the logs,
           // the same way pass 2 took it.
@@ -223,9 +223,8 @@ TileModule buildLossGrad(const Config &c) {
         });
       },
       [&] {
-        forEachTile(k, r, [&](Value offs, Value mask) {
-          k.store(g, offs, zero, mask);
-        });
+        forEachTile(
+            k, r, [&](Value offs, Mask mask) { k.store(g, offs, zero, mask); });
       });
   k.ifThen(r.rank == 0.0, [&] {
     k.store(ceOut, r.row, ce);

@@ -81,12 +81,11 @@ TileModule buildLogitsGrad(const Config &cfg) {
     return where(mask, k.load(classWeight, offs, mask && hasWeight, 1.0), zero);
   };
   // The raw logit (GEMM output plus bias) and its softcapped value. `mask`
-  // is Value() for a tile wholly inside the row.
-  auto logitAt = [&](Value offs, Value mask) {
+  // is std::nullopt for a tile wholly inside the row.
+  auto logitAt = [&](Value offs, Mask mask) {
     Value raw = k.load(z, offs, mask, kNegInf).to(DType::F32);
     if (BIAS)
-      raw = raw + k.load(bias, offs,
-                         (mask.valid() ? mask : offs < V) && hasBias, 0.0);
+      raw = raw + k.load(bias, offs, (mask ? *mask : offs < V) && hasBias, 0.0);
     return std::make_pair(raw, SOFTCAP ? softcapped(raw, cap, useCap) : raw);
   };
 
@@ -99,7 +98,8 @@ TileModule buildLogitsGrad(const Config &cfg) {
     throw Error("lce_logits_grad: UNROLL must be >= 1 (got " +
                 std::to_string(UNROLL) + ")");
   using Tiles = const std::vector<Value> &;
-  auto forEachStep = [&](const std::function<void(Tiles, Tiles)> &fn) {
+  using Masks = const std::vector<Mask> &;
+  auto forEachStep = [&](const std::function<void(Tiles, Masks)> &fn) {
     k.forTiles(k.constant(0, DType::I32), V, BLOCK, UNROLL, fn);
   };
 
@@ -110,7 +110,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
 
   // Pass 1: the row's max and sum-exp, per lane.
   Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
-  forEachStep([&](Tiles offs, Tiles masks) {
+  forEachStep([&](Tiles offs, Masks masks) {
     std::vector<Value> x;
     for (size_t u = 0; u < offs.size(); ++u)
       x.push_back(logitAt(offs[u], masks[u]).second);
@@ -141,7 +141,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
   // Pass 2: d loss / d logits, and sum_v w_v (z_v - max) for the smoothing
   // term (differences against the max keep a large common offset exact).
   Var wzShifted = zero;
-  forEachStep([&](Tiles offs, Tiles masks) {
+  forEachStep([&](Tiles offs, Masks masks) {
     std::vector<std::pair<Value, Value>> z;
     for (size_t u = 0; u < offs.size(); ++u)
       z.push_back(logitAt(offs[u], masks[u]));

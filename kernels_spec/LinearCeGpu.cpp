@@ -290,19 +290,15 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     TuningEntry e = lookupOrTune(
         db, key,
         [&] {
-          // Every candidate once to warm up (cuBLASLt heuristics for its
-          // shapes), then rounds that time each candidate in turn: drift in
-          // the GPU's clocks falls on all of them alike. Each timed step
-          // follows an untimed one of the same candidate, and each round
-          // takes the candidates in a new order: the clocks after a light
-          // candidate (small GEMMs, less power) boost the next one, which
-          // with a fixed order favoured the candidate after the lightest.
+          // Rounds that time each candidate in turn: drift in the GPU's
+          // clocks falls on all of them alike. Each timed step follows an
+          // untimed one of the same candidate (the first also warms up
+          // cuBLASLt for its shapes), and each round takes the candidates
+          // in a new order: the clocks after a light candidate (small
+          // GEMMs, less power) boost the next one, which with a fixed order
+          // favoured the candidate after the lightest.
           std::vector<int64_t> candidates =
               linearCeChunkCandidates(in, options);
-          for (int64_t c : candidates) {
-            chunk = c;
-            step();
-          }
           std::vector<std::vector<double>> ms(candidates.size());
           std::vector<size_t> order(candidates.size());
           std::iota(order.begin(), order.end(), size_t(0));

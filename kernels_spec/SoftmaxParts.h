@@ -37,9 +37,9 @@ inline void onlineUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x) {
 }
 
 /// Online softmax normalizer, per lane, over several tiles `xs` at once:
-/// one max, one exp and one add per element, and a single rescale of d per
-/// lane for all of them (onlineUpdate's compares and selects per element
-/// make an instruction-bound loop of a bandwidth-bound one).
+/// one max, one exp and one add per element, and a single rescale of d (one
+/// more exp) per lane for all of them (onlineUpdate's compares and selects per
+/// element make an instruction-bound loop of a bandwidth-bound one).
 inline void onlineUpdateLanes(dsl::Var &m, dsl::Var &d,
                               const std::vector<dsl::Value> &xs) {
   dsl::Value mNew = m;

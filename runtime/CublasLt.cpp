@@ -189,14 +189,16 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
   };
   uint32_t alignA = alignment(B.ptr), alignB = alignment(A.ptr),
            alignC = alignment(C.ptr);
-  std::string key = shapes + ":" + std::to_string(int(A.dtype)) +
-                    std::to_string(int(B.dtype)) +
-                    std::to_string(int(C.dtype)) + ":" +
+  // Everything the heuristic's answer depends on, the workspace included:
+  // a stored choice is an index into that answer.
+  std::string key = shapes + ":" + dtypeName(A.dtype) + "," +
+                    dtypeName(B.dtype) + "," + dtypeName(C.dtype) + ":" +
                     std::to_string(transA) + std::to_string(transB) + ":" +
                     std::to_string(A.ld) + "," + std::to_string(B.ld) + "," +
                     std::to_string(C.ld) + ":" + std::to_string(alignA) + "," +
                     std::to_string(alignB) + "," + std::to_string(alignC) +
-                    (beta == 0.f ? ":C written" : ":C read");
+                    (beta == 0.f ? ":C written" : ":C read") + ":workspace " +
+                    std::to_string(impl_->workspace.size());
   auto matmul = [&](const cublasLtMatmulAlgo_t &algo) {
     check(a.cublasLtMatmul(impl_->handle, desc, &alpha,
                            reinterpret_cast<const void *>(B.ptr), la,

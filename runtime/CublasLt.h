@@ -35,9 +35,9 @@ std::string version();
 
 /// Where timed algorithm choices persist between processes. `problem` names
 /// one product (shapes, dtypes, transposes, leading dimensions, alignments,
-/// whether C is read); a choice is an index into the heuristic's first
-/// `candidates` results, which are the same for the same library, GPU and
-/// problem.
+/// whether C is read, the workspace size); a choice is an index into the
+/// heuristic's first `candidates` results, which are the same for the same
+/// library, GPU and problem.
 struct ChoiceStore {
   /// The stored index, or -1.
   std::function<int(const std::string &problem, int candidates)> lookup;

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,10 @@ protected:
   KernelBuilder *kb_ = nullptr;
   void *impl_ = nullptr;
 };
+
+/// A lane mask for load and store: a boolean tile, or std::nullopt for
+/// none (every lane in range).
+using Mask = std::optional<Value>;
 
 /// A mutable value. Assigning to a Var inside forRange/ifThen bodies makes it
 /// loop-carried (or an if result) without hand-written iter_args.
@@ -209,14 +214,14 @@ public:
   /// A tile of n copies of scalar `v`.
   Value full(int64_t n, Value v, SourceLoc loc = SourceLoc::here());
   /// ptr[offsets]; lanes where mask is false read `other` and touch nothing.
-  /// A mask that is not valid() (Value()) masks nothing: a loop can pass
-  /// one for its whole tiles and a real one for the partial tile.
+  /// A Mask of std::nullopt masks nothing (forTiles gives one for its whole
+  /// tiles); an empty Value() as a mask is an error, as everywhere.
   Value load(Value ptr, Value offsets, SourceLoc loc = SourceLoc::here());
-  Value load(Value ptr, Value offsets, Value mask, double other,
+  Value load(Value ptr, Value offsets, Mask mask, double other,
              SourceLoc loc = SourceLoc::here());
   void store(Value ptr, Value offsets, Value value,
              SourceLoc loc = SourceLoc::here());
-  void store(Value ptr, Value offsets, Value value, Value mask,
+  void store(Value ptr, Value offsets, Value value, Mask mask,
              SourceLoc loc = SourceLoc::here());
 
   /// for (i = lo; i < hi; i += step) body(i). Vars assigned in the body are
@@ -230,14 +235,14 @@ public:
   /// Walks [lo, hi) (i32 scalars) in steps of `unroll` tiles of n lanes:
   /// body(offs, masks) gets each tile's offsets (i + u n + arange(n)) and
   /// mask. The steps wholly inside the range come first, with no masks
-  /// (Value(): no compare per element, loads and stores without lane
-  /// checks); then the one partial step, if any, with masks offs < hi. Vars
-  /// assigned in the body are carried, as in forRange.
-  void
-  forTiles(Value lo, Value hi, int64_t n, int64_t unroll,
-           const std::function<void(const std::vector<Value> &offs,
-                                    const std::vector<Value> &masks)> &body,
-           SourceLoc loc = SourceLoc::here());
+  /// (std::nullopt: no compare per element, loads and stores without lane
+  /// checks); then the one partial step, if any, with masks offs < hi. An
+  /// empty or reversed range (hi <= lo) runs nothing. Vars assigned in the
+  /// body are carried, as in forRange.
+  void forTiles(Value lo, Value hi, int64_t n, int64_t unroll,
+                const std::function<void(const std::vector<Value> &offs,
+                                         const std::vector<Mask> &masks)> &body,
+                SourceLoc loc = SourceLoc::here());
   /// if (cond) thenBody() else elseBody(); Vars assigned in either branch
   /// hold the taken branch's value afterwards.
   void ifThen(Value cond, const std::function<void()> &thenBody,

@@ -74,20 +74,20 @@ TEST(Dsl, RowSumRunsInTheInterpreter) {
   }
 }
 
-/// y[offs] = 2 x[offs] for one tile, through the masked overloads given
-/// `mask` (Value(): masks nothing), or through the unmasked ones.
+/// y[offs] = 2 x[offs] for one tile, through the masked overloads with no
+/// mask (std::nullopt), or through the unmasked ones.
 TileModule doubleTile(bool viaMaskedOverloads, int64_t n = 256) {
   KernelBuilder k("double_tile", config(n));
   Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
   Value offs = k.arange(n);
   if (viaMaskedOverloads)
-    k.store(y, offs, 2.0 * k.load(x, offs, Value(), 0.0), Value());
+    k.store(y, offs, 2.0 * k.load(x, offs, std::nullopt, 0.0), std::nullopt);
   else
     k.store(y, offs, 2.0 * k.load(x, offs));
   return k.finish();
 }
 
-TEST(Dsl, AnInvalidMaskMasksNothing) {
+TEST(Dsl, NoMaskMasksNothing) {
   TileModule masked = doubleTile(true), plain = doubleTile(false);
   EXPECT_EQ(masked.str(), plain.str());
   std::vector<float> x(256), y(256, -1.f);
@@ -109,10 +109,10 @@ TileModule tileSum() {
   Var acc = k.constant(0, DType::F32), partial = k.constant(0, DType::F32);
   k.forTiles(
       lo, hi, 128, 2,
-      [&](const std::vector<Value> &offs, const std::vector<Value> &masks) {
+      [&](const std::vector<Value> &offs, const std::vector<Mask> &masks) {
         for (size_t u = 0; u < offs.size(); ++u)
           acc = acc + k.load(x, offs[u], masks[u], 0.0).sum();
-        if (masks[0].valid())
+        if (masks[0])
           partial = partial + 1.0;
       });
   k.store(out, k.constant(0, DType::I32), acc);
@@ -128,7 +128,7 @@ TEST(Dsl, ForTilesWalksWholeStepsUnmaskedThenThePartialOne) {
   // (lo, hi): a partial step, whole steps only, an empty and a reversed
   // range (a cluster's slice past the end of a row).
   for (auto [lo, hi] : std::vector<std::pair<int32_t, int32_t>>{
-           {0, 1000}, {100, 612}, {300, 300}, {900, 700}}) {
+           {0, 1000}, {100, 612}, {300, 300}, {900, 700}, {900, 300}}) {
     std::vector<float> out(2, -1.f);
     interpret(m.operation(), "tile_sum", {1, 1, 1},
               {InterpBuffer{x.data(), DType::F32, 1000},
@@ -140,6 +140,13 @@ TEST(Dsl, ForTilesWalksWholeStepsUnmaskedThenThePartialOne) {
     EXPECT_EQ(out[1], hi > lo && (hi - lo) % 256 ? 1.f : 0.f)
         << lo << ".." << hi;
   }
+}
+
+TEST(Dsl, AnEmptyValueAsAMaskIsAnError) {
+  KernelBuilder k("empty_mask", config());
+  Value x = k.pointerArg("x", DType::F32);
+  Value forgotten;
+  EXPECT_THROW(k.load(x, k.arange(256), forgotten, 0.0), Error);
 }
 
 TEST(Dsl, TileSizeMismatchNamesKernelAndLine) {

@@ -4,6 +4,7 @@
 #include "runtime/Autotuner.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/TuningDatabase.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
@@ -399,6 +400,8 @@ TEST(LinearCeGpu, TunedBudgetedAndTimed) {
 // there.
 TEST(LinearCeGpu, GemmChoicesPersist) {
   TILEJIT_SKIP_WITHOUT_GPU();
+  if (!TuningDatabase::fromEnvironment().enabled())
+    GTEST_SKIP() << "the tuning database is off (TILEJIT_CACHE=0)";
   ref::LinearCeInputs in =
       makeLinearCeInputs(96, 128, 7001, DType::BF16, false, false, 11);
   LinearCeOptions o;
