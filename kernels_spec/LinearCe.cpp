@@ -94,8 +94,9 @@ TileModule buildLogitsGrad(const Config &cfg) {
   // steps wholly inside the row have no masks (fewer instructions per
   // element: this loop is as much issue- as memory-bound).
   const int64_t UNROLL = k.param("UNROLL");
-  if (UNROLL < 1)
-    throw Error("lce_logits_grad: UNROLL must be >= 1 (got " +
+  // Each unrolled tile is code and registers: more than 16 only bloats.
+  if (UNROLL < 1 || UNROLL > 16)
+    throw Error("lce_logits_grad: UNROLL must be in 1..16 (got " +
                 std::to_string(UNROLL) + ")");
   using Tiles = const std::vector<Value> &;
   using Masks = const std::vector<Mask> &;
