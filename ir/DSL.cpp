@@ -758,12 +758,28 @@ Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {
       this, tile::NumProgramsOp::create(k.b, k.loc, k.b.getI32Type(), axis));
 }
 
+/// Tiles live in registers, n / threads elements per thread: a size that
+/// cannot fit is an error here, not a compile that runs for minutes.
+static void checkTileSize(KernelBuilder::Impl &k, int64_t n, const char *what) {
+  constexpr int64_t kMostPerThread = 256;
+  int64_t threads =
+      32 * k.func->getAttrOfType<mlir::IntegerAttr>(attr::kNumWarps).getInt();
+  if (n <= 0)
+    k.fail(std::string(what) + "(" + std::to_string(n) +
+           ") needs a positive size (is a BLOCK_SIZE-like parameter 0?)");
+  if (n > kMostPerThread * threads)
+    k.fail(std::string(what) + "(" + std::to_string(n) +
+           "): " + std::to_string((n + threads - 1) / threads) +
+           " elements per thread over " + std::to_string(threads) +
+           " threads; at most " + std::to_string(kMostPerThread) +
+           " fit in registers (a smaller tile, or more num_warps)");
+}
+
 Value KernelBuilder::arange(int64_t n, SourceLoc loc) {
   auto &k = *impl_;
   k.at(loc);
   k.checkOpen();
-  if (n <= 0)
-    k.fail("arange(" + std::to_string(n) + ") needs a positive size");
+  checkTileSize(k, n, "arange");
   auto t = mlir::RankedTensorType::get({n}, k.b.getI32Type());
   return k.wrap(this, tile::ArangeOp::create(k.b, k.loc, t));
 }
@@ -781,6 +797,7 @@ Value KernelBuilder::full(int64_t n, Value v, SourceLoc loc) {
   MValue s = k.use(v);
   if (isTileType(s.getType()))
     k.fail("full() takes a scalar");
+  checkTileSize(k, n, "full");
   return k.wrap(this, splatTo(k, s, n));
 }
 

@@ -210,6 +210,13 @@ ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
     throw Error("fused_linear_ce: N, d and V must be positive (got N = " +
                 std::to_string(N) + ", d = " + std::to_string(d) +
                 ", V = " + std::to_string(V) + ")");
+  // Guard the element counts below against wrapping around.
+  int64_t elements;
+  if (__builtin_mul_overflow(std::max(N, V), d, &elements) ||
+      __builtin_mul_overflow(elements, int64_t(8), &elements))
+    throw Error("fused_linear_ce: N = " + std::to_string(N) +
+                ", d = " + std::to_string(d) + ", V = " + std::to_string(V) +
+                " make too many elements");
   ref::LinearCeInputs in;
   in.N = N;
   in.d = d;

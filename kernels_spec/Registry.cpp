@@ -4,6 +4,8 @@
 #include "kernels_spec/FusedCeTvd.h"
 #include "kernels_spec/LinearCe.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 
 namespace tilejit {
@@ -39,14 +41,22 @@ KernelSpec::config(DType dtype,
       throw Error("kernel '" + name + "': '" + o + "' has a non-integer value");
     }
     int64_t v = c.params[key];
-    if (v < 0 || (key == "num_warps" && (v < 1 || v > 32 || (v & (v - 1)))))
-      throw Error("kernel '" + name + "': '" + o + "': " +
-                  (key == "num_warps" ? "num_warps must be 1, 2, 4, 8, 16 or 32"
-                                      : "values must be >= 0"));
-    // A parameter whose candidates are {0, 1} is a switch.
     const ParamSpec &spec =
         *std::find_if(params.begin(), params.end(),
                       [&](const ParamSpec &p) { return p.name == key; });
+    auto bad = [&](const std::string &why) {
+      return Error("kernel '" + name + "': '" + o + "': " + why);
+    };
+    if (key == "num_warps" && (v < 1 || v > 32 || (v & (v - 1))))
+      throw bad("num_warps must be 1, 2, 4, 8, 16 or 32");
+    // Sizes and counts start at 1; only a parameter that has 0 among its
+    // candidates (a switch, a TRANS_A) takes 0.
+    bool zeroAllowed = llvm::is_contained(spec.candidates, 0);
+    if (v < (zeroAllowed ? 0 : 1))
+      throw bad(zeroAllowed ? "values must be >= 0" : "values must be >= 1");
+    if (key == "CLUSTER_SIZE" && v > 16)
+      throw bad("a thread-block cluster has at most 16 programs");
+    // A parameter whose candidates are {0, 1} is a switch.
     if (spec.candidates == std::vector<int64_t>{0, 1} && v > 1)
       throw Error("kernel '" + name + "': '" + o + "': " + key +
                   " is a switch: 0 or 1");

@@ -273,19 +273,23 @@ void touch(const fs::path &p) {
 /// Removes an entry directory: first an atomic rename out of the way (so a
 /// reader sees the whole entry or nothing, and two removers never race on
 /// the same files), then the recursive removal. Failures are only logged.
-void removeEntry(const fs::path &entry) {
+/// True when the entry is gone from its key (renamed to trash, or already
+/// gone); false, with the reason logged, when it could not be moved.
+bool removeEntry(const fs::path &entry) {
   std::error_code ec;
   fs::path trash = entry.parent_path() /
                    uniqueName(kTrashPrefix + entry.filename().string());
   fs::rename(entry, trash, ec);
   if (ec) {
-    if (ec != std::errc::no_such_file_or_directory)
-      log()->debug("cache: cannot remove {}: {}", entry.string(), ec.message());
-    return;
+    if (ec == std::errc::no_such_file_or_directory)
+      return true;
+    log()->debug("cache: cannot remove {}: {}", entry.string(), ec.message());
+    return false;
   }
   fs::remove_all(trash, ec);
   if (ec)
     log()->debug("cache: cannot remove {}: {}", trash.string(), ec.message());
+  return true;
 }
 
 bool isKey(llvm::StringRef name) {
@@ -605,10 +609,18 @@ size_t KernelCache::clear() {
        it.increment(ec))
     if (it->is_directory(ec))
       victims.push_back(it->path());
+  size_t kept = 0;
   for (const fs::path &p : victims) {
-    removed += isKey(p.filename().string());
-    removeEntry(p);
+    if (!isKey(p.filename().string()))
+      continue;
+    if (removeEntry(p))
+      ++removed;
+    else
+      ++kept;
   }
+  if (kept)
+    log()->warn("cache: {} entries in {} could not be removed (permissions?)",
+                kept, kernelsDirectory().string());
   fs::remove_all(Dir / "aliases", ec);
   dropMemory();
   return removed;

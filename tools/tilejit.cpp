@@ -416,8 +416,12 @@ static int runKernel() {
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "tilejit: a JIT for tile-level GPU kernels\n");
+  // With an error stream, LLVM reports a bad option and returns false
+  // instead of exiting 1: bad input exits 2, as everywhere in tilejit.
+  if (!cl::ParseCommandLineOptions(
+          argc, argv, "tilejit: a JIT for tile-level GPU kernels\n",
+          &llvm::errs()))
+    return 2;
   try {
     if (listCmd)
       return listKernels();
@@ -431,8 +435,8 @@ int main(int argc, char **argv) {
       return runTuneCommand();
     if (cacheCommandSelected())
       return runCacheCommand();
-    std::cerr << "usage: tilejit list | compile KERNEL ... | run KERNEL ... "
-                 "(--help for details)\n";
+    std::cerr << "usage: tilejit list | compile | run | tune | bench | cache "
+                 "... (--help for details)\n";
     return 2;
   } catch (const std::bad_alloc &) {
     std::cerr << "tilejit: error: out of host memory (are --bt, --vocab or "

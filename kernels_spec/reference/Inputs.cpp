@@ -81,6 +81,12 @@ CeTvdInputs makeCeTvdInputs(int64_t BT, int64_t V, DType dtype, uint64_t seed) {
     throw Error(std::string("makeCeTvdInputs: dtype must be bf16, f16 or "
                             "f32 (got ") +
                 dtypeName(dtype) + ")");
+  // Guard the byte counts below against wrapping around.
+  int64_t elements;
+  if (__builtin_mul_overflow(BT, V, &elements) ||
+      __builtin_mul_overflow(elements, int64_t(8), &elements))
+    throw Error("makeCeTvdInputs: BT x V = " + std::to_string(BT) + " x " +
+                std::to_string(V) + " elements is too large");
   CeTvdInputs in;
   in.dtype = dtype;
   in.BT = BT;

@@ -812,6 +812,9 @@ TEST(Cache, CommandLine) {
   EXPECT_EQ(countEntries(dir), 0u);
   EXPECT_FALSE(fs::exists(dir / "tuning"));
   EXPECT_NE(runCli({"cache", "frobnicate"}, dir, &out), 0);
+  // Options LLVM rejects itself are bad input too: exit 2, not 1.
+  EXPECT_EQ(runCli({"run", "fused_ce_tvd", "--no-such-option"}, dir, &out), 2)
+      << out;
 }
 
 //===----------------------------------------------------------------------===//

@@ -222,6 +222,14 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
   // A parameter with candidates {0, 1} is a switch.
   EXPECT_THROW(spec.config(DType::BF16, {"LANE_STATS=2"}), Error);
   EXPECT_NO_THROW(spec.config(DType::BF16, {"LANE_STATS=0"}));
+  // Sizes start at 1 (0 used to reach a division by zero); clusters stop
+  // at 16; a tile too large for the registers is refused while building.
+  const KernelSpec &cluster = findKernel("fused_ce_tvd_loss_grad");
+  EXPECT_THROW(cluster.config(DType::BF16, {"CLUSTER_SIZE=0"}), Error);
+  EXPECT_THROW(cluster.config(DType::BF16, {"BLOCK_SIZE=0"}), Error);
+  EXPECT_THROW(cluster.config(DType::BF16, {"CLUSTER_SIZE=32"}), Error);
+  EXPECT_THROW(spec.build(spec.config(DType::BF16, {"BLOCK_SIZE=1048576"})),
+               Error);
   EXPECT_THROW(findKernel("no_such_kernel"), Error);
   ref::CeTvdInputs in = ref::makeCeTvdInputs(2, 100, DType::F32, 1);
   std::vector<float> g(2, 1.f);
