@@ -343,9 +343,26 @@ static int runLinearCe() {
   return c.passed ? 0 : 1;
 }
 
+/// Throws when one of `options` was given: it belongs to the other
+/// operation, and ignoring it would run something the user did not ask for.
+static void rejectOptions(std::initializer_list<const cl::Option *> options,
+                          const std::string &kernel) {
+  for (const cl::Option *o : options)
+    if (o->getNumOccurrences())
+      throw Error("--" + o->ArgStr.str() + " does not apply to " + kernel);
+}
+
 static int runKernel() {
-  if (kernelArg == "fused_linear_ce")
+  if (kernelArg == "fused_linear_ce") {
+    rejectOptions({&forwardArg, &inPlaceArg, &alphaArg, &betaArg},
+                  "fused_linear_ce");
     return runLinearCe();
+  }
+  if (kernelArg == "fused_ce_tvd")
+    rejectOptions({&hiddenArg, &smoothingArg, &zLossArg, &softcapArg, &biasArg,
+                   &weightsArg, &chunkRowsArg, &budgetArg, &bf16AccArg,
+                   &narrowLogitsArg, &gemmBackendArg},
+                  "fused_ce_tvd");
   if (kernelArg != "fused_ce_tvd")
     throw Error("tilejit run supports fused_ce_tvd and fused_linear_ce (got '" +
                 kernelArg + "')");

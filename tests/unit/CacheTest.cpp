@@ -815,6 +815,14 @@ TEST(Cache, CommandLine) {
   // Options LLVM rejects itself are bad input too: exit 2, not 1.
   EXPECT_EQ(runCli({"run", "fused_ce_tvd", "--no-such-option"}, dir, &out), 2)
       << out;
+  // An option of the other operation is refused, not ignored.
+  EXPECT_EQ(
+      runCli({"run", "fused_ce_tvd", "--device=cpu", "--hidden=4"}, dir, &out),
+      2)
+      << out;
+  EXPECT_NE(out.find("--hidden does not apply to fused_ce_tvd"),
+            std::string::npos)
+      << out;
 }
 
 //===----------------------------------------------------------------------===//
