@@ -35,7 +35,8 @@ DType parseDType(const std::string &name) {
     return DType::I64;
   if (name == "i1")
     return DType::I1;
-  throw Error("unknown dtype '" + name + "' (expected bf16, fp16 or fp32)");
+  throw Error("unknown dtype '" + name +
+              "' (expected bf16, f16 or f32; fp16 and fp32 also work)");
 }
 
 size_t dtypeSize(DType t) {
