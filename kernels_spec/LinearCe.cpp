@@ -253,7 +253,7 @@ TileModule buildLossSum(const Config &cfg) {
 }
 
 std::vector<ParamSpec> rowParams() {
-  return {{"BLOCK_SIZE", {1024, 2048, 4096}, 2048, "vocab elements per tile"},
+  return {{"BLOCK_SIZE", {2048, 4096}, 2048, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
           {"UNROLL", {1, 2, 4}, 2, "tiles loaded per loop step"}};
 }
