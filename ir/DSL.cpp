@@ -963,6 +963,9 @@ void KernelBuilder::forTiles(
   if (n < 1 || unroll < 1)
     impl_->fail("forTiles needs a tile width and unroll of at least 1 (got " +
                 std::to_string(n) + " and " + std::to_string(unroll) + ")");
+  if (lo.isTile() || hi.isTile() || lo.dtype() != DType::I32 ||
+      hi.dtype() != DType::I32)
+    impl_->fail("forTiles bounds must be i32 scalars (offsets are i32 tiles)");
   Value step = constant(double(n * unroll), hi.dtype(), loc);
   // The end of the whole steps: lo for an empty or reversed range.
   Value span = max(hi - lo, constant(0, hi.dtype(), loc));

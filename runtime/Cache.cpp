@@ -609,14 +609,12 @@ size_t KernelCache::clear() {
        it.increment(ec))
     if (it->is_directory(ec))
       victims.push_back(it->path());
+  // Leftovers of killed writers and failed removals go too, uncounted.
   size_t kept = 0;
   for (const fs::path &p : victims) {
-    if (!isKey(p.filename().string()))
-      continue;
-    if (removeEntry(p))
-      ++removed;
-    else
-      ++kept;
+    bool gone = removeEntry(p);
+    if (isKey(p.filename().string()))
+      ++(gone ? removed : kept);
   }
   if (kept)
     log()->warn("cache: {} entries in {} could not be removed (permissions?)",

@@ -354,7 +354,8 @@ static void rejectOptions(std::initializer_list<const cl::Option *> options,
 
 static int runKernel() {
   if (kernelArg == "fused_linear_ce") {
-    rejectOptions({&forwardArg, &inPlaceArg, &alphaArg, &betaArg},
+    rejectOptions({&forwardArg, &inPlaceArg, &alphaArg, &betaArg, &itersArg,
+                   &checkRowsArg, &archArg},
                   "fused_linear_ce");
     return runLinearCe();
   }

@@ -775,8 +775,11 @@ TEST(Cache, ClearRemovesEverything) {
   c.store(keyOf("a"), syntheticKernel("a"));
   c.store(keyOf("b"), syntheticKernel("b"));
   c.storeAlias(keyOf("x"), keyOf("a"));
+  // A killed writer's leftover goes too, and is not counted as an entry.
+  fs::create_directories(tmp.path() / "kernels" / ".tmp-killed-writer");
   EXPECT_EQ(c.clear(), 2u);
   EXPECT_EQ(countEntries(tmp.path()), 0u);
+  EXPECT_TRUE(fs::is_empty(tmp.path() / "kernels"));
   EXPECT_EQ(c.lookup(keyOf("a")), nullptr);
   EXPECT_EQ(c.findAlias(keyOf("x")), "");
 }

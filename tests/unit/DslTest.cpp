@@ -142,6 +142,15 @@ TEST(Dsl, ForTilesWalksWholeStepsUnmaskedThenThePartialOne) {
   }
 }
 
+TEST(Dsl, ForTilesNeedsI32Bounds) {
+  KernelBuilder k("i64_bounds", config());
+  Value hi = k.scalarArg("hi", DType::I64);
+  EXPECT_THROW(
+      k.forTiles(k.constant(0, DType::I64), hi, 256, 1,
+                 [](const std::vector<Value> &, const std::vector<Mask> &) {}),
+      Error);
+}
+
 TEST(Dsl, AnEmptyValueAsAMaskIsAnError) {
   KernelBuilder k("empty_mask", config());
   Value x = k.pointerArg("x", DType::F32);
