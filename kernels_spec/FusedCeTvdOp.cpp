@@ -194,8 +194,7 @@ double timeLaunches(int iterations, const std::function<void()> &launch) {
   std::vector<double> ms;
   for (int i = 0; i < std::max(1, iterations); ++i)
     ms.push_back(cuda::timeMs(launch));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return medianOf(ms);
 }
 
 } // namespace

@@ -302,8 +302,7 @@ CeTvdReducedOutputs runCeTvdReducedGpu(const ref::CeTvdInputs &in,
     run.reset();
     ms.push_back(cuda::timeMs([&] { run.launchAll(); }));
   }
-  std::sort(ms.begin(), ms.end());
-  out.ms = ms[ms.size() / 2];
+  out.ms = medianOf(ms);
   return out;
 }
 

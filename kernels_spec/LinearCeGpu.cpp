@@ -18,6 +18,7 @@
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"
+#include "tilejit/Timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -258,13 +259,6 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     }
   };
   std::function<void()> runStep = step;
-  auto median = [&](int runs) {
-    std::vector<double> ms;
-    for (int i = 0; i < runs; ++i)
-      ms.push_back(cuda::timeMs(runStep, stream));
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  };
   // Timing cuBLASLt's candidates runs each product several times: only in
   // warm-up steps (the chunk tuner's, and one more below).
   if (useCublasLt) {
@@ -313,10 +307,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
           }
           TuneResult r;
           for (size_t i = 0; i < candidates.size(); ++i) {
-            std::sort(ms[i].begin(), ms[i].end());
             Trial t;
             t.params = {{"CHUNK_ROWS", candidates[i]}};
-            t.ms = ms[i][ms[i].size() / 2];
+            t.ms = medianOf(ms[i]);
             r.trials.push_back(t);
             out.chunkTrials.push_back({candidates[i], t.ms});
             if (r.winner < 0 || t.ms < r.trials[r.winner].ms)
@@ -345,9 +338,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   auto t0 = std::chrono::steady_clock::now();
   step();
   cuda::synchronize();
-  out.firstRunMs = std::chrono::duration<double, std::milli>(
-                       std::chrono::steady_clock::now() - t0)
-                       .count();
+  out.firstRunMs = msSince(t0);
   // The whole step as one CUDA graph (every GEMM's algorithm is cached by
   // now). A host synchronization or a copy inside the step would fail the
   // capture.
@@ -364,7 +355,10 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     out.ranAsGraph = true;
   }
   if (options.iterations > 0) {
-    out.ms = median(options.iterations);
+    std::vector<double> stepMs;
+    for (int i = 0; i < options.iterations; ++i)
+      stepMs.push_back(cuda::timeMs(runStep, stream));
+    out.ms = medianOf(stepMs);
     const char *names[] = {"logits GEMM", "lce_logits_grad", "dh GEMM",
                            hasB ? "dW + db GEMMs" : "dW GEMM"};
     for (int i = LogitsGemm; i < AllSteps; ++i) {
@@ -375,8 +369,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
           chunkSteps(0, LogitsGemm);
         ms.push_back(cuda::timeMs([&] { chunkSteps(0, i); }, stream));
       }
-      std::sort(ms.begin(), ms.end());
-      out.chunkStepMs.push_back({names[i], ms[2]});
+      out.chunkStepMs.push_back({names[i], medianOf(ms)});
     }
     runStep(); // the single steps left dW and the logits changed
     cuda::synchronize();

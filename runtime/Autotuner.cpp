@@ -196,8 +196,7 @@ TuneResult autotune(TuningTarget &target,
       skip();
       continue;
     }
-    std::sort(ms.begin(), ms.end());
-    t.ms = ms[ms.size() / 2];
+    t.ms = medianOf(ms);
     if (!std::isfinite(t.ms)) {
       t.status = TrialStatus::LaunchError;
       t.detail = "no valid time";

@@ -4,6 +4,7 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
+#include "tilejit/Timing.h"
 
 #include "llvm/ADT/ScopeExit.h"
 
@@ -257,8 +258,7 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
         std::vector<double> ms;
         for (int r = 0; r < 3; ++r)
           ms.push_back(cuda::timeMs([&] { matmul(results[i].algo); }, stream));
-        std::sort(ms.begin(), ms.end());
-        median[i] = ms[1];
+        median[i] = medianOf(ms);
         if (median[i] < median[best])
           best = i;
       }
@@ -302,8 +302,7 @@ double Gemm::measureTflops(int64_t n, DType dtype, int iterations) {
   for (int i = 0; i < std::max(1, iterations); ++i)
     ms.push_back(
         cuda::timeMs([&] { run(ma, false, mb, false, mc, 1.f, 0.f); }));
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * n * n * n / (ms[ms.size() / 2] * 1e-3) / 1e12;
+  return 2.0 * n * n * n / (medianOf(ms) * 1e-3) / 1e12;
 }
 
 } // namespace cublaslt

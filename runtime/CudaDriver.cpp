@@ -10,6 +10,7 @@
 #include "runtime/CudaDriver.h"
 
 #include "tilejit/Error.h"
+#include "tilejit/Timing.h"
 
 #include <algorithm>
 #include <spdlog/spdlog.h>
@@ -564,7 +565,7 @@ void synchronize() { check(api().cuCtxSynchronize(), "cuCtxSynchronize"); }
 double measureCopyBandwidth(size_t bytes, int iterations) {
   DeviceBuffer src(bytes), dst(bytes);
   src.memset(1);
-  std::vector<float> ms;
+  std::vector<double> ms;
   for (int i = 0; i < iterations + 1; ++i) { // the first one warms up
     float t = timeMs([&] {
       check(api().cuMemcpyDtoD_v2(dst.ptr(), src.ptr(), bytes), "cuMemcpyDtoD");
@@ -572,8 +573,7 @@ double measureCopyBandwidth(size_t bytes, int iterations) {
     if (i > 0)
       ms.push_back(t);
   }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3);
+  return 2.0 * bytes / (medianOf(ms) * 1e-3);
 }
 
 Stream::Stream() {

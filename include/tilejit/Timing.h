@@ -2,7 +2,9 @@
 #ifndef TILEJIT_TIMING_H
 #define TILEJIT_TIMING_H
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 namespace tilejit {
 
@@ -12,6 +14,13 @@ inline double msSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now() - t0)
       .count();
+}
+
+/// The median of repeated timings: the middle of the sorted values (the
+/// upper middle for an even count). `ms` must not be empty.
+inline double medianOf(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 } // namespace tilejit
