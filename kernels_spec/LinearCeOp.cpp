@@ -166,8 +166,8 @@ namespace {
 
 /// A linear-CE program, optimized for the interpreter.
 TileModule buildForCpu(const char *name, const ref::LinearCeInputs &in,
-                       const LinearCeOptions &o) {
-  TileModule m = buildLinearCeKernel(name, DType::F32, in, o);
+                       const LinearCeOptions &o, DType dtype = DType::F32) {
+  TileModule m = buildLinearCeKernel(name, dtype, in, o);
   optimizeTile(m);
   return m;
 }
@@ -299,9 +299,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   // rounded to the input dtype and dz is written over them in that dtype.
   bool narrow = options.narrowLogits && in.dtype != DType::F32;
   DType rowsType = narrow ? in.dtype : DType::F32;
-  TileModule rows =
-      buildLinearCeKernel("lce_logits_grad", rowsType, in, options);
-  optimizeTile(rows);
+  TileModule rows = buildForCpu("lce_logits_grad", in, options, rowsType);
   std::vector<uint8_t> narrowLogits(narrow ? chunk * V * dtypeSize(in.dtype)
                                            : 0);
 
