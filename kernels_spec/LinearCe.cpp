@@ -26,7 +26,7 @@ Value softcapped(Value z, Value c, Value useCap) {
 TileModule buildLogitsGrad(const Config &cfg) {
   KernelBuilder k("lce_logits_grad", cfg);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  // Features compiled in (lceFeatureFlags): a plain cross-entropy pays for
+  // Features compiled in (lceProblemFlags): a plain cross-entropy pays for
   // no tanh, division or extra load per element.
   const bool SOFTCAP = k.param("SOFTCAP"), SMOOTHING = k.param("SMOOTHING"),
              Z_LOSS = k.param("Z_LOSS"), BIAS = k.param("BIAS"),

@@ -58,8 +58,7 @@ KernelSpec::config(DType dtype,
       throw bad("a thread-block cluster has at most 16 programs");
     // A parameter whose candidates are {0, 1} is a switch.
     if (spec.candidates == std::vector<int64_t>{0, 1} && v > 1)
-      throw Error("kernel '" + name + "': '" + o + "': " + key +
-                  " is a switch: 0 or 1");
+      throw bad(key + " is a switch: 0 or 1");
   }
   return c;
 }
