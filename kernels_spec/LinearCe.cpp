@@ -18,8 +18,6 @@ using namespace tilejit::dsl;
 namespace tilejit {
 namespace {
 
-using CO = KernelBuilder::ClusterOp;
-
 /// softcap(z) = c tanh(z / c) when c > 0; masked lanes (-inf) stay -inf.
 Value softcapped(Value z, Value c, Value useCap) {
   return where(useCap && z != kNegInf, c * tanh(z / c), z);
@@ -65,17 +63,7 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value perRowUpstream = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
   Value dzScale = k.scalarArg("dz_scale", DType::F32);
 
-  // A row is split over the CLUSTER_SIZE programs of a thread-block
-  // cluster: program `rank` walks the SLICE-wide slice at rank * SLICE. The
-  // slices of all rows in flight fit in L2, so pass 2 re-reads them from
-  // there, where a whole row per program (0.25 MB at V = 128256 in bf16)
-  // is pushed out of the 50 MB L2 before pass 2 comes back to it.
-  const int64_t C = k.clusterSize(), SLICE = k.param("SLICE");
-  Value pid = k.programId(0);
-  Value local = pid / double(C); // row within the chunk
-  Value rank = pid - local * double(C);
-  Value sliceStart = rank * double(SLICE);
-  Value sliceEnd = min(sliceStart + double(SLICE), V);
+  Value local = k.programId(0); // row within the chunk
   Value row = local + firstRow; // row within the batch
   Value z = logits + local.to(DType::I64) * rowStride;
   Value dz = dzOut + local.to(DType::I64) * dzStride;
@@ -113,13 +101,12 @@ TileModule buildLogitsGrad(const Config &cfg) {
   using Tiles = const std::vector<Value> &;
   using Masks = const std::vector<Mask> &;
   auto forEachStep = [&](const std::function<void(Tiles, Masks)> &fn) {
-    k.forTiles(sliceStart, sliceEnd, BLOCK, UNROLL, fn);
+    k.forTiles(k.constant(0, DType::I32), V, BLOCK, UNROLL, fn);
   };
 
   // The target logit: one load (an ignored row reads nothing), before any
-  // barrier: with dz written over the logits in place, another warp's (or
-  // program's) pass 2 may overwrite it once pass 1's reductions are behind
-  // us.
+  // barrier: with dz written over the logits in place, another warp's pass
+  // 2 may overwrite it once pass 1's reductions are behind us.
   Value zy = logitAt(y32, valid).second;
 
   // Pass 1: the row's max and sum-exp, per lane.
@@ -130,11 +117,9 @@ TileModule buildLogitsGrad(const Config &cfg) {
       x.push_back(logitAt(offs[u], masks[u]).second);
     onlineUpdateLanes(m, d, x);
   });
-  auto [sliceMax, sliceSum] = rowNormalizer(m, d);
-  Value rowMax = k.clusterReduce(CO::Max, {sliceMax})[0];
+  auto [rowMax, sumExp] = rowNormalizer(m, d);
   Value shift = safeShift(rowMax);
-  Value logSum = log(k.clusterReduce(
-      CO::Sum, {sliceSum * exp(sliceMax - shift)})[0]);
+  Value logSum = log(sumExp);
   Value lse = shift + logSum;
 
   // Upstream factors of the CE part and of the (unweighted) z-loss part:
@@ -185,18 +170,14 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value nll = (1.0 - eps) * wy * (logSum - (zy - shift));
   Value rowTerm = nll;
   // (Without smoothing the term is skipped: 0 * inf for -inf logits.)
-  if (SMOOTHING) {
-    Value wz = k.clusterReduce(CO::Sum, {wzShifted.sum()})[0];
-    rowTerm = rowTerm + where(eps > 0.0, epsOverV * (wSum * logSum - wz),
-                              f32Zero);
-  }
+  if (SMOOTHING)
+    rowTerm =
+        rowTerm +
+        where(eps > 0.0, epsOverV * (wSum * logSum - wzShifted.sum()), f32Zero);
   Value zTerm = Z_LOSS ? zLoss * lse * lse : f32Zero;
-  // The cluster's first program writes the row's results.
-  k.ifThen(rank == 0.0, [&] {
-    k.store(rowLoss, row, where(valid, rowTerm + zTerm, f32Zero));
-    k.store(rowZLoss, row, where(valid, zTerm, f32Zero));
-    k.store(lseOut, row, where(valid, lse, f32Zero));
-  });
+  k.store(rowLoss, row, where(valid, rowTerm + zTerm, f32Zero));
+  k.store(rowZLoss, row, where(valid, zTerm, f32Zero));
+  k.store(lseOut, row, where(valid, lse, f32Zero));
   return k.finish();
 }
 
@@ -272,29 +253,19 @@ TileModule buildLossSum(const Config &cfg) {
 }
 
 std::vector<ParamSpec> rowParams() {
-  return {{"CLUSTER_SIZE", {1, 2, 4, 8}, 1, "programs (blocks) per row"},
-          {"BLOCK_SIZE", {2048, 4096}, 2048, "vocab elements per tile"},
+  return {{"BLOCK_SIZE", {2048, 4096}, 2048, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
-          {"UNROLL", {1, 2}, 2, "tiles loaded per loop step"}};
+          {"UNROLL", {1, 2, 4}, 2, "tiles loaded per loop step"}};
 }
 
 /// What lce_logits_grad is specialized for, from the caller's `problem`
 /// entries of the same names: the feature flags (an absent one compiles the
-/// feature in: the general kernel) and NARROW_LOGITS (absent: f32 logits);
-/// and SLICE, each program's share of a row of V: whole loop steps
-/// (BLOCK_SIZE x UNROLL) but the last program's.
+/// feature in: the general kernel) and NARROW_LOGITS (absent: f32 logits).
 void lceProblemFlags(Config &c, const std::map<std::string, int64_t> &problem) {
   for (const char *feature :
        {"SOFTCAP", "SMOOTHING", "Z_LOSS", "BIAS", "CLASS_WEIGHT"})
     setSwitchFromProblem(c, problem, feature, true);
   setSwitchFromProblem(c, problem, "NARROW_LOGITS", false);
-  auto v = problem.find("V");
-  if (v == problem.end() || v->second <= 0)
-    throw Error("lce_logits_grad: the problem needs V > 0");
-  int64_t cluster = c.get("CLUSTER_SIZE");
-  int64_t step = c.get("BLOCK_SIZE") * c.get("UNROLL");
-  int64_t slice = (v->second + cluster - 1) / cluster;
-  c.params["SLICE"] = (slice + step - 1) / step * step;
 }
 
 } // namespace

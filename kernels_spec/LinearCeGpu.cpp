@@ -105,25 +105,14 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   CompileOptions copts;
   copts.arch = device.archString();
   LoadedKernels loaded;
-  // Clusters need sm_90: older GPUs run one program per row unless the
-  // caller asked for more (which NVRTC then refuses with its reason).
-  LinearCeOptions programOptions = options;
-  if (device.computeCapability().first < 9)
-    programOptions.overrides.insert(programOptions.overrides.begin(),
-                                    "CLUSTER_SIZE=1");
-  struct Program {
-    cuda::Function fn;
-    unsigned threads, cluster; // per program; programs per cluster
-  };
   auto load = [&](const char *name, DType dtype) {
-    CompiledKernel k = compileCached(
-        buildLinearCeKernel(name, dtype, in, programOptions), copts);
-    return Program{loaded.function(k), unsigned(k.threads),
-                   unsigned(k.clusterSize)};
+    CompiledKernel k =
+        compileCached(buildLinearCeKernel(name, dtype, in, options), copts);
+    return std::make_pair(loaded.function(k), k.threads);
   };
-  Program weights = load("lce_row_weights", DType::F32);
-  Program rows = load("lce_logits_grad", in.dtype);
-  Program sum = load("lce_loss_sum", DType::F32);
+  auto [weightsFn, weightsThreads] = load("lce_row_weights", DType::F32);
+  auto [rowsFn, rowsThreads] = load("lce_logits_grad", in.dtype);
+  auto [sumFn, sumThreads] = load("lce_loss_sum", DType::F32);
 
   // Inputs, outputs and the one chunk of logits. dz overwrites the logits in
   // place when both have one dtype (each element is read and written by the
@@ -225,12 +214,12 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   // step of that index when it is not AllSteps (timing one step at a time).
   enum { LogitsGemm, RowsProgram, DhGemm, DwGemm, AllSteps };
   auto chunkSteps = [&](int64_t r0, int only) {
-    int64_t rowsHere = std::min(chunk, N - r0);
+    int64_t rows = std::min(chunk, N - r0);
     int32_t first = int32_t(r0);
-    cublaslt::Matrix hc{h.ptr() + r0 * d * es, in.dtype, rowsHere, d, d};
+    cublaslt::Matrix hc{h.ptr() + r0 * d * es, in.dtype, rows, d, d};
     cublaslt::Matrix Wm{W.ptr(), in.dtype, V, d, d};
-    cublaslt::Matrix z{logits.ptr(), logitsType, rowsHere, V, V};
-    cublaslt::Matrix dz{ptr[Dz], in.dtype, rowsHere, V, dzStride};
+    cublaslt::Matrix z{logits.ptr(), logitsType, rows, V, V};
+    cublaslt::Matrix dz{ptr[Dz], in.dtype, rows, V, dzStride};
     auto runs = [&](int which) { return only == AllSteps || only == which; };
     if (runs(LogitsGemm))
       runGemm(hc, false, Wm, true, z, 1.f, 0.f); // z = h_c W^T
@@ -241,17 +230,17 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
         &eps,         &zl,        &cap,          &hasB,        &hasW,
         &none,        &dzScale};
     if (runs(RowsProgram))
-      cuda::launch(rows.fn, {unsigned(rowsHere) * rows.cluster}, {rows.threads},
-                   0, stream, args);
+      cuda::launch(rowsFn, {unsigned(rows)}, {unsigned(rowsThreads)}, 0, stream,
+                   args);
     if (runs(DhGemm))
       runGemm(dz, false, Wm, false,
-              {dh.ptr() + r0 * d * es, in.dtype, rowsHere, d, d}, unscale, 0.f);
+              {dh.ptr() + r0 * d * es, in.dtype, rows, d, d}, unscale, 0.f);
     // The first chunk overwrites dW and db (beta 0): no memset, no read.
     float beta = r0 == 0 ? 0.f : 1.f;
     if (runs(DwGemm))
       runGemm(dz, true, hc, false, {dW.ptr(), accType, V, d, d}, unscale, beta);
     if (hasB && runs(DwGemm))
-      runGemm({ones.ptr(), in.dtype, 1, rowsHere, rowsHere}, false, dz, false,
+      runGemm({ones.ptr(), in.dtype, 1, rows, rows}, false, dz, false,
               {db.ptr(), accType, 1, V, V}, unscale, beta);
   };
   // One forward + backward, queued on `stream`.
@@ -259,14 +248,14 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     std::vector<void *> wArgs = {&ptr[Target], &ptr[Weight], &ptr[Stats],
                                  &n32,         &v32,         &ignore,
                                  &hasW,        &mean};
-    cuda::launch(weights.fn, {1}, {weights.threads}, 0, stream, wArgs);
+    cuda::launch(weightsFn, {1}, {unsigned(weightsThreads)}, 0, stream, wArgs);
     out.chunks = 0;
     for (int64_t r0 = 0; r0 < N; r0 += chunk, ++out.chunks)
       chunkSteps(r0, AllSteps);
     if (!none) {
       std::vector<void *> sArgs = {&ptr[RowLoss], &ptr[RowZ], &ptr[Stats],
                                    &ptr[Loss], &n32};
-      cuda::launch(sum.fn, {1}, {sum.threads}, 0, stream, sArgs);
+      cuda::launch(sumFn, {1}, {unsigned(sumThreads)}, 0, stream, sArgs);
     }
   };
   std::function<void()> runStep = step;

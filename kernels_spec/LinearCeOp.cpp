@@ -166,9 +166,8 @@ namespace {
 
 /// A linear-CE program, optimized for the interpreter.
 TileModule buildForCpu(const char *name, const ref::LinearCeInputs &in,
-                       const LinearCeOptions &o, DType dtype = DType::F32,
-                       int64_t *clusterSize = nullptr) {
-  TileModule m = buildLinearCeKernel(name, dtype, in, o, clusterSize);
+                       const LinearCeOptions &o, DType dtype = DType::F32) {
+  TileModule m = buildLinearCeKernel(name, dtype, in, o);
   optimizeTile(m);
   return m;
 }
@@ -177,8 +176,7 @@ TileModule buildForCpu(const char *name, const ref::LinearCeInputs &in,
 
 TileModule buildLinearCeKernel(const char *name, DType dtype,
                                const ref::LinearCeInputs &in,
-                               const LinearCeOptions &options,
-                               int64_t *clusterSize) {
+                               const LinearCeOptions &options) {
   const KernelSpec &spec = findKernel(name);
   const ref::LinearCeParams &p = options.params;
   // The problem's shape and the features lce_logits_grad compiles in.
@@ -191,13 +189,8 @@ TileModule buildLinearCeKernel(const char *name, DType dtype,
       {"BIAS", !in.bias.empty()},
       {"CLASS_WEIGHT", !in.classWeight.empty()},
       {"NARROW_LOGITS", options.narrowLogits && dtype != DType::F32}};
-  dsl::Config config =
-      spec.config(dtype, spec.ownOverrides(options.overrides), problem);
-  if (clusterSize)
-    *clusterSize = config.params.count("CLUSTER_SIZE")
-                       ? config.params.at("CLUSTER_SIZE")
-                       : 1;
-  return spec.build(config);
+  return spec.build(
+      spec.config(dtype, spec.ownOverrides(options.overrides), problem));
 }
 
 dsl::Config lceGemmConfig(DType dtype, const LinearCeOptions &options,
@@ -306,9 +299,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
   // rounded to the input dtype and dz is written over them in that dtype.
   bool narrow = options.narrowLogits && in.dtype != DType::F32;
   DType rowsType = narrow ? in.dtype : DType::F32;
-  int64_t rowsCluster = 1; // programs per row
-  TileModule rows =
-      buildForCpu("lce_logits_grad", in, options, rowsType, &rowsCluster);
+  TileModule rows = buildForCpu("lce_logits_grad", in, options, rowsType);
   std::vector<uint8_t> narrowLogits(narrow ? chunk * V * dtypeSize(in.dtype)
                                            : 0);
 
@@ -370,8 +361,7 @@ LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
         narrow ? InterpBuffer{narrowLogits.data(), in.dtype, chunk * V}
                : buf(logits, DType::F32);
     // dz overwrites the logits.
-    interpret(rows.operation(), rows.kernelName(),
-              {rowsHere * rowsCluster, 1, 1},
+    interpret(rows.operation(), rows.kernelName(), {rowsHere, 1, 1},
               {z,
                z,
                buf(b, DType::F32),

@@ -119,13 +119,10 @@ std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options);
 
 /// Builds linear-CE program `name` (LinearCe.h) for in's shape with the
-/// options' overrides that name its parameters; *clusterSize (if given)
-/// receives its programs per cluster, the programs per row of
-/// lce_logits_grad.
+/// options' overrides that name its parameters.
 TileModule buildLinearCeKernel(const char *name, DType dtype,
                                const ref::LinearCeInputs &in,
-                               const LinearCeOptions &options,
-                               int64_t *clusterSize = nullptr);
+                               const LinearCeOptions &options);
 
 /// The config of lce_gemm for one product of the chunk loop: the options'
 /// lce_gemm overrides, then the transposes and C's dtype (f32 or `dtype`).
