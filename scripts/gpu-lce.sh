@@ -34,7 +34,6 @@ tail -3 "$out/unit-tests.log"
   # One bench per line of LCE_VARIANTS (chunking, logits dtype, workspace).
   variants=${LCE_VARIANTS:-"--memory-budget-mib 512 --tune-chunk
 --memory-budget-mib 512
---memory-budget-mib 512 --set UNROLL=4
 --memory-budget-mib 512 --gemm-candidates 1
 --memory-budget-mib 512 --cuda-graph
 --memory-budget-mib 512 --gemm=tilejit
@@ -45,7 +44,7 @@ tail -3 "$out/unit-tests.log"
   done <<<"$variants"
   if [ "${PEERS:-1}" = 1 ] && [ -f .carry/peers.py ]; then
     PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger:.carry/cce timeout 400 python3 .carry/peers.py lce \
-      --n ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --providers torch,torch_compile,liger,cce 2>&1 | grep -v Warning
+      --n ${LCE_N:-8192} --hidden ${LCE_D:-4096} --vocab ${LCE_V:-128256} --providers ${PEER_PROVIDERS:-torch,torch_compile,liger,cce} 2>&1 | grep -v Warning
   fi
   # SWEEP="N:d:V ...": the default variant and torch.compile (and the
   # SWEEP_PROVIDERS) at each shape.
