@@ -86,6 +86,72 @@ cublaslt::ChoiceStore gemmChoiceStore(const cuda::Device &device, DType dtype) {
   return store;
 }
 
+/// GemmBackend::Auto: per GEMM problem, whichever of cuBLASLt (its chosen
+/// algorithm) and lce_gemm ran faster here, timed once in a warm-up run
+/// (median of 3 after one untimed run each) and kept in the tuning database
+/// per GPU, dtype, cuBLASLt version and tilejit source.
+class GemmPaths {
+public:
+  GemmPaths(const cuda::Device &device, DType dtype)
+      : db_(TuningDatabase::fromEnvironment()) {
+    base_.kernel = "fused_linear_ce_gemm_path";
+    base_.dtype = dtypeName(dtype);
+    base_.device = deviceIdentity(device);
+    base_.kernelVersion = std::string(compilerSourceHash()) + ", cublasLt " +
+                          cublaslt::version();
+  }
+
+  /// True when `problem` runs on lce_gemm. A problem not chosen yet is
+  /// looked up, or timed when `mayTime` (each of `cublas` and `dsl` queues
+  /// the product once on `stream`), or else left to cuBLASLt.
+  bool useDsl(const std::string &problem, const std::function<void()> &cublas,
+              const std::function<void()> &dsl, CUstream stream, bool mayTime) {
+    auto known = chosen_.find(problem);
+    if (known != chosen_.end())
+      return known->second;
+    TuningKey key = base_;
+    key.shape = problem;
+    bool useDsl = false;
+    if (std::optional<TuningEntry> e = db_.lookup(key);
+        e && e->best.count("DSL_GEMM")) {
+      useDsl = e->best.at("DSL_GEMM") != 0;
+      ++fromStore;
+    } else if (mayTime) {
+      auto time = [&](const std::function<void()> &run) {
+        run(); // compiles, or picks cuBLASLt's algorithm
+        std::vector<double> ms;
+        for (int r = 0; r < 3; ++r)
+          ms.push_back(cuda::timeMs(run, stream));
+        return medianOf(ms);
+      };
+      double cublasMs = time(cublas), dslMs = time(dsl);
+      useDsl = dslMs < cublasMs;
+      TuningEntry e;
+      e.best = {{"DSL_GEMM", useDsl}};
+      for (auto [path, ms] : {std::pair{0, cublasMs}, {1, dslMs}}) {
+        Trial t;
+        t.params = {{"DSL_GEMM", path}};
+        t.ms = ms;
+        e.trials.push_back(t);
+      }
+      db_.store(key, e);
+      timings.push_back({problem, cublasMs, dslMs});
+    }
+    dslChosen += useDsl;
+    chosen_.emplace(problem, useDsl);
+    return useDsl;
+  }
+
+  int problems() const { return int(chosen_.size()); }
+  int fromStore = 0, dslChosen = 0;
+  std::vector<LinearCeOutputs::GemmPathTiming> timings;
+
+private:
+  TuningDatabase db_;
+  TuningKey base_;
+  std::map<std::string, bool> chosen_;
+};
+
 } // namespace
 
 LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
@@ -97,11 +163,21 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   const int64_t maxChunk = linearCeChunkRows(in, options);
   int64_t chunk = maxChunk;
   cuda::Device device = cuda::Device::open();
-  bool useCublasLt =
-      options.gemmBackend == LinearCeOptions::GemmBackend::CublasLt;
+  using Backend = LinearCeOptions::GemmBackend;
+  // Auto picks per problem where lce_gemm can run (bf16/f16), and falls
+  // back to lce_gemm alone when cuBLASLt cannot be opened.
+  bool dslEligible = in.dtype != DType::F32;
+  Backend backend = options.gemmBackend;
+  if (backend == Backend::Auto && dslEligible && !cublaslt::available())
+    backend = Backend::Dsl;
+  bool useCublasLt = backend != Backend::Dsl;
   std::optional<cublaslt::Gemm> gemm;
   if (useCublasLt)
     gemm.emplace(options.gemmWorkspaceBytes);
+  std::optional<GemmPaths> paths;
+  if (backend == Backend::Auto && dslEligible)
+    paths.emplace(device, in.dtype);
+  bool mayTimePaths = true; // only in the warm-up runs
   CompileOptions copts;
   copts.arch = device.archString();
   LoadedKernels loaded;
@@ -182,11 +258,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   // program per BLOCK_M x BLOCK_N block of C, compiled per transpose, C
   // dtype and --set).
   std::map<std::string, std::pair<cuda::Function, int>> dslGemms;
-  auto runGemm = [&](const cublaslt::Matrix &A, bool ta,
-                     const cublaslt::Matrix &B, bool tb,
-                     const cublaslt::Matrix &C, float alpha, float beta) {
-    if (useCublasLt)
-      return gemm->run(A, ta, B, tb, C, alpha, beta, stream);
+  auto runDslGemm = [&](const cublaslt::Matrix &A, bool ta,
+                        const cublaslt::Matrix &B, bool tb,
+                        const cublaslt::Matrix &C, float alpha, float beta) {
     dsl::Config config =
         lceGemmConfig(in.dtype, options, ta, tb, C.dtype == DType::F32);
     auto it = dslGemms.find(config.str());
@@ -209,6 +283,29 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     cuda::launch(it->second.first,
                  {(unsigned(m) + bm - 1) / bm, (unsigned(n) + bn - 1) / bn},
                  {unsigned(it->second.second)}, 0, stream, args);
+  };
+  auto runGemm = [&](const cublaslt::Matrix &A, bool ta,
+                     const cublaslt::Matrix &B, bool tb,
+                     const cublaslt::Matrix &C, float alpha, float beta) {
+    auto viaCublas = [&] { gemm->run(A, ta, B, tb, C, alpha, beta, stream); };
+    auto viaDsl = [&] { runDslGemm(A, ta, B, tb, C, alpha, beta); };
+    if (!useCublasLt)
+      return viaDsl();
+    if (!paths)
+      return viaCublas();
+    // The problem as the choice depends on it (a read C is an
+    // accumulation: another problem than a written one).
+    std::string problem =
+        "op(A) " + std::to_string(C.rows) + "x" +
+        std::to_string(ta ? A.rows : A.cols) + ", C " + std::to_string(C.rows) +
+        "x" + std::to_string(C.cols) + ", trans " + std::to_string(ta) +
+        std::to_string(tb) + ", ld " + std::to_string(A.ld) + "," +
+        std::to_string(B.ld) + "," + std::to_string(C.ld) + ", C " +
+        dtypeName(C.dtype) + (beta == 0.f ? " written" : " read");
+    bool timing = mayTimePaths && !cuda::isCapturing(stream);
+    if (paths->useDsl(problem, viaCublas, viaDsl, stream, timing))
+      return viaDsl();
+    viaCublas();
   };
   // The GEMMs and the row program of the chunk at row r0; runs `only` the
   // step of that index when it is not AllSteps (timing one step at a time).
@@ -274,7 +371,7 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                 ",workspace=" + std::to_string(options.gemmWorkspaceBytes) +
                 ",narrow=" + std::to_string(options.narrowLogits) +
                 ",bf16acc=" + std::to_string(options.bf16GradAccumulation) +
-                ",gemm=" + (useCublasLt ? "cublaslt" : "tilejit") +
+                ",gemm=" + gemmBackendName(backend) +
                 ",budget=" + std::to_string(options.memoryBudgetBytes) +
                 ",chunk=" + std::to_string(options.chunkRows);
     key.dtype = dtypeName(in.dtype);
@@ -328,12 +425,22 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                   " (remove the file, or run `tilejit cache clear`)");
   }
   out.chunkRows = chunk;
-  if (useCublasLt && options.gemmCandidates > 1) {
+  if ((useCublasLt && options.gemmCandidates > 1) || paths) {
     step();
-    gemm->setTimedCandidates(1);
-    out.gemmProblemsTimed = gemm->problemsTimed();
-    out.gemmProblemsFromStore = gemm->problemsFromStore();
-    out.gemmChoicesChanged = gemm->problemsWhereTimingChangedTheAlgorithm();
+    if (useCublasLt) {
+      gemm->setTimedCandidates(1);
+      out.gemmProblemsTimed = gemm->problemsTimed();
+      out.gemmProblemsFromStore = gemm->problemsFromStore();
+      out.gemmChoicesChanged = gemm->problemsWhereTimingChangedTheAlgorithm();
+    }
+  }
+  mayTimePaths = false;
+  out.gemmBackend = backend;
+  if (paths) {
+    out.gemmPathTimings = paths->timings;
+    out.gemmPathProblems = paths->problems();
+    out.gemmPathsFromStore = paths->fromStore;
+    out.gemmPathsOnDsl = paths->dslChosen;
   }
   auto t0 = std::chrono::steady_clock::now();
   step();

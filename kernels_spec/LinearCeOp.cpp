@@ -7,7 +7,9 @@
 #include "tilejit/Interpreter.h"
 #include "tilejit/KernelSpec.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Parallel.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <cmath>
@@ -50,11 +52,46 @@ int64_t equalChunkRows(int64_t N, int64_t chunks, int64_t most) {
 } // namespace
 
 LinearCeOptions::GemmBackend parseGemmBackend(const std::string &name) {
-  if (name == "cublaslt")
-    return LinearCeOptions::GemmBackend::CublasLt;
-  if (name == "tilejit")
-    return LinearCeOptions::GemmBackend::Dsl;
-  throw Error("--gemm must be cublaslt or tilejit (got '" + name + "')");
+  using Backend = LinearCeOptions::GemmBackend;
+  for (Backend b : {Backend::CublasLt, Backend::Dsl, Backend::Auto})
+    if (name == gemmBackendName(b))
+      return b;
+  throw Error("--gemm must be cublaslt, tilejit or auto (got '" + name + "')");
+}
+
+const char *gemmBackendName(LinearCeOptions::GemmBackend backend) {
+  switch (backend) {
+  case LinearCeOptions::GemmBackend::CublasLt:
+    return "cublaslt";
+  case LinearCeOptions::GemmBackend::Dsl:
+    return "tilejit";
+  case LinearCeOptions::GemmBackend::Auto:
+    return "auto";
+  }
+  return "?";
+}
+
+std::string describeGemmPaths(const LinearCeOutputs &out) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (out.gemmBackend != LinearCeOptions::GemmBackend::Auto) {
+    os << "    GEMMs: all by " << gemmBackendName(out.gemmBackend) << "\n";
+    return s;
+  }
+  int problems = out.gemmPathProblems;
+  if (problems == 0) {
+    os << "    GEMMs: all by cuBLASLt (lce_gemm takes bf16/f16 inputs)\n";
+    return s;
+  }
+  os << "    GEMM paths (auto): " << problems << " problems, "
+     << out.gemmPathsOnDsl << " on lce_gemm, "
+     << problems - out.gemmPathsOnDsl << " on cuBLASLt; "
+     << out.gemmPathsFromStore << " from the tuning database\n";
+  for (const auto &t : out.gemmPathTimings)
+    os << llvm::format("      timed now: %s: cuBLASLt %.3f ms, lce_gemm "
+                       "%.3f ms\n",
+                       t.problem.c_str(), t.cublasLtMs, t.lceGemmMs);
+  return s;
 }
 
 void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {

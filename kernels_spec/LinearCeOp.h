@@ -49,9 +49,14 @@ struct LinearCeOptions {
   /// h @ W.T does) and dz overwrites it in place: half the chunk's bytes
   /// or less, and each logit rounded once to the input dtype.
   bool narrowLogits = false;
-  /// GPU: who runs the chunk's GEMMs: cuBLASLt, or tilejit's own lce_gemm
-  /// (tile `dot` on tensor cores; bf16/f16 inputs only).
-  enum class GemmBackend { CublasLt, Dsl } gemmBackend = GemmBackend::CublasLt;
+  /// GPU: who runs the chunk's GEMMs: cuBLASLt, tilejit's own lce_gemm
+  /// (tile `dot` on tensor cores; bf16/f16 inputs only), or Auto: per GEMM
+  /// problem the faster of the two on this GPU, timed once in a warm-up run
+  /// and kept in the tuning database (cuBLASLt alone for f32 inputs;
+  /// lce_gemm alone when cuBLASLt cannot be opened). The CPU runs plain
+  /// loops for CublasLt and Auto.
+  enum class GemmBackend { CublasLt, Dsl, Auto } gemmBackend =
+      GemmBackend::CublasLt;
   /// GPU: with n > 1, each GEMM problem times cuBLASLt's first n heuristic
   /// algorithms once, in a warm-up run, and keeps the fastest
   /// (cublaslt::Gemm::setTimedCandidates) in the tuning database, where
@@ -89,6 +94,18 @@ struct LinearCeOutputs {
   /// choice came from the tuning database, and how many of all these use
   /// another algorithm than the heuristic's first.
   int gemmProblemsTimed = 0, gemmProblemsFromStore = 0, gemmChoicesChanged = 0;
+  /// GPU: the backend that ran (Auto, or what it fell back to).
+  LinearCeOptions::GemmBackend gemmBackend =
+      LinearCeOptions::GemmBackend::CublasLt;
+  /// GPU with Auto: each problem timed now (median ms of both paths), and
+  /// the number of problems: all of them, those whose choice came from the
+  /// tuning database, and those running on lce_gemm.
+  struct GemmPathTiming {
+    std::string problem;
+    double cublasLtMs, lceGemmMs;
+  };
+  std::vector<GemmPathTiming> gemmPathTimings;
+  int gemmPathProblems = 0, gemmPathsFromStore = 0, gemmPathsOnDsl = 0;
   bool ranAsGraph = false; ///< GPU: the results came from a CUDA graph
   /// GPU with tuneChunkRows tuned now: (rows per chunk, ms) of each trial.
   std::vector<std::pair<int64_t, double>> chunkTrials;
@@ -129,8 +146,14 @@ TileModule buildLinearCeKernel(const char *name, DType dtype,
 dsl::Config lceGemmConfig(DType dtype, const LinearCeOptions &options,
                           bool transA, bool transB, bool cF32);
 
-/// "cublaslt" or "tilejit"; throws tilejit::Error for anything else.
+/// "cublaslt", "tilejit" or "auto"; throws tilejit::Error for anything
+/// else.
 LinearCeOptions::GemmBackend parseGemmBackend(const std::string &name);
+/// The name parseGemmBackend takes for `backend`.
+const char *gemmBackendName(LinearCeOptions::GemmBackend backend);
+/// Lines (each ending in a newline) saying which GEMM path ran: with Auto,
+/// each problem timed now (both paths' ms) and the counts per path.
+std::string describeGemmPaths(const LinearCeOutputs &out);
 
 /// Throws tilejit::Error for bad shapes, targets or options.
 void validateLinearCe(const ref::LinearCeInputs &in,

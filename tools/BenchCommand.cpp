@@ -114,9 +114,10 @@ static cl::opt<bool> benchCudaGraph(
     cl::sub(benchCmd));
 
 static cl::opt<std::string> benchGemmBackend(
-    "gemm", cl::init("cublaslt"),
-    cl::desc("fused_linear_ce: who runs the chunk's GEMMs: cublaslt, or "
-             "tilejit (lce_gemm, tile dot; bf16/f16)"),
+    "gemm", cl::init("auto"),
+    cl::desc("fused_linear_ce: who runs the chunk's GEMMs: auto (per "
+             "problem the faster of cuBLASLt and lce_gemm, timed once and "
+             "kept), cublaslt, or tilejit (lce_gemm, tile dot; bf16/f16)"),
     cl::sub(benchCmd));
 
 bool benchCommandSelected() { return bool(benchCmd); }
@@ -173,6 +174,7 @@ static int benchLinearCe() {
                 "the first\n",
                 o.gemmCandidates, out.gemmProblemsTimed,
                 out.gemmProblemsFromStore, out.gemmChoicesChanged);
+  std::printf("%s", describeGemmPaths(out).c_str());
   for (auto &[rows, ms] : out.chunkTrials)
     std::printf("    tuning: %5lld rows per chunk %9.3f ms\n", (long long)rows,
                 ms);

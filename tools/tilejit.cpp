@@ -159,10 +159,12 @@ static cl::opt<bool> narrowLogitsArg(
     cl::sub(runCmd), cl::cat(category));
 
 static cl::opt<std::string> gemmBackendArg(
-    "gemm", cl::init("cublaslt"),
-    cl::desc("fused_linear_ce: who runs the chunk's GEMMs: cublaslt (GPU; "
-             "plain loops on the CPU), or tilejit (lce_gemm, tile dot; "
-             "bf16/f16; in the interpreter on the CPU)"),
+    "gemm", cl::init("auto"),
+    cl::desc("fused_linear_ce: who runs the chunk's GEMMs: auto (per "
+             "problem the faster of cuBLASLt and lce_gemm on this GPU, "
+             "timed once and kept), cublaslt (plain loops on the CPU for "
+             "both), or tilejit (lce_gemm, tile dot; bf16/f16; in the "
+             "interpreter on the CPU)"),
     cl::sub(runCmd), cl::cat(category));
 
 static int listKernels() {
@@ -327,8 +329,8 @@ static int runLinearCe() {
     std::printf("  loss = %.7g (z-loss part %.7g)\n", out.loss, out.zLoss);
   }
   if (deviceArg == "gpu")
-    std::printf("  first run (cuBLASLt heuristics included): %.2f ms\n",
-                out.firstRunMs);
+    std::printf("  first run (cuBLASLt heuristics included): %.2f ms\n%s",
+                out.firstRunMs, describeGemmPaths(out).c_str());
   if (!checkArg)
     return 0;
   // fp32 math on the CPU: 1e-5. GEMMs in bf16/f16 with a narrow dz (the

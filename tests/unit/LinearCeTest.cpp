@@ -350,6 +350,22 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &,
            auto &o) { o.gemmBackend = LinearCeOptions::GemmBackend::Dsl; },
         "need bf16 or f16");
+  EXPECT_THROW(parseGemmBackend("cutlass"), Error);
+}
+
+// The --gemm names round-trip; auto runs the CPU's plain loops, as cublaslt
+// does (the choice between paths is the GPU's).
+TEST(LinearCe, GemmBackendNames) {
+  using Backend = LinearCeOptions::GemmBackend;
+  for (Backend b : {Backend::CublasLt, Backend::Dsl, Backend::Auto})
+    EXPECT_EQ(parseGemmBackend(gemmBackendName(b)), b);
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(6, 8, 300, DType::BF16, false, false, 3);
+  LinearCeOptions o;
+  o.gemmBackend = Backend::Auto;
+  LinearCeOutputs automatic = runLinearCeCpu(in, o);
+  o.gemmBackend = Backend::CublasLt;
+  EXPECT_EQ(automatic.dW, runLinearCeCpu(in, o).dW);
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
@@ -418,6 +434,35 @@ TEST(LinearCeGpu, GemmChoicesPersist) {
   EXPECT_EQ(second.gemmProblemsFromStore, chosen);
   LinearCeCheck c = checkLinearCe(in, o, second, 1e-3, 1e-2);
   EXPECT_TRUE(c.passed) << c.summary;
+}
+
+// GEMM paths picked per problem (auto): each problem timed on both paths
+// once, the choices kept in the tuning database (a second run times none),
+// and the gradients right whichever path each problem took.
+TEST(LinearCeGpu, AutoGemmPathsPersist) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(96, 128, 7001, DType::BF16, true, false, 12);
+  LinearCeOptions o;
+  o.narrowLogits = true;
+  o.chunkRows = 40; // a partial last chunk: more problems
+  o.gemmBackend = LinearCeOptions::GemmBackend::Auto;
+  LinearCeOutputs first = runLinearCeGpu(in, o);
+  ASSERT_EQ(first.gemmBackend, LinearCeOptions::GemmBackend::Auto);
+  // logits, dh, dW written and read, db: for the full and the last chunk.
+  EXPECT_GE(first.gemmPathProblems, 8);
+  EXPECT_EQ(int(first.gemmPathTimings.size()) + first.gemmPathsFromStore,
+            first.gemmPathProblems);
+  for (const auto &t : first.gemmPathTimings)
+    EXPECT_TRUE(t.cublasLtMs > 0 && t.lceGemmMs > 0) << t.problem;
+  LinearCeCheck c = checkLinearCe(in, o, first, 1e-3, 1e-2);
+  EXPECT_TRUE(c.passed) << c.summary;
+  if (!TuningDatabase::fromEnvironment().enabled())
+    return; // nothing is kept with TILEJIT_CACHE=0
+  LinearCeOutputs second = runLinearCeGpu(in, o);
+  EXPECT_TRUE(second.gemmPathTimings.empty());
+  EXPECT_EQ(second.gemmPathsFromStore, first.gemmPathProblems);
+  EXPECT_EQ(second.gemmPathsOnDsl, first.gemmPathsOnDsl);
 }
 
 // On the GPU with tilejit's own GEMMs (lce_gemm, tile dot) in the chunk
