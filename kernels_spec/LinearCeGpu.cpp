@@ -20,10 +20,13 @@
 #include "tilejit/KernelSpec.h"
 #include "tilejit/Timing.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -381,25 +384,38 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     TuningEntry e = lookupOrTune(
         db, key,
         [&] {
-          // Rounds that time each candidate in turn: drift in the GPU's
-          // clocks falls on all of them alike. Each timed step follows an
-          // untimed one of the same candidate (the first also warms up
-          // cuBLASLt for its shapes), and each round takes the candidates
-          // in a new order: the clocks after a light candidate (small
-          // GEMMs, less power) boost the next one, which with a fixed order
-          // favoured the candidate after the lightest.
+          // Rounds that time each candidate in turn, in a new order each
+          // round, so that drift in the GPU's clocks falls on all alike.
+          // Each candidate first runs untimed for about 200 ms (at least two
+          // steps; the first also warms up its GEMMs), then 3 steps are
+          // timed: a step measured right after a lighter candidate ran on
+          // clocks that back-to-back steps do not keep (a 1024-row chunk
+          // timed at 39.1 ms between others ran at 41.6 ms alone, against
+          // 39.2 for 2048 rows). After the first round, candidates slower
+          // than 1.1x the best are dropped.
           std::vector<int64_t> candidates =
               linearCeChunkCandidates(in, options);
           std::vector<std::vector<double>> ms(candidates.size());
           std::vector<size_t> order(candidates.size());
           std::iota(order.begin(), order.end(), size_t(0));
           std::mt19937 rng(1);
-          for (int round = 0; round < 5; ++round) {
+          for (int round = 0; round < 3; ++round) {
             std::shuffle(order.begin(), order.end(), rng);
             for (size_t i : order) {
               chunk = candidates[i];
-              step();
-              ms[i].push_back(cuda::timeMs(step));
+              double once = cuda::timeMs(step);
+              for (int w = 1; w < std::max(2, int(200 / once)); ++w)
+                step();
+              for (int t = 0; t < 3; ++t)
+                ms[i].push_back(cuda::timeMs(step));
+            }
+            if (round == 0) {
+              double best = std::numeric_limits<double>::infinity();
+              for (auto &m : ms)
+                best = std::min(best, medianOf(m));
+              llvm::erase_if(order, [&](size_t i) {
+                return medianOf(ms[i]) > 1.1 * best;
+              });
             }
           }
           TuneResult r;
