@@ -80,7 +80,9 @@ struct LinearCeOutputs {
   int64_t chunks = 0;
   std::string device;    ///< "cpu" or the GPU's name
   double firstRunMs = 0; ///< GPU: host time of the first run (heuristics)
-  double ms = 0;         ///< GPU: median of the timed runs (CUDA events)
+  /// GPU: median of the timed runs (CUDA events, runs queued back to back
+  /// as triton.testing.do_bench queues them).
+  double ms = 0;
   /// GPU: device memory beyond inputs and gradients: the logits chunk, dz,
   /// cuBLASLt's workspace.
   int64_t workspaceBytes = 0;
