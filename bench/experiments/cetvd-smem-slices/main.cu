@@ -6,6 +6,8 @@
 // once. Several blocks per SM overlap one row's copy with another's math.
 // Not tilejit code: it tells whether the design in docs/cetvd-roofline.md
 // is worth building into the compiler. Semantics: shared/semantics.md §1.
+// Build: nvcc -O3 -arch=sm_90a -std=c++17 -o cetvd-smem main.cu (results:
+// docs/cetvd-roofline.md, logs bench/results/logs/*cetvd-s10*).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <algorithm>
