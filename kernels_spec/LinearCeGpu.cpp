@@ -31,6 +31,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <set>
 
 namespace tilejit {
 namespace {
@@ -91,8 +92,9 @@ cublaslt::ChoiceStore gemmChoiceStore(const cuda::Device &device, DType dtype) {
 
 /// GemmBackend::Auto: per GEMM problem, whichever of cuBLASLt (its chosen
 /// algorithm) and lce_gemm ran faster here, timed once in a warm-up run
-/// (median of 3 after one untimed run each) and kept in the tuning database
-/// per GPU, dtype, cuBLASLt version and tilejit source.
+/// (median of 3 back-to-back runs after one untimed run each; lce_gemm must
+/// win by 5%, so that noise does not pick it) and kept in the tuning
+/// database per GPU, dtype, cuBLASLt version and tilejit source.
 class GemmPaths {
 public:
   GemmPaths(const cuda::Device &device, DType dtype)
@@ -104,56 +106,74 @@ public:
                           cublaslt::version();
   }
 
-  /// True when `problem` runs on lce_gemm. A problem not chosen yet is
-  /// looked up, or timed when `mayTime` (each of `cublas` and `dsl` queues
-  /// the product once on `stream`), or else left to cuBLASLt.
+  /// True when `problem` (everything the choice depends on) runs on
+  /// lce_gemm. A problem not chosen yet is looked up, or timed when
+  /// `mayTime` (each of `cublas` and `dsl` queues the product once on
+  /// `stream`), or else left to cuBLASLt.
   bool useDsl(const std::string &problem, const std::function<void()> &cublas,
               const std::function<void()> &dsl, CUstream stream, bool mayTime) {
+    used_.insert(problem);
     auto known = chosen_.find(problem);
     if (known != chosen_.end())
-      return known->second;
+      return known->second.dsl;
     TuningKey key = base_;
     key.shape = problem;
-    bool useDsl = false;
+    Choice c;
     if (std::optional<TuningEntry> e = db_.lookup(key);
         e && e->best.count("DSL_GEMM")) {
-      useDsl = e->best.at("DSL_GEMM") != 0;
-      ++fromStore;
+      c.dsl = e->best.at("DSL_GEMM") != 0;
+      c.stored = true;
     } else if (mayTime) {
       auto time = [&](const std::function<void()> &run) {
         run(); // compiles, or picks cuBLASLt's algorithm
-        std::vector<double> ms;
-        for (int r = 0; r < 3; ++r)
-          ms.push_back(cuda::timeMs(run, stream));
-        return medianOf(ms);
+        return medianOf(cuda::timeEachMs(run, 3, stream));
       };
-      double cublasMs = time(cublas), dslMs = time(dsl);
-      useDsl = dslMs < cublasMs;
+      c.cublasLtMs = time(cublas);
+      c.lceGemmMs = time(dsl);
+      c.dsl = c.lceGemmMs < 0.95 * c.cublasLtMs;
       TuningEntry e;
-      e.best = {{"DSL_GEMM", useDsl}};
-      for (auto [path, ms] : {std::pair{0, cublasMs}, {1, dslMs}}) {
+      e.best = {{"DSL_GEMM", c.dsl}};
+      for (auto [path, ms] : {std::pair{0, c.cublasLtMs}, {1, c.lceGemmMs}}) {
         Trial t;
         t.params = {{"DSL_GEMM", path}};
         t.ms = ms;
         e.trials.push_back(t);
       }
       db_.store(key, e);
-      timings.push_back({problem, cublasMs, dslMs});
     }
-    dslChosen += useDsl;
-    chosen_.emplace(problem, useDsl);
-    return useDsl;
+    chosen_.emplace(problem, c);
+    return c.dsl;
   }
 
-  int problems() const { return int(chosen_.size()); }
-  int fromStore = 0, dslChosen = 0;
-  std::vector<LinearCeOutputs::GemmPathTiming> timings;
+  /// The report covers the problems run from here on (the chunk tuner's
+  /// candidates are not the chunk that runs).
+  void startReport() { used_.clear(); }
+  void report(LinearCeOutputs &out) const {
+    for (const std::string &problem : used_) {
+      const Choice &c = chosen_.at(problem);
+      ++out.gemmPathProblems;
+      out.gemmPathsOnDsl += c.dsl;
+      out.gemmPathsFromStore += c.stored;
+      if (c.cublasLtMs > 0)
+        out.gemmPathTimings.push_back({problem, c.cublasLtMs, c.lceGemmMs});
+    }
+  }
 
 private:
+  struct Choice {
+    bool dsl = false, stored = false;
+    double cublasLtMs = 0, lceGemmMs = 0; ///< when timed now
+  };
   TuningDatabase db_;
   TuningKey base_;
-  std::map<std::string, bool> chosen_;
+  std::map<std::string, Choice> chosen_;
+  std::set<std::string> used_;
 };
+
+/// The largest power of two (up to 256) dividing a device address.
+uint64_t alignmentOf(uint64_t ptr) {
+  return std::min<uint64_t>(256, ptr & (~ptr + 1));
+}
 
 } // namespace
 
@@ -167,11 +187,19 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   int64_t chunk = maxChunk;
   cuda::Device device = cuda::Device::open();
   using Backend = LinearCeOptions::GemmBackend;
-  // Auto picks per problem where lce_gemm can run (bf16/f16), and falls
-  // back to lce_gemm alone when cuBLASLt cannot be opened.
-  bool dslEligible = in.dtype != DType::F32;
+  // Auto picks per problem where lce_gemm can run (bf16/f16, mma.sync on
+  // sm_80+), and falls back to lce_gemm alone when cuBLASLt cannot be
+  // opened.
+  bool tensorCores = device.computeCapability().first >= 8;
+  bool dslEligible = in.dtype != DType::F32 && tensorCores;
   Backend backend = options.gemmBackend;
-  if (backend == Backend::Auto && dslEligible && !cublaslt::available())
+  if (backend == Backend::Dsl && !tensorCores)
+    throw Error("fused_linear_ce: the DSL GEMMs (lce_gemm) need sm_80 or "
+                "newer (this GPU is " +
+                device.archString() + ")");
+  std::string whyNoCublasLt;
+  if (backend == Backend::Auto && dslEligible &&
+      !cublaslt::available(&whyNoCublasLt))
     backend = Backend::Dsl;
   bool useCublasLt = backend != Backend::Dsl;
   std::optional<cublaslt::Gemm> gemm;
@@ -254,6 +282,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   };
 
   LinearCeOutputs out;
+  if (!whyNoCublasLt.empty())
+    out.gemmNote = "cuBLASLt unavailable: " + whyNoCublasLt;
   // Where the work goes: the legacy default stream, or the stream a CUDA
   // graph of the step was captured on.
   CUstream stream = nullptr;
@@ -296,17 +326,23 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
       return viaDsl();
     if (!paths)
       return viaCublas();
-    // The problem as the choice depends on it (a read C is an
-    // accumulation: another problem than a written one).
+    // Everything the choice depends on: the shapes, the layouts and
+    // alignments, whether C is read (an accumulation), the lce_gemm config
+    // and what cuBLASLt may choose from.
     std::string problem =
         "op(A) " + std::to_string(C.rows) + "x" +
         std::to_string(ta ? A.rows : A.cols) + ", C " + std::to_string(C.rows) +
         "x" + std::to_string(C.cols) + ", trans " + std::to_string(ta) +
         std::to_string(tb) + ", ld " + std::to_string(A.ld) + "," +
-        std::to_string(B.ld) + "," + std::to_string(C.ld) + ", C " +
-        dtypeName(C.dtype) + (beta == 0.f ? " written" : " read");
-    bool timing = mayTimePaths && !cuda::isCapturing(stream);
-    if (paths->useDsl(problem, viaCublas, viaDsl, stream, timing))
+        std::to_string(B.ld) + "," + std::to_string(C.ld) + ", align " +
+        std::to_string(alignmentOf(A.ptr)) + "," +
+        std::to_string(alignmentOf(B.ptr)) + "," +
+        std::to_string(alignmentOf(C.ptr)) + ", C " + dtypeName(C.dtype) +
+        (beta == 0.f ? " written" : " read") + ", lce_gemm " +
+        lceGemmConfig(in.dtype, options, ta, tb, C.dtype == DType::F32).str() +
+        ", cuBLASLt's first " + std::to_string(options.gemmCandidates) +
+        ", workspace " + std::to_string(options.gemmWorkspaceBytes);
+    if (paths->useDsl(problem, viaCublas, viaDsl, stream, mayTimePaths))
       return viaDsl();
     viaCublas();
   };
@@ -387,7 +423,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
           // Rounds that time each candidate in turn, in a new order each
           // round, so that drift in the GPU's clocks falls on all alike.
           // Each candidate first runs untimed for about 200 ms (at least two
-          // steps; the first also warms up its GEMMs), then 3 steps are
+          // steps; in round 1 one more, which makes its GEMM choices), then
+          // 3 steps are
           // timed back to back, as the bench times them (timeEachMs: the
           // host's launches overlap the GPU's work). A step timed while the
           // host ran ahead, against one timed from an idle GPU, favoured
@@ -404,6 +441,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
             std::shuffle(order.begin(), order.end(), rng);
             for (size_t i : order) {
               chunk = candidates[i];
+              if (round == 0)
+                step(); // GEMM choices and compiles: outside `once`
               double once = cuda::timeMs(step);
               for (int w = 1; w < std::max(2, int(200 / once)); ++w)
                 step();
@@ -426,7 +465,9 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
             t.ms = medianOf(ms[i]);
             r.trials.push_back(t);
             out.chunkTrials.push_back({candidates[i], t.ms});
-            if (r.winner < 0 || t.ms < r.trials[r.winner].ms)
+            // The winner is one of the candidates of every round.
+            if (llvm::is_contained(order, i) &&
+                (r.winner < 0 || t.ms < r.trials[r.winner].ms))
               r.winner = int(i);
           }
           return r;
@@ -443,6 +484,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   }
   out.chunkRows = chunk;
   if ((useCublasLt && options.gemmCandidates > 1) || paths) {
+    if (paths)
+      paths->startReport();
     step();
     if (useCublasLt) {
       gemm->setTimedCandidates(1);
@@ -453,12 +496,8 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   }
   mayTimePaths = false;
   out.gemmBackend = backend;
-  if (paths) {
-    out.gemmPathTimings = paths->timings;
-    out.gemmPathProblems = paths->problems();
-    out.gemmPathsFromStore = paths->fromStore;
-    out.gemmPathsOnDsl = paths->dslChosen;
-  }
+  if (paths)
+    paths->report(out);
   auto t0 = std::chrono::steady_clock::now();
   step();
   cuda::synchronize();

@@ -75,12 +75,13 @@ std::string describeGemmPaths(const LinearCeOutputs &out) {
   std::string s;
   llvm::raw_string_ostream os(s);
   if (out.gemmBackend != LinearCeOptions::GemmBackend::Auto) {
-    os << "    GEMMs: all by " << gemmBackendName(out.gemmBackend) << "\n";
+    os << "    GEMMs: all by " << gemmBackendName(out.gemmBackend)
+       << (out.gemmNote.empty() ? "" : " (" + out.gemmNote + ")") << "\n";
     return s;
   }
   int problems = out.gemmPathProblems;
   if (problems == 0) {
-    os << "    GEMMs: all by cuBLASLt (lce_gemm takes bf16/f16 inputs)\n";
+    os << "    GEMMs: all by cuBLASLt (lce_gemm takes bf16/f16 on sm_80+)\n";
     return s;
   }
   os << "    GEMM paths (auto): " << problems << " problems, "

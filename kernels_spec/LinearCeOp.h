@@ -50,11 +50,12 @@ struct LinearCeOptions {
   /// or less, and each logit rounded once to the input dtype.
   bool narrowLogits = false;
   /// GPU: who runs the chunk's GEMMs: cuBLASLt, tilejit's own lce_gemm
-  /// (tile `dot` on tensor cores; bf16/f16 inputs only), or Auto: per GEMM
-  /// problem the faster of the two on this GPU, timed once in a warm-up run
-  /// and kept in the tuning database (cuBLASLt alone for f32 inputs;
-  /// lce_gemm alone when cuBLASLt cannot be opened). The CPU runs plain
-  /// loops for CublasLt and Auto.
+  /// (tile `dot` on tensor cores: bf16/f16 inputs, sm_80+), or Auto: per
+  /// GEMM problem the faster of the two on this GPU, timed once in a
+  /// warm-up run and kept in the tuning database (cuBLASLt alone where
+  /// lce_gemm cannot run; lce_gemm alone when cuBLASLt cannot be opened).
+  /// The CPU runs plain loops for CublasLt and Auto. The library's default
+  /// is CublasLt; the CLI's is auto.
   enum class GemmBackend { CublasLt, Dsl, Auto } gemmBackend =
       GemmBackend::CublasLt;
   /// GPU: with n > 1, each GEMM problem times cuBLASLt's first n heuristic
@@ -79,7 +80,9 @@ struct LinearCeOutputs {
   std::vector<float> dh, dW, db; ///< (N, d), (V, d), (V) (db empty: no bias)
   int64_t chunks = 0;
   std::string device;    ///< "cpu" or the GPU's name
-  double firstRunMs = 0; ///< GPU: host time of the first run (heuristics)
+  /// GPU: host time of the first run after the warm-up (if any) that
+  /// picks GEMM algorithms and paths.
+  double firstRunMs = 0;
   /// GPU: median of the timed runs (CUDA events, runs queued back to back
   /// as triton.testing.do_bench queues them).
   double ms = 0;
@@ -96,12 +99,15 @@ struct LinearCeOutputs {
   /// choice came from the tuning database, and how many of all these use
   /// another algorithm than the heuristic's first.
   int gemmProblemsTimed = 0, gemmProblemsFromStore = 0, gemmChoicesChanged = 0;
-  /// GPU: the backend that ran (Auto, or what it fell back to).
+  /// GPU: the backend that ran (Auto, or what it fell back to), and why
+  /// it fell back.
   LinearCeOptions::GemmBackend gemmBackend =
       LinearCeOptions::GemmBackend::CublasLt;
-  /// GPU with Auto: each problem timed now (median ms of both paths), and
-  /// the number of problems: all of them, those whose choice came from the
-  /// tuning database, and those running on lce_gemm.
+  std::string gemmNote;
+  /// GPU with Auto, for the problems of the chunk that runs: each one
+  /// timed now (median ms of both paths), and the number of problems: all
+  /// of them, those whose choice came from the tuning database, and those
+  /// running on lce_gemm.
   struct GemmPathTiming {
     std::string problem;
     double cublasLtMs, lceGemmMs;

@@ -19,6 +19,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -263,19 +264,20 @@ template <typename Fn> float timeMs(Fn &&enqueue, CUstream stream = nullptr) {
   return Event::elapsedMs(start, stop);
 }
 
-/// Milliseconds of each of `n` runs of `enqueue` on `stream`, queued back
-/// to back with an event between runs and one wait at the end (as
-/// triton.testing.do_bench times): the host's launch work overlaps the
-/// GPU's, as in a training loop, where timeMs puts it inside each run.
+/// Milliseconds of each of `n` >= 1 runs of `enqueue` on `stream`, queued
+/// back to back with an event between runs and one wait at the end: the
+/// host's launch work overlaps the GPU's, as in a training loop and in
+/// triton.testing.do_bench (which also clears L2 between runs), where
+/// timeMs puts it inside each run.
 template <typename Fn>
 std::vector<double> timeEachMs(Fn &&enqueue, int n, CUstream stream = nullptr) {
-  std::vector<Event> marks(n + 1);
+  std::vector<Event> marks(std::max(n, 0) + 1);
   marks[0].record(stream);
   for (int i = 0; i < n; ++i) {
     enqueue();
     marks[i + 1].record(stream);
   }
-  marks[n].synchronize();
+  marks.back().synchronize();
   std::vector<double> ms;
   for (int i = 0; i < n; ++i)
     ms.push_back(Event::elapsedMs(marks[i], marks[i + 1]));

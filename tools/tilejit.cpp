@@ -329,7 +329,7 @@ static int runLinearCe() {
     std::printf("  loss = %.7g (z-loss part %.7g)\n", out.loss, out.zLoss);
   }
   if (deviceArg == "gpu")
-    std::printf("  first run (cuBLASLt heuristics included): %.2f ms\n%s",
+    std::printf("  first run after the GEMM choices (host time): %.2f ms\n%s",
                 out.firstRunMs, describeGemmPaths(out).c_str());
   if (!checkArg)
     return 0;

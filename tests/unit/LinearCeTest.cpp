@@ -353,19 +353,28 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   EXPECT_THROW(parseGemmBackend("cutlass"), Error);
 }
 
-// The --gemm names round-trip; auto runs the CPU's plain loops, as cublaslt
-// does (the choice between paths is the GPU's).
-TEST(LinearCe, GemmBackendNames) {
+// The --gemm names round-trip, and the GEMM report says which path ran,
+// why auto fell back, and what was timed.
+TEST(LinearCe, GemmBackendNamesAndReport) {
   using Backend = LinearCeOptions::GemmBackend;
   for (Backend b : {Backend::CublasLt, Backend::Dsl, Backend::Auto})
     EXPECT_EQ(parseGemmBackend(gemmBackendName(b)), b);
-  ref::LinearCeInputs in =
-      makeLinearCeInputs(6, 8, 300, DType::BF16, false, false, 3);
-  LinearCeOptions o;
-  o.gemmBackend = Backend::Auto;
-  LinearCeOutputs automatic = runLinearCeCpu(in, o);
-  o.gemmBackend = Backend::CublasLt;
-  EXPECT_EQ(automatic.dW, runLinearCeCpu(in, o).dW);
+  LinearCeOutputs out;
+  out.gemmBackend = Backend::Dsl;
+  out.gemmNote = "cuBLASLt unavailable: no libcublasLt";
+  EXPECT_EQ(describeGemmPaths(out),
+            "    GEMMs: all by tilejit (cuBLASLt unavailable: no "
+            "libcublasLt)\n");
+  out = {};
+  out.gemmBackend = Backend::Auto;
+  out.gemmPathProblems = 3;
+  out.gemmPathsOnDsl = 1;
+  out.gemmPathsFromStore = 2;
+  out.gemmPathTimings = {{"p", 1.5, 40.25}};
+  EXPECT_EQ(describeGemmPaths(out),
+            "    GEMM paths (auto): 3 problems, 1 on lce_gemm, 2 on cuBLASLt; "
+            "2 from the tuning database\n      timed now: p: cuBLASLt 1.500 "
+            "ms, lce_gemm 40.250 ms\n");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs
