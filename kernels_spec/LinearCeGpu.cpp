@@ -102,8 +102,8 @@ public:
     base_.kernel = "fused_linear_ce_gemm_path";
     base_.dtype = dtypeName(dtype);
     base_.device = deviceIdentity(device);
-    base_.kernelVersion = std::string(compilerSourceHash()) + ", cublasLt " +
-                          cublaslt::version();
+    base_.kernelVersion =
+        std::string(compilerSourceHash()) + ", cublasLt " + cublaslt::version();
   }
 
   /// True when `problem` (everything the choice depends on) runs on
@@ -173,6 +173,58 @@ private:
 /// The largest power of two (up to 256) dividing a device address.
 uint64_t alignmentOf(uint64_t ptr) {
   return std::min<uint64_t>(256, ptr & (~ptr + 1));
+}
+
+/// Times `step` at each chunk size of `candidates` (`setChunk` makes the
+/// loop use it) and picks the fastest.
+///
+/// Rounds time each candidate in turn, in a new order each round, so that
+/// drift in the GPU's clocks falls on all alike. Each candidate first runs
+/// untimed for about 200 ms (at least two steps; in round 1 one more, which
+/// makes its GEMM choices), then 3 steps are timed back to back, as the
+/// bench times them (timeEachMs: the host's launches overlap the GPU's
+/// work). A step timed while the host ran ahead, against one timed from an
+/// idle GPU, favoured chunks of many launches. After the first round,
+/// candidates slower than 1.1x the best are dropped; the winner is one of
+/// the last round's.
+TuneResult timeChunkCandidates(const std::vector<int64_t> &candidates,
+                               const std::function<void(int64_t)> &setChunk,
+                               const std::function<void()> &step) {
+  std::vector<std::vector<double>> ms(candidates.size());
+  std::vector<size_t> order(candidates.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::mt19937 rng(1);
+  for (int round = 0; round < 3; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
+      setChunk(candidates[i]);
+      if (round == 0)
+        step(); // GEMM choices and compiles: outside `once`
+      double once = cuda::timeMs(step);
+      for (int w = 1; w < std::max(2, int(200 / once)); ++w)
+        step();
+      for (double t : cuda::timeEachMs(step, 3))
+        ms[i].push_back(t);
+    }
+    if (round == 0) {
+      double best = std::numeric_limits<double>::infinity();
+      for (auto &m : ms)
+        best = std::min(best, medianOf(m));
+      llvm::erase_if(order,
+                     [&](size_t i) { return medianOf(ms[i]) > 1.1 * best; });
+    }
+  }
+  TuneResult r;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Trial t;
+    t.params = {{"CHUNK_ROWS", candidates[i]}};
+    t.ms = medianOf(ms[i]);
+    r.trials.push_back(t);
+    if (llvm::is_contained(order, i) &&
+        (r.winner < 0 || t.ms < r.trials[r.winner].ms))
+      r.winner = int(i);
+  }
+  return r;
 }
 
 } // namespace
@@ -420,56 +472,11 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
     TuningEntry e = lookupOrTune(
         db, key,
         [&] {
-          // Rounds that time each candidate in turn, in a new order each
-          // round, so that drift in the GPU's clocks falls on all alike.
-          // Each candidate first runs untimed for about 200 ms (at least two
-          // steps; in round 1 one more, which makes its GEMM choices), then
-          // 3 steps are
-          // timed back to back, as the bench times them (timeEachMs: the
-          // host's launches overlap the GPU's work). A step timed while the
-          // host ran ahead, against one timed from an idle GPU, favoured
-          // chunks of many launches: 9.2 ms tuned, 10.4 ms benched at
-          // V = 32000 with 1024-row chunks. After the first round,
-          // candidates slower than 1.1x the best are dropped.
-          std::vector<int64_t> candidates =
-              linearCeChunkCandidates(in, options);
-          std::vector<std::vector<double>> ms(candidates.size());
-          std::vector<size_t> order(candidates.size());
-          std::iota(order.begin(), order.end(), size_t(0));
-          std::mt19937 rng(1);
-          for (int round = 0; round < 3; ++round) {
-            std::shuffle(order.begin(), order.end(), rng);
-            for (size_t i : order) {
-              chunk = candidates[i];
-              if (round == 0)
-                step(); // GEMM choices and compiles: outside `once`
-              double once = cuda::timeMs(step);
-              for (int w = 1; w < std::max(2, int(200 / once)); ++w)
-                step();
-              for (double t : cuda::timeEachMs(step, 3))
-                ms[i].push_back(t);
-            }
-            if (round == 0) {
-              double best = std::numeric_limits<double>::infinity();
-              for (auto &m : ms)
-                best = std::min(best, medianOf(m));
-              llvm::erase_if(order, [&](size_t i) {
-                return medianOf(ms[i]) > 1.1 * best;
-              });
-            }
-          }
-          TuneResult r;
-          for (size_t i = 0; i < candidates.size(); ++i) {
-            Trial t;
-            t.params = {{"CHUNK_ROWS", candidates[i]}};
-            t.ms = medianOf(ms[i]);
-            r.trials.push_back(t);
-            out.chunkTrials.push_back({candidates[i], t.ms});
-            // The winner is one of the candidates of every round.
-            if (llvm::is_contained(order, i) &&
-                (r.winner < 0 || t.ms < r.trials[r.winner].ms))
-              r.winner = int(i);
-          }
+          TuneResult r = timeChunkCandidates(
+              linearCeChunkCandidates(in, options),
+              [&](int64_t rows) { chunk = rows; }, step);
+          for (const Trial &t : r.trials)
+            out.chunkTrials.push_back({t.params.at("CHUNK_ROWS"), t.ms});
           return r;
         },
         false, &fromDb);

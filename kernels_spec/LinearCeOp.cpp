@@ -85,9 +85,9 @@ std::string describeGemmPaths(const LinearCeOutputs &out) {
     return s;
   }
   os << "    GEMM paths (auto): " << problems << " problems, "
-     << out.gemmPathsOnDsl << " on lce_gemm, "
-     << problems - out.gemmPathsOnDsl << " on cuBLASLt; "
-     << out.gemmPathsFromStore << " from the tuning database\n";
+     << out.gemmPathsOnDsl << " on lce_gemm, " << problems - out.gemmPathsOnDsl
+     << " on cuBLASLt; " << out.gemmPathsFromStore
+     << " from the tuning database\n";
   for (const auto &t : out.gemmPathTimings)
     os << llvm::format("      timed now: %s: cuBLASLt %.3f ms, lce_gemm "
                        "%.3f ms\n",

@@ -56,8 +56,11 @@ struct LinearCeOptions {
   /// lce_gemm cannot run; lce_gemm alone when cuBLASLt cannot be opened).
   /// The CPU runs plain loops for CublasLt and Auto. The library's default
   /// is CublasLt; the CLI's is auto.
-  enum class GemmBackend { CublasLt, Dsl, Auto } gemmBackend =
-      GemmBackend::CublasLt;
+  enum class GemmBackend {
+    CublasLt,
+    Dsl,
+    Auto
+  } gemmBackend = GemmBackend::CublasLt;
   /// GPU: with n > 1, each GEMM problem times cuBLASLt's first n heuristic
   /// algorithms once, in a warm-up run, and keeps the fastest
   /// (cublaslt::Gemm::setTimedCandidates) in the tuning database, where
@@ -79,7 +82,7 @@ struct LinearCeOutputs {
   std::vector<float> rowLoss, rowZLoss, lse; ///< (N), 0 for ignored rows
   std::vector<float> dh, dW, db; ///< (N, d), (V, d), (V) (db empty: no bias)
   int64_t chunks = 0;
-  std::string device;    ///< "cpu" or the GPU's name
+  std::string device; ///< "cpu" or the GPU's name
   /// GPU: host time of the first run after the warm-up (if any) that
   /// picks GEMM algorithms and paths.
   double firstRunMs = 0;
