@@ -7,6 +7,7 @@
 #include "tilejit/Interpreter.h"
 #include "tilejit/KernelSpec.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Parallel.h"
 #include "llvm/Support/raw_ostream.h"
@@ -135,6 +136,11 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   for (const std::string &s : o.overrides)
     if (s.find('=') == std::string::npos)
       fail("--set takes NAME=VALUE (got '" + s + "')");
+    else if (llvm::is_contained({"TRANS_A", "TRANS_B", "C_F32"},
+                                s.substr(0, s.find('='))))
+      fail("'" + s +
+           "': lce_gemm's TRANS_A, TRANS_B and C_F32 follow from each "
+           "product and cannot be pinned");
     else if (findKernel("lce_logits_grad").ownOverrides({s}).empty() &&
              findKernel("lce_gemm").ownOverrides({s}).empty())
       fail("'" + s +
@@ -227,8 +233,12 @@ TileModule buildLinearCeKernel(const char *name, DType dtype,
       {"BIAS", !in.bias.empty()},
       {"CLASS_WEIGHT", !in.classWeight.empty()},
       {"NARROW_LOGITS", options.narrowLogits && dtype != DType::F32}};
-  return spec.build(
-      spec.config(dtype, spec.ownOverrides(options.overrides), problem));
+  // --set reaches lce_logits_grad only (lce_gemm takes it through
+  // lceGemmConfig); the one-program helpers have a single config.
+  std::vector<std::string> overrides;
+  if (std::string(name) == "lce_logits_grad")
+    overrides = spec.ownOverrides(options.overrides);
+  return spec.build(spec.config(dtype, overrides, problem));
 }
 
 dsl::Config lceGemmConfig(DType dtype, const LinearCeOptions &options,

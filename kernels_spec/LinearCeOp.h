@@ -146,8 +146,8 @@ float linearCeDzScale(const ref::LinearCeInputs &in,
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options);
 
-/// Builds linear-CE program `name` (LinearCe.h) for in's shape with the
-/// options' overrides that name its parameters.
+/// Builds linear-CE program `name` (LinearCe.h) for in's shape; for
+/// lce_logits_grad with the options' overrides that name its parameters.
 TileModule buildLinearCeKernel(const char *name, DType dtype,
                                const ref::LinearCeInputs &in,
                                const LinearCeOptions &options);

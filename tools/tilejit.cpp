@@ -331,6 +331,11 @@ static int runLinearCe() {
   if (deviceArg == "gpu")
     std::printf("  first run after the GEMM choices (host time): %.2f ms\n%s",
                 out.firstRunMs, describeGemmPaths(out).c_str());
+  else
+    std::printf("    GEMMs: %s\n",
+                o.gemmBackend == LinearCeOptions::GemmBackend::Dsl
+                    ? "lce_gemm in the interpreter"
+                    : "plain loops (auto and cublaslt choose on the GPU)");
   if (!checkArg)
     return 0;
   // fp32 math on the CPU: 1e-5. GEMMs in bf16/f16 with a narrow dz (the

@@ -350,6 +350,7 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &,
            auto &o) { o.gemmBackend = LinearCeOptions::GemmBackend::Dsl; },
         "need bf16 or f16");
+  fails([](auto &, auto &o) { o.overrides = {"C_F32=0"}; }, "cannot be pinned");
   EXPECT_THROW(parseGemmBackend("cutlass"), Error);
 }
 
