@@ -37,6 +37,9 @@ KernelSpec::config(DType dtype,
       c.params[key] = std::stoll(o.substr(eq + 1), &used);
       if (used != o.size() - eq - 1)
         throw std::invalid_argument(o);
+    } catch (const std::out_of_range &) {
+      throw Error("kernel '" + name + "': '" + o +
+                  "' is out of the 64-bit integer range");
     } catch (const std::exception &) {
       throw Error("kernel '" + name + "': '" + o + "' has a non-integer value");
     }

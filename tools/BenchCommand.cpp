@@ -126,7 +126,6 @@ bool benchCommandSelected() { return bool(benchCmd); }
 /// measured matmul rate (6 N d V FLOP), and the memory beyond the gradients.
 static int benchLinearCe() {
   DType dtype = parseDType(benchDtype);
-  cuda::Device device = cuda::Device::open();
   ref::LinearCeInputs in = makeLinearCeInputs(benchBt, benchHidden, benchVocab,
                                               dtype, false, false, 1234);
   LinearCeOptions o;
@@ -141,7 +140,7 @@ static int benchLinearCe() {
   o.bf16GradAccumulation = benchBf16Acc;
   o.overrides = benchSet;
   o.iterations = benchIters;
-  LinearCeOutputs out = runLinearCeGpu(in, o);
+  LinearCeOutputs out = runLinearCeGpu(in, o); // checks `in` and `o` first
   double tflops = cublaslt::Gemm().measureTflops(8192, dtype);
   double work = 6.0 * in.N * in.d * in.V;
   // As returned: dh in the input dtype, dW in its accumulation dtype.
@@ -193,10 +192,11 @@ int runBenchCommand() {
   if (benchKernel != "fused_ce_tvd")
     throw Error("tilejit bench supports fused_ce_tvd and fused_linear_ce");
   DType dtype = parseDType(benchDtype);
+  // Bad shapes are reported before a missing GPU.
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(benchBt, benchVocab, dtype, 1234);
   // Held for the whole command: the copy-bandwidth measurement after the
   // kernels needs the (primary) context to stay alive.
   cuda::Device device = cuda::Device::open();
-  ref::CeTvdInputs in = ref::makeCeTvdInputs(benchBt, benchVocab, dtype, 1234);
   double unit = double(in.BT) * in.V * dtypeSize(dtype);
   // GB/s counts the roofline's bytes (what the operation must move).
   double copyBytesPerS = 0;

@@ -20,6 +20,7 @@
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -441,6 +442,10 @@ static int runKernel() {
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "tilejit " << TILEJIT_VERSION << " (LLVM " << LLVM_VERSION_STRING
+       << ")\n";
+  });
   // With an error stream, LLVM reports a bad option and returns false
   // instead of exiting 1: bad input exits 2, as everywhere in tilejit.
   if (!cl::ParseCommandLineOptions(

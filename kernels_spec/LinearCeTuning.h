@@ -1,0 +1,74 @@
+//===- LinearCeTuning.h - choices the linear CE makes by timing -*- C++ -*-===//
+//
+// What runLinearCeGpu decides by timing on the GPU in front of it, each
+// kept in the tuning database: cuBLASLt's algorithm per GEMM problem, the
+// GEMM path per problem (cuBLASLt or lce_gemm, GemmBackend::Auto), and the
+// rows per chunk (LinearCeOptions::tuneChunkRows).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_KERNELS_SPEC_LINEARCETUNING_H
+#define TILEJIT_KERNELS_SPEC_LINEARCETUNING_H
+
+#include "kernels_spec/LinearCeOp.h"
+#include "runtime/Autotuner.h"
+#include "runtime/CublasLt.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/TuningDatabase.h"
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tilejit {
+
+/// cuBLASLt's timed algorithm choices, kept in the tuning database per GPU,
+/// cuBLASLt version and candidate count (cublaslt::ChoiceStore).
+cublaslt::ChoiceStore gemmChoiceStore(const cuda::Device &device, DType dtype);
+
+/// GemmBackend::Auto: per GEMM problem, whichever of cuBLASLt (its chosen
+/// algorithm) and lce_gemm ran faster here, timed once in a warm-up run
+/// (median of 3 back-to-back runs after one untimed run each; lce_gemm must
+/// win by 5%, so that noise does not pick it) and kept in the tuning
+/// database per GPU, dtype, cuBLASLt version and tilejit source.
+class GemmPaths {
+public:
+  GemmPaths(const cuda::Device &device, DType dtype);
+
+  /// True when `problem` (everything the choice depends on) runs on
+  /// lce_gemm. A problem not chosen yet is looked up, or timed when
+  /// `mayTime` (each of `cublas` and `dsl` queues the product once on
+  /// `stream`), or else left to cuBLASLt.
+  bool useDsl(const std::string &problem, const std::function<void()> &cublas,
+              const std::function<void()> &dsl, CUstream stream, bool mayTime);
+
+  /// The report covers the problems run from here on (the chunk tuner's
+  /// candidates are not the chunk that runs).
+  void startReport() { used_.clear(); }
+  /// Adds the problems run since startReport to out's GEMM-path counts.
+  void report(LinearCeOutputs &out) const;
+
+private:
+  struct Choice {
+    bool dsl = false, stored = false;
+    double cublasLtMs = 0, lceGemmMs = 0; ///< when timed now
+  };
+  TuningDatabase db_;
+  TuningKey base_;
+  std::map<std::string, Choice> chosen_;
+  std::set<std::string> used_;
+};
+
+/// The largest power of two (up to 256) dividing a device address.
+uint64_t alignmentOf(uint64_t ptr);
+
+/// Times `step` at each chunk size of `candidates` (`setChunk` makes the
+/// loop use it) and picks the fastest (details in LinearCeTuning.cpp).
+TuneResult timeChunkCandidates(const std::vector<int64_t> &candidates,
+                               const std::function<void(int64_t)> &setChunk,
+                               const std::function<void()> &step);
+
+} // namespace tilejit
+
+#endif // TILEJIT_KERNELS_SPEC_LINEARCETUNING_H
