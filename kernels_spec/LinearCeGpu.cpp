@@ -193,22 +193,12 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
       return viaDsl();
     if (!paths)
       return viaCublas();
-    // Everything the choice depends on: the shapes, the layouts and
-    // alignments, whether C is read (an accumulation), the lce_gemm config
-    // and what cuBLASLt may choose from.
+    // Everything the choice depends on: cuBLASLt's problem, what it may
+    // choose from, and the lce_gemm config.
     std::string problem =
-        "op(A) " + std::to_string(C.rows) + "x" +
-        std::to_string(ta ? A.rows : A.cols) + ", C " + std::to_string(C.rows) +
-        "x" + std::to_string(C.cols) + ", trans " + std::to_string(ta) +
-        std::to_string(tb) + ", ld " + std::to_string(A.ld) + "," +
-        std::to_string(B.ld) + "," + std::to_string(C.ld) + ", align " +
-        std::to_string(alignmentOf(A.ptr)) + "," +
-        std::to_string(alignmentOf(B.ptr)) + "," +
-        std::to_string(alignmentOf(C.ptr)) + ", C " + dtypeName(C.dtype) +
-        (beta == 0.f ? " written" : " read") + ", lce_gemm " +
-        lceGemmConfig(in.dtype, options, ta, tb, C.dtype == DType::F32).str() +
-        ", cuBLASLt's first " + std::to_string(options.gemmCandidates) +
-        ", workspace " + std::to_string(options.gemmWorkspaceBytes);
+        gemm->problemKey(A, ta, B, tb, C, beta) + ", cuBLASLt's first " +
+        std::to_string(options.gemmCandidates) + ", lce_gemm " +
+        lceGemmConfig(in.dtype, options, ta, tb, C.dtype == DType::F32).str();
     if (paths->useDsl(problem, viaCublas, viaDsl, stream, mayTimePaths))
       return viaDsl();
     viaCublas();

@@ -72,7 +72,8 @@ struct LinearCeOptions {
   bool cudaGraph = false;
   /// GPU: timed runs after the first (median in LinearCeOutputs::ms).
   int iterations = 0;
-  /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps, UNROLL).
+  /// NAME=VALUE for lce_logits_grad (BLOCK_SIZE, num_warps, UNROLL) and
+  /// lce_gemm (BLOCK_M, BLOCK_N, BLOCK_K, num_warps).
   std::vector<std::string> overrides;
 };
 

@@ -111,10 +111,6 @@ void GemmPaths::report(LinearCeOutputs &out) const {
   }
 }
 
-uint64_t alignmentOf(uint64_t ptr) {
-  return std::min<uint64_t>(256, ptr & (~ptr + 1));
-}
-
 // Rounds time each candidate in turn, in a new order each round, so that
 // drift in the GPU's clocks falls on all alike. Each candidate first runs
 // untimed for about 200 ms (at least two steps; in round 1 one more, which

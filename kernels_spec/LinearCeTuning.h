@@ -60,9 +60,6 @@ private:
   std::set<std::string> used_;
 };
 
-/// The largest power of two (up to 256) dividing a device address.
-uint64_t alignmentOf(uint64_t ptr);
-
 /// Times `step` at each chunk size of `candidates` (`setChunk` makes the
 /// loop use it) and picks the fastest (details in LinearCeTuning.cpp).
 TuneResult timeChunkCandidates(const std::vector<int64_t> &candidates,

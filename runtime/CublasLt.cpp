@@ -138,14 +138,45 @@ Gemm::~Gemm() {
     api().cublasLtDestroy(impl_->handle);
 }
 
+namespace {
+
+/// "op(A) m x k, op(B) k x n, C m x n" as the call gives them.
+std::string shapesOf(const Matrix &A, bool transA, const Matrix &B, bool transB,
+                     const Matrix &C) {
+  return "op(A) " + std::to_string(transA ? A.cols : A.rows) + "x" +
+         std::to_string(transA ? A.rows : A.cols) + ", op(B) " +
+         std::to_string(transB ? B.cols : B.rows) + "x" +
+         std::to_string(transB ? B.rows : B.cols) + ", C " +
+         std::to_string(C.rows) + "x" + std::to_string(C.cols);
+}
+
+/// The heuristic assumes 256-byte aligned pointers unless told otherwise;
+/// chunks of rows start anywhere.
+uint32_t alignmentOf(uint64_t ptr) {
+  return uint32_t(std::min<uint64_t>(256, ptr & (~ptr + 1)));
+}
+
+} // namespace
+
+std::string Gemm::problemKey(const Matrix &A, bool transA, const Matrix &B,
+                             bool transB, const Matrix &C, float beta) const {
+  // The library's A is our B (row-major through the transposed problem).
+  return shapesOf(A, transA, B, transB, C) + ":" + dtypeName(A.dtype) + "," +
+         dtypeName(B.dtype) + "," + dtypeName(C.dtype) + ":" +
+         std::to_string(transA) + std::to_string(transB) + ":" +
+         std::to_string(A.ld) + "," + std::to_string(B.ld) + "," +
+         std::to_string(C.ld) + ":" + std::to_string(alignmentOf(B.ptr)) + "," +
+         std::to_string(alignmentOf(A.ptr)) + "," +
+         std::to_string(alignmentOf(C.ptr)) +
+         (beta == 0.f ? ":C written" : ":C read") + ":workspace " +
+         std::to_string(impl_->workspace.size());
+}
+
 void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
                const Matrix &C, float alpha, float beta, CUstream stream) {
   int64_t m = transA ? A.cols : A.rows, k = transA ? A.rows : A.cols;
   int64_t kb = transB ? B.cols : B.rows, n = transB ? B.rows : B.cols;
-  std::string shapes = "op(A) " + std::to_string(m) + "x" + std::to_string(k) +
-                       ", op(B) " + std::to_string(kb) + "x" +
-                       std::to_string(n) + ", C " + std::to_string(C.rows) +
-                       "x" + std::to_string(C.cols);
+  std::string shapes = shapesOf(A, transA, B, transB, C);
   if (k != kb || C.rows != m || C.cols != n)
     throw Error("cuBLASLt GEMM: shapes do not agree: " + shapes);
   const Api &a = api();
@@ -183,23 +214,10 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
                                          &opb, sizeof(opb)),
         "setting TRANSB");
 
-  // The heuristic assumes 256-byte aligned pointers unless told otherwise;
-  // chunks of rows start anywhere. Algorithms are cached per problem.
-  auto alignment = [](uint64_t ptr) {
-    return uint32_t(std::min<uint64_t>(256, ptr & (~ptr + 1)));
-  };
-  uint32_t alignA = alignment(B.ptr), alignB = alignment(A.ptr),
-           alignC = alignment(C.ptr);
-  // Everything the heuristic's answer depends on, the workspace included:
-  // a stored choice is an index into that answer.
-  std::string key = shapes + ":" + dtypeName(A.dtype) + "," +
-                    dtypeName(B.dtype) + "," + dtypeName(C.dtype) + ":" +
-                    std::to_string(transA) + std::to_string(transB) + ":" +
-                    std::to_string(A.ld) + "," + std::to_string(B.ld) + "," +
-                    std::to_string(C.ld) + ":" + std::to_string(alignA) + "," +
-                    std::to_string(alignB) + "," + std::to_string(alignC) +
-                    (beta == 0.f ? ":C written" : ":C read") + ":workspace " +
-                    std::to_string(impl_->workspace.size());
+  uint32_t alignA = alignmentOf(B.ptr), alignB = alignmentOf(A.ptr),
+           alignC = alignmentOf(C.ptr);
+  // Algorithms are cached, and stored, per problem.
+  std::string key = problemKey(A, transA, B, transB, C, beta);
   auto matmul = [&](const cublasLtMatmulAlgo_t &algo) {
     check(a.cublasLtMatmul(impl_->handle, desc, &alpha,
                            reinterpret_cast<const void *>(B.ptr), la,

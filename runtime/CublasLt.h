@@ -75,6 +75,13 @@ public:
            const Matrix &C, float alpha, float beta,
            CUstream_st *stream = nullptr);
 
+  /// The product's name in the algorithm cache and the ChoiceStore:
+  /// everything cuBLASLt's answer depends on (shapes, dtypes, transposes,
+  /// leading dimensions, pointer alignments, whether C is read, the
+  /// workspace size).
+  std::string problemKey(const Matrix &A, bool transA, const Matrix &B,
+                         bool transB, const Matrix &C, float beta) const;
+
   /// With n > 1, a problem seen for the first time asks the heuristic for up
   /// to n algorithms and times each on the call's own operands (a warm-up
   /// and the median of 3), keeping the fastest; with 1 (the default) it
