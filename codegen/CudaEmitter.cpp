@@ -57,6 +57,14 @@ __device__ __forceinline__ float tj_maximumf(float a, float b) {
   return a > b ? a : b;
 #endif
 }
+// e^x on the hardware ex2 unit, flushing results below 2^-126 to zero:
+// ex2.approx.ftz is one MUFU op, where __expf without -ftz adds a range
+// check and two rescaling multiplies around it.
+__device__ __forceinline__ float tj_fast_exp(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+}
 __device__ __forceinline__ float tj_minimumf(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   float r;
@@ -378,7 +386,8 @@ private:
   std::string kernelName;
   int64_t threads = 0;
   int64_t clusterSize = 1;
-  unsigned clusterOps = 0; // tile.cluster_reduce ops printed so far
+  bool alignedVectors = false; // attr::kAlignedVectors: no alignment checks
+  unsigned clusterOps = 0;     // tile.cluster_reduce ops printed so far
   int indent = 0;
   unsigned nextId = 0;
   llvm::DenseMap<Value, std::string> names;
@@ -614,8 +623,9 @@ private:
 
   /// Loops over the groups of `width` adjacent elements of a vector access.
   /// A group is one vector access (vectorAccess(address, bytes)) when its
-  /// address is aligned and its mask all true at run time; otherwise each
-  /// element goes through element(e). `tj_g` is the group's first element.
+  /// address is aligned (checked at run time unless the kernel promised it)
+  /// and its mask all true; otherwise each element goes through element(e).
+  /// `tj_g` is the group's first element.
   void forEachGroup(
       Operation *op, Value ptr, Value offsets, Value mask, Type elem,
       int64_t width,
@@ -630,8 +640,11 @@ private:
          ") {");
     ++indent;
     std::string addr = name(ptr, op) + " + " + ref(offsets, "tj_g", op);
-    stmt("bool tj_full = (reinterpret_cast<unsigned long long>(" + addr +
-         ") % " + bytes + ") == 0;");
+    if (alignedVectors)
+      stmt("bool tj_full = true;");
+    else
+      stmt("bool tj_full = (reinterpret_cast<unsigned long long>(" + addr +
+           ") % " + bytes + ") == 0;");
     if (mask) {
       line("#pragma unroll");
       line("for (int tj_j = 0; tj_j < " + w + "; ++tj_j)");
@@ -768,6 +781,7 @@ void KernelEmitter::emit() {
 
   if (auto c = func->getAttrOfType<IntegerAttr>(attr::kClusterSize))
     clusterSize = c.getInt();
+  alignedVectors = func->hasAttr(attr::kAlignedVectors);
   std::string p = std::to_string(threads);
   line("// tilejit: " + kernelName + ", " + p + " threads");
   std::string attrs = "__launch_bounds__(" + p + ")";
@@ -1241,11 +1255,12 @@ bool KernelEmitter::emitMath(Operation *op) {
   if (it == kFloatFns.end())
     return false;
   const char *fn = it->second;
-  // fastmath<afn> on exp: the hardware ex2 approximation (as Triton's exp).
+  // fastmath<afn> on exp: the hardware ex2 approximation (as Triton's exp),
+  // with denormal results flushed to zero.
   if (auto fm = op->getAttrOfType<arith::FastMathFlagsAttr>("fastmath");
       fm && opName == "math.exp" &&
       arith::bitEnumContainsAll(fm.getValue(), arith::FastMathFlags::afn))
-    fn = "__expf";
+    fn = "tj_fast_exp";
   requireFloat(rt, op);
   for (Value v : op->getOperands())
     if (elemType(v.getType()) != rt)

@@ -744,6 +744,12 @@ Value KernelBuilder::broadcastRows(Value v, int64_t cols, SourceLoc loc) {
   return k.wrap(this, r);
 }
 
+void KernelBuilder::assumeAlignedVectors() {
+  auto &k = *impl_;
+  k.checkOpen();
+  k.func->setAttr(attr::kAlignedVectors, mlir::UnitAttr::get(k.ctx.get()));
+}
+
 int64_t KernelBuilder::clusterSize() const {
   auto it = impl_->config.params.find("CLUSTER_SIZE");
   return it == impl_->config.params.end() ? 1 : it->second;

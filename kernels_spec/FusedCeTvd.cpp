@@ -50,6 +50,7 @@ std::array<Value, 4> tileNormalizers(KernelBuilder &k, Value s, Value t,
 
 TileModule buildForward(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd", c);
+  applyAligned(k);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
   Value V = args.V, rowStride = args.rowStride;
@@ -102,6 +103,7 @@ TileModule buildForward(const Config &c) {
 
 TileModule buildBackward(const Config &c) {
   KernelBuilder k("fused_ce_tvd_bwd", c);
+  applyAligned(k);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   Value student = k.pointerArg("student", c.dtype);
   Value teacher = k.pointerArg("teacher", c.dtype);
@@ -167,21 +169,25 @@ KernelSpec fusedCeTvdForwardSpec() {
                     0,
                     "pass 1 keeps per-lane softmax state (1) or reduces "
                     "across the block every tile (0)"});
-  return {"fused_ce_tvd_fwd",
-          "CE+TVD forward: per-row ce, tvd and saved lse_s, lse_t, sigma",
-          params,
-          kDtypes,
-          buildForward,
-          kTuneKey};
+  KernelSpec s{"fused_ce_tvd_fwd",
+               "CE+TVD forward: per-row ce, tvd and saved lse_s, lse_t, sigma",
+               params,
+               kDtypes,
+               buildForward,
+               kTuneKey};
+  s.deriveParams = deriveAligned;
+  return s;
 }
 
 KernelSpec fusedCeTvdBackwardSpec() {
-  return {"fused_ce_tvd_bwd",
-          "CE+TVD backward: student gradient from per-row g_ce, g_tvd",
-          rowKernelParams(),
-          kDtypes,
-          buildBackward,
-          kTuneKey};
+  KernelSpec s{"fused_ce_tvd_bwd",
+               "CE+TVD backward: student gradient from per-row g_ce, g_tvd",
+               rowKernelParams(),
+               kDtypes,
+               buildBackward,
+               kTuneKey};
+  s.deriveParams = deriveAligned;
+  return s;
 }
 
 } // namespace tilejit

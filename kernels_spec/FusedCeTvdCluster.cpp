@@ -143,6 +143,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
 
 TileModule buildForwardCluster(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
+  applyAligned(k);
   CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
   RowSlice r = rowSlice(k, args.student, args.teacher, args.target, args.V,
                         args.rowStride, args.ignoreIndex);
@@ -169,6 +170,7 @@ TileModule buildForwardCluster(const Config &c) {
 
 TileModule buildLossGrad(const Config &c) {
   KernelBuilder k("fused_ce_tvd_loss_grad", c);
+  applyAligned(k);
   // IN_PLACE (from the caller): the gradient is written over the student,
   // so the two give up __restrict__.
   auto pointer = [&](const char *name) {
@@ -307,6 +309,7 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   int64_t cluster = c.get("CLUSTER_SIZE"), block = c.get("BLOCK_SIZE");
   int64_t slice = (v->second + cluster - 1) / cluster;
   c.params["SLICE"] = (slice + block - 1) / block * block;
+  deriveAligned(c, shape);
 }
 
 /// deriveSlice, and IN_PLACE from the caller's entry of that name (absent:

@@ -25,6 +25,7 @@ Value softcapped(Value z, Value c, Value useCap) {
 
 TileModule buildLogitsGrad(const Config &cfg) {
   KernelBuilder k("lce_logits_grad", cfg);
+  applyAligned(k);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   // Features compiled in (lceProblemFlags): a plain cross-entropy pays for
   // no tanh, division or extra load per element.
@@ -266,6 +267,7 @@ void lceProblemFlags(Config &c, const std::map<std::string, int64_t> &problem) {
        {"SOFTCAP", "SMOOTHING", "Z_LOSS", "BIAS", "CLASS_WEIGHT"})
     setSwitchFromProblem(c, problem, feature, true);
   setSwitchFromProblem(c, problem, "NARROW_LOGITS", false);
+  deriveAligned(c, problem);
 }
 
 } // namespace

@@ -123,6 +123,21 @@ void setSwitchFromProblem(dsl::Config &c,
   c.params[name] = it == problem.end() ? absent : it->second != 0;
 }
 
+void deriveAligned(dsl::Config &c,
+                   const std::map<std::string, int64_t> &problem) {
+  auto v = problem.find("V");
+  bool wholeRows =
+      v != problem.end() && v->second * int64_t(dtypeSize(c.dtype)) % 16 == 0;
+  setSwitchFromProblem(c, problem, "ALIGNED", wholeRows);
+}
+
+void applyAligned(dsl::KernelBuilder &k) {
+  const auto &params = k.config().params;
+  auto it = params.find("ALIGNED");
+  if (it != params.end() && it->second != 0)
+    k.assumeAlignedVectors();
+}
+
 const std::vector<KernelSpec> &kernelRegistry() {
   static const std::vector<KernelSpec> kernels = {
       fusedCeTvdForwardSpec(),

@@ -134,8 +134,9 @@ TILEJIT_DSL_SCALAR_OVERLOADS(!=)
 
 Value max(Value a, Value b); // NaN-propagating, as torch.maximum
 Value min(Value a, Value b);
-/// e^a. On the GPU the hardware ex2 approximation (__expf: relative error
-/// about 2^-21 + |a| 2^-24), as Triton's exp; the CPU interpreter uses libm.
+/// e^a. On the GPU the hardware ex2 approximation of 2^(a log2 e), as
+/// Triton's exp (relative error about 2^-21 + |a| 2^-24), with results below
+/// 2^-126 (a < -87.3) flushed to zero; the CPU interpreter uses libm.
 Value exp(Value a);
 Value exp2(Value a);
 Value log(Value a);
@@ -189,6 +190,14 @@ public:
   /// the config has none. Programs c*n .. c*n + n-1 along axis 0 form
   /// cluster c (on the GPU a CUDA cluster, sm_90 or newer).
   int64_t clusterSize() const;
+  /// Promises that every load and store whose lanes are adjacent elements
+  /// starts each group of up to 16 bytes at an address aligned to the group's
+  /// size (e.g. rows of a multiple of 16 bytes, from a cudaMalloc base, walked
+  /// in tiles). The GPU code then skips the per-group alignment check and
+  /// its element-by-element fallback; masks are still honoured. A broken
+  /// promise is a misaligned-address fault, so set it only from what the
+  /// caller has checked (the ALIGNED switch of the kernel specs).
+  void assumeAlignedVectors();
   enum class ClusterOp { Sum, Max, Min };
   /// Combines each scalar of `xs` (one type, f32/i32/i64; bf16/f16 widen to
   /// f32) over the programs of this program's cluster, in program order:

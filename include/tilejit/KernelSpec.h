@@ -71,6 +71,18 @@ void setSwitchFromProblem(dsl::Config &c,
                           const std::map<std::string, int64_t> &problem,
                           const std::string &name, bool absent);
 
+/// For a deriveParams: sets switch ALIGNED from the problem's entry of that
+/// name, or, when there is none, to whether rows of V elements of c.dtype
+/// are whole multiples of 16 bytes (rows V apart from a cudaMalloc base, as
+/// the ops lay them out). Kernels that see ALIGNED = 1 call
+/// KernelBuilder::assumeAlignedVectors.
+void deriveAligned(dsl::Config &c,
+                   const std::map<std::string, int64_t> &problem);
+
+/// For a kernel builder: k.assumeAlignedVectors() when k's config has
+/// ALIGNED = 1 (set by deriveAligned; absent means 0).
+void applyAligned(dsl::KernelBuilder &k);
+
 /// Every kernel in kernels_spec/, in a fixed order.
 const std::vector<KernelSpec> &kernelRegistry();
 /// The kernel called `name`; throws tilejit::Error listing the known names.

@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 using namespace tilejit;
 using namespace tilejit::testdata;
 
@@ -146,6 +148,27 @@ TEST(CeTvdReduced, OnlyTheInPlaceKernelAliasesStudentAndGrad) {
       EXPECT_EQ(restricted, !inPlace) << arg << " in place " << inPlace;
     }
   }
+}
+
+// Rows of a multiple of 16 bytes skip the per-group alignment check (the
+// GPU tests run both forms: V = 151936 and V = 1001).
+TEST(CeTvdReduced, WholeSixteenByteRowsSkipTheAlignmentCheck) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
+  for (auto [V, dtype, aligned] : {std::tuple{1004, DType::BF16, false},
+                                   {1008, DType::BF16, true},
+                                   {1002, DType::F32, false},
+                                   {1004, DType::F32, true}}) {
+    dsl::Config c = spec.config(dtype, {}, {{"V", V}});
+    EXPECT_EQ(c.get("ALIGNED"), aligned) << V;
+    CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cuda, {}});
+    bool checked =
+        k.cuda.find("bool tj_full = (reinterpret_cast") != std::string::npos;
+    EXPECT_EQ(checked, !aligned) << V;
+  }
+  // A caller that knows better (an unaligned base) turns it off.
+  EXPECT_EQ(spec.config(DType::BF16, {}, {{"V", 1008}, {"ALIGNED", 0}})
+                .get("ALIGNED"),
+            0);
 }
 
 TEST(CeTvdReduced, AllIgnoredBatchGivesZeroLossAndGradient) {

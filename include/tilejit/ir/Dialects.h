@@ -43,6 +43,9 @@ constexpr const char *kAccessVec = "vec"; // i64 on simt.load/store: group size
 // unit, on a pointer argument: it may share memory with another argument
 // (an output written in place over an input), so it is not __restrict__.
 constexpr const char *kMayAlias = "tile.may_alias";
+// unit, on a kernel: every vectorizable load and store group starts at an
+// address aligned to its size (KernelBuilder::assumeAlignedVectors).
+constexpr const char *kAlignedVectors = "tile.aligned_vectors";
 } // namespace attr
 
 /// Registers tile, simt and the upstream dialects tilejit programs use
