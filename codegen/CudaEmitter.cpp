@@ -821,6 +821,10 @@ void KernelEmitter::emit() {
            (i + 1 == params.size() ? ") {" : ","));
   }
   ++indent;
+  if (auto bytes = func->getAttrOfType<IntegerAttr>(attr::kSharedBytes);
+      bytes && bytes.getInt() > 0)
+    line("extern __shared__ __align__(16) unsigned char tj_smem[]; // " +
+         std::to_string(bytes.getInt()) + " bytes, set at launch");
   emitBlock(body, {}, {});
   if (clusterOps > 0)
     line("tj_cluster_sync(); // no block exits while others read its slots");
@@ -1570,6 +1574,19 @@ bool KernelEmitter::emitSimt(Operation *op) {
     define(op, ap.getResult(), [&](const std::string &) {
       return name(ap.getPtr(), op) + " + " + name(ap.getOffset(), op);
     });
+    return true;
+  }
+  if (auto sa = dyn_cast<tile::SharedAllocOp>(op)) {
+    // A pointer into tj_smem within this function, so nvcc keeps its
+    // accesses as shared-memory ones (LDS/STS), not generic.
+    define(op, sa.getResult(), [&](const std::string &) {
+      return "reinterpret_cast<" + scalarType(sa.getType(), op) +
+             ">(tj_smem + " + std::to_string(sa.getOffset()) + ")";
+    });
+    return true;
+  }
+  if (isa<tile::BarrierOp>(op)) {
+    stmt("__syncthreads();");
     return true;
   }
   return false;

@@ -98,6 +98,8 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
       out.threads = p.getInt();
     if (auto c = f->getAttrOfType<IntegerAttr>(attr::kClusterSize))
       out.clusterSize = c.getInt();
+    if (auto s = f->getAttrOfType<IntegerAttr>(attr::kSharedBytes))
+      out.dynamicSharedBytes = s.getInt();
   });
   if (options.upTo == Stage::Simt)
     return out;

@@ -336,9 +336,9 @@ struct TileLowerToSimtPass
                         tile::StoreOp, tile::ReduceOp, tile::DotOp,
                         tile::ReduceRowsOp, tile::BroadcastRowsOp,
                         tile::ProgramIdOp, tile::NumProgramsOp>();
-    // Scalars only: the emitter prints it (distributed shared memory).
-    target
-        .addLegalOp<tile::AddPtrOp, tile::ConstexprOp, tile::ClusterReduceOp>();
+    // Scalars and pointers only: the emitter prints them as they are.
+    target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp, tile::ClusterReduceOp,
+                      tile::SharedAllocOp, tile::BarrierOp>();
     target.addDynamicallyLegalDialect<arith::ArithDialect, math::MathDialect>(
         [](Operation *op) { return !hasTensorType(op); });
 

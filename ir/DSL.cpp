@@ -755,6 +755,41 @@ int64_t KernelBuilder::clusterSize() const {
   return it == impl_->config.params.end() ? 1 : it->second;
 }
 
+Value KernelBuilder::sharedArray(int64_t n, DType type, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  k.checkOpen();
+  if (type == DType::I1)
+    k.fail("sharedArray of i1 is not supported");
+  if (n <= 0)
+    k.fail("sharedArray(" + std::to_string(n) + ") needs a positive size");
+  if (k.b.getInsertionBlock()->getParentOp() != k.func.getOperation())
+    k.fail("sharedArray must be called outside loops and branches (the "
+           "array lives for the whole program)");
+  // 227 KiB is the most one block may take on sm_90 (48 KiB before sm_70).
+  constexpr int64_t kMostBytes = 227 * 1024;
+  auto total = k.func->getAttrOfType<mlir::IntegerAttr>(attr::kSharedBytes);
+  int64_t offset = total ? total.getInt() : 0;
+  int64_t bytes = n * int64_t(dtypeSize(type));
+  int64_t end = offset + (bytes + 15) / 16 * 16;
+  if (end > kMostBytes)
+    k.fail("sharedArray(" + std::to_string(n) + " x " + dtypeName(type) +
+           "): the kernel's shared arrays would take " + std::to_string(end) +
+           " bytes, more than the " + std::to_string(kMostBytes) +
+           " a block may have");
+  k.func->setAttr(attr::kSharedBytes, k.b.getI64IntegerAttr(end));
+  auto ptrType = tile::PtrType::get(k.ctx.get(), k.elementType(type));
+  return k.wrap(this,
+                tile::SharedAllocOp::create(k.b, k.loc, ptrType, n, offset));
+}
+
+void KernelBuilder::barrier(SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  k.checkOpen();
+  tile::BarrierOp::create(k.b, k.loc);
+}
+
 Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {
   auto &k = *impl_;
   k.at(loc);

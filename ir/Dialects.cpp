@@ -126,8 +126,8 @@ LogicalResult tile::DotOp::verify() {
   // The GPU lowering stages a, b and the accumulator in shared memory.
   int64_t bytes = (m * k + k * n) * 2 + m * n * 4;
   if (bytes > 48 * 1024)
-    return emitOpError("needs ") << bytes
-                                  << " bytes of shared memory (at most 48 KiB)";
+    return emitOpError("needs ")
+           << bytes << " bytes of shared memory (at most 48 KiB)";
   return success();
 }
 
@@ -175,6 +175,25 @@ LogicalResult tile::ClusterReduceOp::verify() {
   if (!size)
     return emitOpError("is only valid in a kernel with a '")
            << attr::kClusterSize << "' attribute";
+  return success();
+}
+
+LogicalResult tile::SharedAllocOp::verify() {
+  auto func = dyn_cast<func::FuncOp>((*this)->getParentOp());
+  if (!func)
+    return emitOpError("must be in the kernel's top-level block");
+  Type et = getType().getElementType();
+  if (!(et.isInteger(32) || et.isInteger(64) || et.isBF16() || et.isF16() ||
+        et.isF32()))
+    return emitOpError("holds i32, i64, bf16, f16 or f32, not ") << et;
+  if (getOffset() % 16 != 0)
+    return emitOpError("offset ") << getOffset() << " is not 16-byte aligned";
+  auto total = func->getAttrOfType<IntegerAttr>(attr::kSharedBytes);
+  int64_t bytes = getSize() * (et.getIntOrFloatBitWidth() / 8);
+  if (!total || getOffset() + bytes > total.getInt())
+    return emitOpError("ends at byte ")
+           << getOffset() + bytes << ", past the kernel's '"
+           << attr::kSharedBytes << "'";
   return success();
 }
 

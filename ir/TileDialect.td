@@ -14,7 +14,7 @@ def Tile_Dialect : Dialect {
 
 def Tile_PtrType : TypeDef<Tile_Dialect, "Ptr"> {
   let mnemonic = "ptr";
-  let summary = "pointer to elements of one type in global memory";
+  let summary = "pointer to elements of one type in global or shared memory";
   let parameters = (ins "::mlir::Type":$elementType);
   let assemblyFormat = "`<` $elementType `>`";
 }

@@ -175,4 +175,31 @@ def Tile_ClusterReduceOp : Tile_Op<"cluster_reduce"> {
   let hasVerifier = 1;
 }
 
+def Tile_SharedAllocOp : Tile_Op<"shared_alloc"> {
+  let summary = "a program's array in shared memory (on chip)";
+  let description = [{
+    `size` elements of the pointer's element type, private to the program
+    (a CUDA block), at byte `offset` of the kernel's dynamic shared memory
+    (the kernel's `tile.shared_bytes` covers every array). Reached with
+    tile.load / tile.store like global memory; a program sees its own
+    writes after a tile.barrier (or at once, lane by lane, when each lane
+    reads back what it wrote). Only in the kernel's top-level block, so one
+    allocation lives for the whole program.
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$size,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs Tile_PtrType:$result);
+  let assemblyFormat = "attr-dict `:` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+def Tile_BarrierOp : Tile_Op<"barrier"> {
+  let summary = "all lanes of the program meet; shared-memory writes before it are seen after it";
+  let description = [{
+    A CUDA __syncthreads(): every lane of the program must reach it, so use
+    it under conditions that are uniform in the program only.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 #endif // TILEJIT_TILE_OPS_TD

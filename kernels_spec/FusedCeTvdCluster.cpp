@@ -27,9 +27,12 @@ namespace {
 
 using CO = KernelBuilder::ClusterOp;
 
-/// The arguments and the slice every cluster kernel starts from.
+/// The arguments and the slice every cluster kernel starts from. With
+/// SMEM_ROWS = 1, sS and sT are the program's shared-memory copies of its
+/// slice: pass 1 fills them, later passes read them instead of L2.
 struct RowSlice {
   Value row, rank, s, t, y, V, start, end, ignored, inRange;
+  Value sS, sT;
 };
 
 RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
@@ -48,6 +51,11 @@ RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
   r.end = min(r.start + double(SLICE), V);
   r.ignored = r.y == ignoreIndex;
   r.inRange = r.y >= 0.0 && r.y < V.to(DType::I64);
+  auto smem = k.config().params.find("SMEM_ROWS");
+  if (smem != k.config().params.end() && smem->second) {
+    r.sS = k.sharedArray(SLICE, k.config().dtype);
+    r.sT = k.sharedArray(SLICE, k.config().dtype);
+  }
   return r;
 }
 
@@ -72,9 +80,28 @@ struct RowStats {
   Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
 };
 
+/// Pass 1's read of a tile of the slice, from global memory (and, with
+/// SMEM_ROWS, its copy into shared memory).
 std::pair<Value, Value> loadTile(KernelBuilder &k, const RowSlice &r,
                                  Value offs, Mask mask) {
-  return {k.load(r.s, offs, mask, kNegInf), k.load(r.t, offs, mask, kNegInf)};
+  Value s = k.load(r.s, offs, mask, kNegInf);
+  Value t = k.load(r.t, offs, mask, kNegInf);
+  if (r.sS.valid()) {
+    k.store(r.sS, offs - r.start, s, mask);
+    k.store(r.sT, offs - r.start, t, mask);
+  }
+  return {s, t};
+}
+
+/// A later pass's read of the same tile: from shared memory with
+/// SMEM_ROWS, else again from global memory (L2, if it is still there).
+std::pair<Value, Value> reloadTile(KernelBuilder &k, const RowSlice &r,
+                                   Value offs, Mask mask) {
+  if (!r.sS.valid())
+    return {k.load(r.s, offs, mask, kNegInf), k.load(r.t, offs, mask, kNegInf)};
+  Value local = offs - r.start;
+  return {k.load(r.sS, local, mask, kNegInf),
+          k.load(r.sT, local, mask, kNegInf)};
 }
 
 /// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
@@ -108,6 +135,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     slice[0] = {mS, dS};
     slice[1] = {mT, dT};
   }
+  // Every lane's shared-memory copy is in place before pass 2 reads it.
+  if (r.sS.valid())
+    k.barrier();
   // The target logit, read once by the cluster's first program. No program
   // writes a gradient before the cluster reductions below, so an in-place
   // run cannot have overwritten it.
@@ -128,7 +158,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
 
   Var absSum = zero, sig = zero;
   forEachTile(k, r, [&](Value offs, Mask mask) {
-    auto [s, t] = loadTile(k, r, offs, mask);
+    auto [s, t] = reloadTile(k, r, offs, mask);
     Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
     Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
     Value p = exp(logP);
@@ -208,7 +238,7 @@ TileModule buildLossGrad(const Config &c) {
         // Pass 3. Each element is read before it is written, by the same
         // program, so the gradient may overwrite the student in place.
         forEachTile(k, r, [&](Value offs, Mask mask) {
-          auto [s, t] = loadTile(k, r, offs, mask);
+          auto [s, t] = reloadTile(k, r, offs, mask);
           // One exp per element: the sign of p - q comes from the logs,
           // the same way pass 2 took it.
           Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
@@ -312,12 +342,20 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   deriveAligned(c, shape);
 }
 
-/// deriveSlice, and IN_PLACE from the caller's entry of that name (absent:
-/// 1, the form that is right either way).
+/// Shared memory the SMEM_ROWS copies may take per program: what an sm_90
+/// block may have (227 KiB), less room for the kernel's static arrays.
+constexpr int64_t kSliceCopyBytes = 220 * 1024;
+
+/// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
+/// the form that is right either way); SMEM_ROWS back to 0 where the two
+/// slice copies would not fit in shared memory (the config then says so).
 void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
   deriveSlice(c, shape);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
+  int64_t copyBytes = 2 * c.get("SLICE") * int64_t(dtypeSize(c.dtype));
+  if (copyBytes > kSliceCopyBytes)
+    c.params["SMEM_ROWS"] = 0;
 }
 
 std::vector<ParamSpec> singleProgramParams() {
@@ -340,10 +378,18 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
 }
 
 KernelSpec fusedCeTvdLossGradSpec() {
+  std::vector<ParamSpec> params = clusterParams();
+  params.push_back({"SMEM_ROWS",
+                    {0, 1},
+                    0,
+                    "passes 2 and 3 read the program's slice from a copy in "
+                    "shared memory made in pass 1 (1) or again from global "
+                    "memory (0); 1 needs 2 x SLICE elements of shared memory "
+                    "and falls back to 0 where they do not fit"});
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",
-               clusterParams(),
+               params,
                kDtypes,
                buildLossGrad,
                kTuneKey};

@@ -226,11 +226,12 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
     CompiledKernel k = compileCached(buildKernel(name, in, set, config), copts);
     const cuda::Function &f = loaded.function(k);
     *ms = msSince(t0);
-    return std::make_tuple(k.threads, k.clusterSize, f);
+    return std::make_tuple(k.threads, k.clusterSize,
+                           static_cast<size_t>(k.dynamicSharedBytes), f);
   };
-  auto [fwdThreads, fwdCluster, fwdF] =
+  auto [fwdThreads, fwdCluster, fwdShared, fwdF] =
       jit(options.forwardKernel, fwdSet, &out.forwardConfig, &out.forwardJitMs);
-  auto [bwdThreads, bwdCluster, bwdF] =
+  auto [bwdThreads, bwdCluster, bwdShared, bwdF] =
       jit("fused_ce_tvd_bwd", bwdSet, &out.backwardConfig, &out.backwardJitMs);
 
   out.device = device.name();
@@ -251,11 +252,13 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   auto bwdArgs = launchArgs(true, scalars, ptrs.data());
   auto launchFwd = [&] {
     cuda::launch(fwdF, {static_cast<unsigned>(in.BT * fwdCluster)},
-                 {static_cast<unsigned>(fwdThreads)}, 0, nullptr, fwdArgs);
+                 {static_cast<unsigned>(fwdThreads)}, fwdShared, nullptr,
+                 fwdArgs);
   };
   auto launchBwd = [&] {
     cuda::launch(bwdF, {static_cast<unsigned>(in.BT * bwdCluster)},
-                 {static_cast<unsigned>(bwdThreads)}, 0, nullptr, bwdArgs);
+                 {static_cast<unsigned>(bwdThreads)}, bwdShared, nullptr,
+                 bwdArgs);
   };
   launchFwd();
   cuda::synchronize();

@@ -217,6 +217,7 @@ public:
       CompiledKernel c = compileCached(*mods[i], Copts);
       Fns[i] = loaded.function(c);
       Threads[i] = c.threads;
+      SharedBytes[i] = c.dynamicSharedBytes;
       Grids[i] = i == 1 ? In.BT * c.clusterSize : 1;
     }
   }
@@ -239,7 +240,8 @@ public:
   void launchAll() {
     for (int i = 0; i < 3; ++i)
       cuda::launch(Fns[i], {static_cast<unsigned>(Grids[i])},
-                   {static_cast<unsigned>(Threads[i])}, 0, nullptr, Args[i]);
+                   {static_cast<unsigned>(Threads[i])},
+                   static_cast<size_t>(SharedBytes[i]), nullptr, Args[i]);
   }
 
   void copyBack(CeTvdReducedOutputs &out) {
@@ -255,6 +257,7 @@ public:
   void useLossGrad(const CompiledKernel &k, const cuda::Function &fn) {
     Fns[1] = fn;
     Threads[1] = k.threads;
+    SharedBytes[1] = k.dynamicSharedBytes;
     Grids[1] = In.BT * k.clusterSize;
   }
 
@@ -272,7 +275,7 @@ private:
   CUdeviceptr Ptrs[NBufs] = {};
   std::vector<std::vector<void *>> Args;
   cuda::Function Fns[3];
-  int64_t Threads[3] = {}, Grids[3] = {};
+  int64_t Threads[3] = {}, Grids[3] = {}, SharedBytes[3] = {};
   std::string Config;
 };
 
@@ -323,19 +326,24 @@ public:
 
   std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
     const KernelSpec &spec = findKernel(kLossGrad);
+    dsl::Config config =
+        spec.config(In.dtype, paramOverrides(params),
+                    {{"BT", In.BT}, {"V", In.V}, {"IN_PLACE", Opts.inPlace}});
+    // A fallen-back SMEM_ROWS=1 is the SMEM_ROWS=0 kernel: not a candidate.
+    if (config.get("SMEM_ROWS") != params.at("SMEM_ROWS"))
+      throw Error("SMEM_ROWS=1: two slices of " +
+                  std::to_string(config.get("SLICE")) +
+                  " elements do not fit in shared memory");
     auto c = std::make_unique<Candidate>();
-    c->compiled = compileCached(
-        spec.build(spec.config(
-            In.dtype, paramOverrides(params),
-            {{"BT", In.BT}, {"V", In.V}, {"IN_PLACE", Opts.inPlace}})),
-        Run.compileOptions());
+    c->compiled = compileCached(spec.build(config), Run.compileOptions());
     return c;
   }
   KernelResources load(TuneCandidate &tc) override {
     auto &c = static_cast<Candidate &>(tc);
     c.load();
     return {static_cast<int>(c.compiled.threads), c.fn.numRegs(),
-            c.fn.sharedBytes()};
+            c.fn.sharedBytes() +
+                static_cast<int>(c.compiled.dynamicSharedBytes)};
   }
   void resetBuffers() override {
     Run.reset();

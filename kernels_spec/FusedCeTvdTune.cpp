@@ -104,14 +104,17 @@ public:
   KernelResources load(Kernel &k) const {
     k.load();
     return {static_cast<int>(k.compiled.threads), k.fn.numRegs(),
-            k.fn.sharedBytes()};
+            k.fn.sharedBytes() +
+                static_cast<int>(k.compiled.dynamicSharedBytes)};
   }
 
   void launchAsync(const Kernel &k) {
     std::vector<void *> args =
         launchArgs(k.compiled.name == kBwd, ScalarArgs, Ptrs);
     cuda::launch(k.fn, {static_cast<unsigned>(In.BT * k.compiled.clusterSize)},
-                 {static_cast<unsigned>(k.compiled.threads)}, 0, nullptr, args);
+                 {static_cast<unsigned>(k.compiled.threads)},
+                 static_cast<size_t>(k.compiled.dynamicSharedBytes), nullptr,
+                 args);
   }
 
   /// NaN-fills `outputs`; with `clearFlag`, zeroes the forward's bad_target

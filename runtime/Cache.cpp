@@ -126,7 +126,7 @@ std::string CacheKey::hex() const { return blake3Hex(canonical()); }
 
 namespace {
 
-constexpr int kFormat = 1;
+constexpr int kFormat = 2; // 2: dynamic_shared_bytes, in the checksum too
 const char *const kMeta = "meta.json";
 const char *const kTmpPrefix = ".tmp-";
 const char *const kTrashPrefix = ".trash-";
@@ -154,12 +154,14 @@ payload(const CompiledKernel &k) {
   return files;
 }
 
-/// One checksum over the whole entry: its key, the kernel name and thread
-/// count that meta.json records, then name, size and bytes of each file.
+/// One checksum over the whole entry: its key, the kernel name, thread
+/// count, cluster size and shared bytes that meta.json records, then name,
+/// size and bytes of each file.
 std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
   llvm::BLAKE3 h;
   h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":" +
-           std::to_string(k.clusterSize) + ":");
+           std::to_string(k.clusterSize) + ":" +
+           std::to_string(k.dynamicSharedBytes) + ":");
   for (const auto &[name, bytes] : payload(k)) {
     h.update(name + ":" + std::to_string(bytes.size()) + ":");
     h.update(bytes);
@@ -338,6 +340,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   k.name = str("kernel");
   k.threads = meta->getInteger("threads").value_or(0);
   k.clusterSize = meta->getInteger("cluster_size").value_or(0);
+  k.dynamicSharedBytes = meta->getInteger("dynamic_shared_bytes").value_or(0);
   for (const PayloadFile &f : kTextFiles)
     if (!readFile(entry / f.name, k.*f.text))
       return std::string(f.name) + " is missing or unreadable";
@@ -474,6 +477,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"nvrtc_version", field("nvrtc_version")},
       {"threads", k.threads},
       {"cluster_size", k.clusterSize},
+      {"dynamic_shared_bytes", k.dynamicSharedBytes},
       {"resources", cubinResources(k.cubin, k.name)},
       {"compile_us", llvm::json::Object{{"mlir", int64_t(k.mlirMs * 1000)},
                                         {"nvrtc", int64_t(k.nvrtcMs * 1000)}}},

@@ -545,9 +545,10 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
                 " threads but kernel '" + fn.name + "' allows at most " +
                 std::to_string(maxThreads) + " (it uses " +
                 std::to_string(fn.numRegs()) + " registers per thread)");
-  // Beyond 48 KiB of dynamic shared memory a kernel must opt in explicitly.
-  constexpr size_t kDefaultDynamicSharedLimit = 48 * 1024;
-  if (sharedBytes > kDefaultDynamicSharedLimit)
+  // Beyond 48 KiB of static plus dynamic shared memory a kernel must opt in
+  // explicitly; opting in whenever there is dynamic memory covers kernels
+  // whose static arrays push a smaller dynamic size past the line.
+  if (sharedBytes > 0)
     fn.setMaxDynamicSharedBytes(static_cast<int>(sharedBytes));
   CUresult r = d.cuLaunchKernel(
       fn.fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,

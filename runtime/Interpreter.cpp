@@ -88,8 +88,9 @@ struct RuntimeValue {
   bool tile = false;
   std::shared_ptr<const FVec> f; // float elements
   std::shared_ptr<const IVec> i; // integer elements
-  int ptrArg = -1;               // pointers: the kernel argument ...
-  int64_t ptrOff = 0;            // ... and an element offset into it
+  int ptrArg = -1;    // pointers: the kernel argument (past the last one: a
+                      // shared array of the program) ...
+  int64_t ptrOff = 0; // ... and an element offset into it
 
   size_t size() const { return f ? f->size() : i ? i->size() : 1; }
   int64_t intScalar() const { return (*i)[0]; }
@@ -415,6 +416,8 @@ public:
     pid[1] = py;
     pid[2] = pz;
     env.clear();
+    sharedStore.clear();
+    sharedBufs.clear();
     Block &entry = k.func.getBody().front();
     for (auto [arg, val] : llvm::zip(entry.getArguments(), k.argValues))
       env[arg] = val;
@@ -428,6 +431,34 @@ private:
   llvm::DenseMap<Value, RuntimeValue> env;
   llvm::DenseMap<Operation *, RuntimeValue> constants; // across programs
   Operation *cur = nullptr;
+  // This program's tile.shared_alloc arrays (pointer ptrArg = args + index).
+  std::vector<std::vector<unsigned char>> sharedStore;
+  std::vector<InterpBuffer> sharedBufs;
+
+  /// The buffer a pointer value points into: a kernel argument or one of
+  /// this program's shared arrays.
+  const InterpBuffer &bufferOf(const RuntimeValue &ptr) const {
+    size_t nArgs = k.args->size();
+    if (size_t(ptr.ptrArg) < nArgs)
+      return std::get<InterpBuffer>((*k.args)[ptr.ptrArg]);
+    return sharedBufs[ptr.ptrArg - nArgs];
+  }
+
+  /// tile.shared_alloc: a fresh array for this program, all bytes 0xFF
+  /// (NaN in every float type), so reading before writing shows.
+  void execSharedAlloc(tile::SharedAllocOp op) {
+    auto elem = elemOfScalar(op.getType().getElementType());
+    if (!elem || *elem == Elem::Ptr || *elem == Elem::I1)
+      fail("a shared array of this element type is not supported");
+    DType dt = dtypeOfElem(*elem);
+    int64_t n = op.getSize();
+    sharedStore.emplace_back(size_t(n) * dtypeSize(dt), 0xFF);
+    sharedBufs.push_back({sharedStore.back().data(), dt, n});
+    RuntimeValue v;
+    v.elem = Elem::Ptr;
+    v.ptrArg = static_cast<int>(k.args->size() + sharedBufs.size() - 1);
+    set(op.getResult(), std::move(v));
+  }
 
   //--- errors ---------------------------------------------------------------
 
@@ -639,18 +670,21 @@ private:
   [[noreturn]] __attribute__((noinline, cold)) void
   outOfBounds(const RuntimeValue &ptr, int64_t laneOff, size_t lane,
               const char *what) {
-    const InterpBuffer &buf = std::get<InterpBuffer>((*k.args)[ptr.ptrArg]);
+    const InterpBuffer &buf = bufferOf(ptr);
     int64_t o;
     bool overflow = __builtin_add_overflow(ptr.ptrOff, laneOff, &o);
-    fail(std::string("out-of-bounds unmasked ") + what + ": element offset " +
-         (overflow
-              ? std::to_string(ptr.ptrOff) + " + " + std::to_string(laneOff)
-              : std::to_string(o)) +
-         " (pointer offset " + std::to_string(ptr.ptrOff) + " + lane " +
-         std::to_string(lane) + " offset " + std::to_string(laneOff) +
-         ") is outside argument #" + std::to_string(ptr.ptrArg) +
-         ", a buffer of " + std::to_string(buf.numElements) + " " +
-         dtypeName(buf.dtype) + " elements");
+    fail(
+        std::string("out-of-bounds unmasked ") + what + ": element offset " +
+        (overflow ? std::to_string(ptr.ptrOff) + " + " + std::to_string(laneOff)
+                  : std::to_string(o)) +
+        " (pointer offset " + std::to_string(ptr.ptrOff) + " + lane " +
+        std::to_string(lane) + " offset " + std::to_string(laneOff) +
+        ") is outside " +
+        (size_t(ptr.ptrArg) < k.args->size()
+             ? "argument #" + std::to_string(ptr.ptrArg)
+             : "shared array #" + std::to_string(ptr.ptrArg - k.args->size())) +
+        ", a buffer of " + std::to_string(buf.numElements) + " " +
+        dtypeName(buf.dtype) + " elements");
   }
 };
 
@@ -690,6 +724,10 @@ void Runner::execTile(Operation *op) {
     return execReduce(r);
   if (auto r = dyn_cast<tile::ClusterReduceOp>(op))
     return execClusterReduce(r);
+  if (auto a = dyn_cast<tile::SharedAllocOp>(op))
+    return execSharedAlloc(a);
+  if (isa<tile::BarrierOp>(op))
+    return; // a program runs as one sequence here: nothing to wait for
   if (auto d = dyn_cast<tile::DotOp>(op))
     return execDot(d);
   if (auto r = dyn_cast<tile::ReduceRowsOp>(op))
@@ -1236,7 +1274,7 @@ void Runner::execLoad(tile::LoadOp op) {
       checkSizes(mask->size(), n);
     maskStride = mask->size() == 1 ? 0 : 1;
   }
-  const InterpBuffer &buf = std::get<InterpBuffer>((*k.args)[ptr.ptrArg]);
+  const InterpBuffer &buf = bufferOf(ptr);
   const int64_t *po = offs.i->data();
   const int64_t *pm = mask ? mask->i->data() : nullptr;
   DType dt = buf.dtype;
@@ -1298,7 +1336,7 @@ void Runner::execStore(tile::StoreOp op) {
       checkSizes(mask->size(), n);
     maskStride = mask->size() == 1 ? 0 : 1;
   }
-  const InterpBuffer &buf = std::get<InterpBuffer>((*k.args)[ptr.ptrArg]);
+  const InterpBuffer &buf = bufferOf(ptr);
   const int64_t *po = offs.i->data();
   const int64_t *pm = mask ? mask->i->data() : nullptr;
   DType dt = buf.dtype;

@@ -32,12 +32,15 @@ struct CompileOptions {
 /// empty. Times are wall-clock milliseconds.
 struct CompiledKernel {
   std::string name;
-  int64_t threads = 0;       ///< threads per program (block size)
+  int64_t threads = 0; ///< threads per program (block size)
   /// Programs per thread-block cluster (grids must be a multiple along x).
   int64_t clusterSize = 1;
-  std::string tileIR;        ///< after verify/specialize/canonicalize
-  std::string simtIR;        ///< after layout + lowering
-  std::string cuda;          ///< CUDA C++ given to NVRTC
+  /// Dynamic shared memory per program (its sharedArray()s), in bytes: the
+  /// launch must pass it (LoadedKernels raises the 48 KiB default).
+  int64_t dynamicSharedBytes = 0;
+  std::string tileIR; ///< after verify/specialize/canonicalize
+  std::string simtIR; ///< after layout + lowering
+  std::string cuda;   ///< CUDA C++ given to NVRTC
   std::string ptx;
   std::vector<char> cubin;
   double mlirMs = 0, nvrtcMs = 0;
@@ -75,9 +78,9 @@ compileCached(const TileModule &module, const CompileOptions &options,
 /// a hash over the optimized tile IR and everything else that can change the
 /// binary (compiler/CachedCompile.cpp lists it). `fields` (if given)
 /// receives the named parts that were hashed.
-std::string kernelCacheKey(const TileModule &module,
-                           const CompileOptions &options,
-                           std::map<std::string, std::string> *fields = nullptr);
+std::string
+kernelCacheKey(const TileModule &module, const CompileOptions &options,
+               std::map<std::string, std::string> *fields = nullptr);
 
 } // namespace tilejit
 

@@ -207,6 +207,19 @@ public:
   std::vector<Value> clusterReduce(ClusterOp combine,
                                    const std::vector<Value> &xs,
                                    SourceLoc loc = SourceLoc::here());
+  /// A new array of n elements of `type` in shared memory (on chip, private
+  /// to this program), as a pointer for load and store. Its contents start
+  /// undefined; a program sees its own writes after barrier() (or at once
+  /// where each lane reads back the elements it wrote itself, same offsets
+  /// and tile size). Call it outside loops and branches. Throws when the
+  /// kernel's arrays would exceed 227 KiB; the device may allow less (the
+  /// launch then fails with the CUDA error). The CPU interpreter gives each
+  /// program its own NaN-filled (0xFF) copy.
+  Value sharedArray(int64_t n, DType type, SourceLoc loc = SourceLoc::here());
+  /// All lanes of this program meet here (__syncthreads): shared-memory
+  /// writes before it are visible to every lane after it. Call it under
+  /// uniform conditions only.
+  void barrier(SourceLoc loc = SourceLoc::here());
   /// acc + a b: `a` holds an M x K and `b` a K x N matrix, row-major
   /// (element (i, j) of an R x C matrix is tile element i * C + j), both
   /// bf16 or both f16; `acc` and the result are M x N f32 tiles. Products

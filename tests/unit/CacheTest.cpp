@@ -506,6 +506,21 @@ TEST(Cache, WriterKilledMidPublish) {
   EXPECT_EQ(countEntries(tmp.path()), 1u);
 }
 
+// What a launch needs besides the binary comes back from disk with it.
+TEST(Cache, LaunchSettingsSurviveTheDisk) {
+  TempDir tmp;
+  std::string key = keyOf("launch-settings");
+  CompiledKernel k = syntheticKernel("k");
+  k.clusterSize = 8;
+  k.dynamicSharedBytes = 77824;
+  KernelCache(tmp.path(), true, 0).store(key, k);
+  auto hit = KernelCache(tmp.path(), true, 0).lookup(key);
+  ASSERT_NE(hit, nullptr);
+  EXPECT_EQ(hit->threads, 256);
+  EXPECT_EQ(hit->clusterSize, 8);
+  EXPECT_EQ(hit->dynamicSharedBytes, 77824);
+}
+
 TEST(Cache, DamagedEntriesAreMissesAndAreDropped) {
   struct Damage {
     const char *what;

@@ -212,6 +212,66 @@ TEST(Dsl, TileTooSmallForTheWarpsFailsVerification) {
                                          "multiple of 32 * num_warps"});
 }
 
+/// y = x reversed within each program's tile of 256, through a shared array:
+/// each lane writes its own elements, and after the barrier reads others'.
+/// Two programs, so each must have its own array.
+TileModule reverseThroughShared() {
+  KernelBuilder k("reverse", config());
+  Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+  Value buf = k.sharedArray(256, DType::F32);
+  Value base = k.programId(0) * 256.0;
+  Value r = k.arange(256);
+  k.store(buf, r, k.load(x, base + r));
+  k.barrier();
+  k.store(y, base + r, k.load(buf, 255.0 - r));
+  return k.finish();
+}
+
+TEST(Dsl, SharedArraysArePerProgramAndSeenAfterABarrier) {
+  TileModule m = reverseThroughShared();
+  optimizeTile(m);
+  std::vector<float> x(512), y(512, -1.f);
+  std::iota(x.begin(), x.end(), 0.f);
+  interpret(m.operation(), "reverse", {2, 1, 1},
+            {InterpBuffer{x.data(), DType::F32, 512},
+             InterpBuffer{y.data(), DType::F32, 512}});
+  for (int i = 0; i < 512; ++i)
+    EXPECT_EQ(y[i], x[i / 256 * 256 + 255 - i % 256]) << i;
+  // The CUDA code takes the array from dynamic shared memory, whose size
+  // the launch must pass, and the barrier is __syncthreads().
+  CompiledKernel c =
+      compile(reverseThroughShared(), {"sm_90", Stage::Cubin, {}});
+  EXPECT_EQ(c.dynamicSharedBytes, 1024);
+  EXPECT_NE(c.cuda.find("extern __shared__ __align__(16) unsigned char "
+                        "tj_smem[];"),
+            std::string::npos);
+  EXPECT_NE(c.cuda.find("__syncthreads();"), std::string::npos);
+  EXPECT_FALSE(c.cubin.empty());
+}
+
+TEST(Dsl, SharedArrayMisuseIsAnError) {
+  KernelBuilder k("bad_shared", config());
+  Value n = k.scalarArg("n", DType::I32);
+  expectError([&] { k.sharedArray(64, DType::I1); }, {"i1"});
+  expectError([&] { k.sharedArray(0, DType::F32); }, {"positive size"});
+  expectError([&] { k.sharedArray(60 * 1024, DType::F32); },
+              {"more than the 232448"});
+  k.forRange(0, n, 1, [&](Value) {
+    expectError([&] { k.sharedArray(64, DType::F32); },
+                {"outside loops and branches"});
+  });
+  // Reading past the array's end is caught like any out-of-bounds access.
+  Value buf = k.sharedArray(64, DType::F32);
+  k.store(buf, k.arange(256), k.constant(0, DType::F32));
+  TileModule m = k.finish();
+  optimizeTile(m);
+  expectError(
+      [&] {
+        interpret(m.operation(), "bad_shared", {1, 1, 1}, {int32_t(0)});
+      },
+      {"out-of-bounds unmasked store", "shared array #0", "64 f32"});
+}
+
 TEST(Dsl, FinishedBuilderRejectsMoreOps) {
   KernelBuilder k("done", config());
   k.finish();

@@ -109,8 +109,37 @@ INSTANTIATE_TEST_SUITE_P(
              true,
              false,
              {"LANE_STATS=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
-              "num_warps=4"}}),
+              "num_warps=4"}},
+        // Slices copied to shared memory: partial tiles, empty slices, in
+        // place, both pass-1 forms.
+        Case{9,
+             5001,
+             DType::BF16,
+             true,
+             true,
+             {"SMEM_ROWS=1", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{7,
+             3,
+             DType::F32,
+             false,
+             false,
+             {"SMEM_ROWS=1", "LANE_STATS=0", "CLUSTER_SIZE=2",
+              "BLOCK_SIZE=1024", "num_warps=4"}}),
     [](const auto &info) { return caseName(info.param); });
+
+// SMEM_ROWS falls back to 0 where two slices do not fit in shared memory.
+TEST(CeTvdReduced, SliceCopiesThatDoNotFitFallBack) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
+  auto smemRows = [&](int64_t V, DType dt, const char *cluster) {
+    return spec.config(dt, {"SMEM_ROWS=1", cluster}, {{"V", V}})
+        .get("SMEM_ROWS");
+  };
+  EXPECT_EQ(smemRows(151936, DType::BF16, "CLUSTER_SIZE=8"), 1);
+  EXPECT_EQ(smemRows(151936, DType::BF16, "CLUSTER_SIZE=2"), 0);
+  EXPECT_EQ(smemRows(151936, DType::F32, "CLUSTER_SIZE=8"), 1);
+  EXPECT_EQ(smemRows(151936, DType::F32, "CLUSTER_SIZE=4"), 0);
+}
 
 ref::CeTvdInputs smallBatch(DType dtype = DType::F32) {
   return ref::makeCeTvdInputs(6, 700, dtype, 9);
@@ -319,7 +348,19 @@ INSTANTIATE_TEST_SUITE_P(
                            DType::BF16,
                            true,
                            false,
-                           {"CLUSTER_SIZE=2", "LANE_STATS=0"}}),
+                           {"CLUSTER_SIZE=2", "LANE_STATS=0"}},
+                      Case{16,
+                           151937,
+                           DType::BF16,
+                           true,
+                           true,
+                           {"SMEM_ROWS=1", "CLUSTER_SIZE=8"}},
+                      Case{8,
+                           151936,
+                           DType::F32,
+                           false,
+                           false,
+                           {"SMEM_ROWS=1", "CLUSTER_SIZE=16"}}),
     [](const auto &info) { return caseName(info.param); });
 
 } // namespace

@@ -9,7 +9,10 @@
 // pass 3 one more, or none when pass 2 leaves signed p in shared memory
 // (PSTORE). Not tilejit code: it tells whether the design is worth building
 // into the compiler. Semantics: shared/semantics.md §1.
+// Assumes V % 8 == 0 (bulk copies need 16-byte-aligned rows and sizes) and
+// leaves the attribute calls' return codes unchecked (a one-off).
 // Build: nvcc -O3 -arch=sm_90a -std=c++17 -o cetvd-persistent main.cu
+// (UNROLL: replace "#pragma unroll UNROLL" by a number first, e.g. with sed)
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <algorithm>

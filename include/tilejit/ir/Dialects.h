@@ -46,6 +46,9 @@ constexpr const char *kMayAlias = "tile.may_alias";
 // unit, on a kernel: every vectorizable load and store group starts at an
 // address aligned to its size (KernelBuilder::assumeAlignedVectors).
 constexpr const char *kAlignedVectors = "tile.aligned_vectors";
+// i64, on a kernel: bytes of dynamic shared memory its tile.shared_alloc
+// arrays take (0 or absent: none).
+constexpr const char *kSharedBytes = "tile.shared_bytes";
 } // namespace attr
 
 /// Registers tile, simt and the upstream dialects tilejit programs use
