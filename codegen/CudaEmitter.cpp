@@ -306,6 +306,33 @@ __device__ __forceinline__ void tj_vstore(T *dst, const T *src) {
   memcpy(&bits, src, Bytes);
   *reinterpret_cast<typename tj_bits<Bytes>::type *>(dst) = bits;
 }
+// tile.copy_async: one group of 4, 8 or 16 bytes from global to shared
+// memory without waiting (cp.async, sm_80+; a plain copy before that).
+template <int BYTES, typename T>
+__device__ __forceinline__ void tj_copy_async(T *dst, const T *src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d),
+                 "l"(src), "n"(BYTES)
+                 : "memory");
+#else
+  tj_vstore<BYTES>(dst, src);
+#endif
+}
+__device__ __forceinline__ void tj_copy_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int PENDING> __device__ __forceinline__ void tj_copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+#endif
+}
 // ---- end of tilejit prelude ----
 )";
 
@@ -625,13 +652,15 @@ private:
   /// A group is one vector access (vectorAccess(address, bytes)) when its
   /// address is aligned (checked at run time unless the kernel promised it)
   /// and its mask all true; otherwise each element goes through element(e).
-  /// `tj_g` is the group's first element.
+  /// `tj_g` is the group's first element. A copy passes its destination as
+  /// `ptr2`/`offsets2`: both addresses must then be aligned.
   void forEachGroup(
       Operation *op, Value ptr, Value offsets, Value mask, Type elem,
       int64_t width,
       const std::function<std::string(const std::string &, const std::string &)>
           &vectorAccess,
-      const std::function<std::string(const std::string &)> &element) {
+      const std::function<std::string(const std::string &)> &element,
+      Value ptr2 = {}, Value offsets2 = {}) {
     int64_t k = *vecLen(offsets.getType(), op);
     std::string w = std::to_string(width);
     std::string bytes = std::to_string(width * elemBytes(elem, op));
@@ -640,11 +669,18 @@ private:
          ") {");
     ++indent;
     std::string addr = name(ptr, op) + " + " + ref(offsets, "tj_g", op);
-    if (alignedVectors)
-      stmt("bool tj_full = true;");
-    else
-      stmt("bool tj_full = (reinterpret_cast<unsigned long long>(" + addr +
-           ") % " + bytes + ") == 0;");
+    auto aligned = [&](const std::string &a) {
+      return "(reinterpret_cast<unsigned long long>(" + a + ") % " + bytes +
+             ") == 0";
+    };
+    std::string check = "true";
+    if (!alignedVectors) {
+      check = aligned(addr);
+      if (ptr2)
+        check += " && " +
+                 aligned(name(ptr2, op) + " + " + ref(offsets2, "tj_g", op));
+    }
+    stmt("bool tj_full = " + check + ";");
     if (mask) {
       line("#pragma unroll");
       line("for (int tj_j = 0; tj_j < " + w + "; ++tj_j)");
@@ -1568,6 +1604,46 @@ bool KernelEmitter::emitSimt(Operation *op) {
                  "[tj_g]);";
         },
         element);
+    return true;
+  }
+  if (auto cp = dyn_cast<simt::CopyAsyncOp>(op)) {
+    std::string dst = name(cp.getDst(), op), src = name(cp.getSrc(), op);
+    auto at = [&](const std::string &p, Value offs, const std::string &e) {
+      return p + "[" + ref(offs, e, op) + "]";
+    };
+    // Lanes that cannot take a whole group copy element by element, at once.
+    auto element = [&](const std::string &e) {
+      std::string copy = at(dst, cp.getDstOffsets(), e) + " = " +
+                         at(src, cp.getSrcOffsets(), e) + ";";
+      if (cp.getMask())
+        return "if (" + ref(cp.getMask(), e, op) + ") " + copy;
+      return copy;
+    };
+    auto k = vecLen(cp.getSrcOffsets().getType(), op);
+    if (!k)
+      fail(op, "copies tiles: its offsets must be per-thread vectors");
+    int64_t width = accessWidth(op);
+    Type et = cp.getSrc().getType().getElementType();
+    if (width < 2 || width * elemBytes(et, op) < 4) {
+      forEach(*k, [&](const std::string &e) { stmt(element(e)); });
+      return true;
+    }
+    forEachGroup(
+        op, cp.getSrc(), cp.getSrcOffsets(), cp.getMask(), et, width,
+        [&](const std::string &addr, const std::string &bytes) {
+          return "tj_copy_async<" + bytes + ">(" + dst + " + " +
+                 ref(cp.getDstOffsets(), "tj_g", op) + ", " + addr + ");";
+        },
+        element, cp.getDst(), cp.getDstOffsets());
+    return true;
+  }
+  if (isa<tile::CopyCommitOp>(op)) {
+    stmt("tj_copy_commit();");
+    return true;
+  }
+  if (auto w = dyn_cast<tile::CopyWaitOp>(op)) {
+    stmt("tj_copy_wait<" + std::to_string(w.getPending()) + ">();");
+    stmt("__syncthreads();");
     return true;
   }
   if (auto ap = dyn_cast<tile::AddPtrOp>(op)) {

@@ -123,6 +123,15 @@ struct SimtVectorizeAccessPass
         mark(op, ld.getOffsets(), ld.getType());
       else if (auto st = dyn_cast<simt::StoreOp>(op))
         mark(op, st.getOffsets(), st.getValue().getType());
+      else if (auto cp = dyn_cast<simt::CopyAsyncOp>(op)) {
+        // Both sides must be contiguous in groups: the narrower one counts.
+        Type elem = cp.getSrc().getType().getElementType();
+        int64_t width =
+            std::min(accessWidth(analysis, cp.getDstOffsets(), elem),
+                     accessWidth(analysis, cp.getSrcOffsets(), elem));
+        if (width >= 2)
+          op->setAttr(attr::kAccessVec, b.getI64IntegerAttr(width));
+      }
     });
   }
 };

@@ -173,6 +173,19 @@ struct StoreLowering : public OpConversionPattern<tile::StoreOp> {
   }
 };
 
+/// tile.copy_async -> simt.copy_async on the thread's own offsets/mask.
+struct CopyAsyncLowering : public OpConversionPattern<tile::CopyAsyncOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(tile::CopyAsyncOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<simt::CopyAsyncOp>(
+        op, adaptor.getDst(), adaptor.getDstOffsets(), adaptor.getSrc(),
+        adaptor.getSrcOffsets(), adaptor.getMask());
+    return success();
+  }
+};
+
 /// A tile op whose simt form takes the same operands (each thread's
 /// elements) and attributes: tile.dot, tile.reduce_rows,
 /// tile.broadcast_rows.
@@ -333,12 +346,13 @@ struct TileLowerToSimtPass
     target.addLegalDialect<simt::SimtDialect, vector::VectorDialect,
                            func::FuncDialect>();
     target.addIllegalOp<tile::ArangeOp, tile::SplatOp, tile::LoadOp,
-                        tile::StoreOp, tile::ReduceOp, tile::DotOp,
-                        tile::ReduceRowsOp, tile::BroadcastRowsOp,
+                        tile::StoreOp, tile::CopyAsyncOp, tile::ReduceOp,
+                        tile::DotOp, tile::ReduceRowsOp, tile::BroadcastRowsOp,
                         tile::ProgramIdOp, tile::NumProgramsOp>();
     // Scalars and pointers only: the emitter prints them as they are.
     target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp, tile::ClusterReduceOp,
-                      tile::SharedAllocOp, tile::BarrierOp>();
+                      tile::SharedAllocOp, tile::BarrierOp, tile::CopyCommitOp,
+                      tile::CopyWaitOp>();
     target.addDynamicallyLegalDialect<arith::ArithDialect, math::MathDialect>(
         [](Operation *op) { return !hasTensorType(op); });
 
@@ -348,7 +362,7 @@ struct TileLowerToSimtPass
     int64_t vecWidth = vec ? vec.getInt() : std::numeric_limits<int64_t>::max();
     patterns
         .add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
-             LoadLowering, StoreLowering, ReduceLowering,
+             LoadLowering, StoreLowering, CopyAsyncLowering, ReduceLowering,
              SameShapeLowering<tile::DotOp, simt::DotOp>,
              SameShapeLowering<tile::ReduceRowsOp, simt::ReduceRowsOp>,
              SameShapeLowering<tile::BroadcastRowsOp, simt::BroadcastRowsOp>,

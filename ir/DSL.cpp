@@ -922,6 +922,40 @@ void KernelBuilder::store(Value ptr, Value offsets, Value value, Mask mask,
   storeImpl(*this, ptr, offsets, value, mask ? &*mask : nullptr);
 }
 
+void KernelBuilder::copyAsync(Value dst, Value dstOffsets, Value src,
+                              Value srcOffsets, Mask mask, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  auto [d, dOff] = access(k, dst, dstOffsets, "copyAsync");
+  auto [s, sOff] = access(k, src, srcOffsets, "copyAsync");
+  if (d.getType() != s.getType())
+    k.fail("copyAsync() between pointers of different element types (" +
+           typeStr(d.getType()) + " and " + typeStr(s.getType()) + ")");
+  if (!isTileType(dOff.getType()) || !isTileType(sOff.getType()))
+    k.fail("copyAsync() copies tiles: both offsets must be tiles");
+  if (sizeOf(dOff.getType()) != sizeOf(sOff.getType()))
+    k.fail("copyAsync() offsets have different tile sizes");
+  MValue m = mask ? maskFor(k, *mask, sOff, "copyAsync") : MValue();
+  tile::CopyAsyncOp::create(k.b, k.loc, d, dOff, s, sOff, m);
+}
+
+void KernelBuilder::commitCopies(SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  k.checkOpen();
+  tile::CopyCommitOp::create(k.b, k.loc);
+}
+
+void KernelBuilder::waitCopies(int64_t pending, SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  k.checkOpen();
+  if (pending < 0 || pending > 7)
+    k.fail("waitCopies(" + std::to_string(pending) +
+           "): at most 0 to 7 groups may stay in flight");
+  tile::CopyWaitOp::create(k.b, k.loc, pending);
+}
+
 /// Current values of `vars`, as the operands of a yield.
 static llvm::SmallVector<MValue> currentValues(KernelBuilder::Impl &k,
                                                llvm::ArrayRef<Var *> vars,

@@ -197,6 +197,21 @@ LogicalResult tile::SharedAllocOp::verify() {
   return success();
 }
 
+LogicalResult tile::CopyAsyncOp::verify() {
+  if (getDst().getType() != getSrc().getType())
+    return emitOpError("copies between pointers of one element type, not ")
+           << getDst().getType() << " and " << getSrc().getType();
+  if (!isa<RankedTensorType>(getDstOffsets().getType()) ||
+      !isa<RankedTensorType>(getSrcOffsets().getType()))
+    return emitOpError("copies tiles: both offsets must be tiles");
+  if (shapeOf(getDstOffsets().getType()) != shapeOf(getSrcOffsets().getType()))
+    return emitOpError("destination and source offsets differ in shape");
+  if (getMask() &&
+      shapeOf(getMask().getType()) != shapeOf(getSrcOffsets().getType()))
+    return emitOpError("mask shape differs from the offsets shape");
+  return success();
+}
+
 LogicalResult tile::ReduceOp::verify() {
   if (getSrc().getType().getElementType() != getType())
     return emitOpError("result type ")

@@ -122,4 +122,16 @@ def Simt_StoreOp : Simt_Op<"store", [MemoryEffects<[MemWrite]>]> {
   }];
 }
 
+def Simt_CopyAsyncOp : Simt_Op<"copy_async", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "per-thread tile.copy_async on the thread's own offsets and mask";
+  let arguments = (ins Tile_PtrType:$dst, Simt_Index:$dst_offsets,
+                   Tile_PtrType:$src, Simt_Index:$src_offsets,
+                   Optional<Simt_Mask>:$mask);
+  let assemblyFormat = [{
+    $dst `[` $dst_offsets `]` `,` $src `[` $src_offsets `]` (`mask` $mask^)?
+    attr-dict `:` qualified(type($dst)) `[` type($dst_offsets) `]` `,`
+    qualified(type($src)) `[` type($src_offsets) `]` (`mask` type($mask)^)?
+  }];
+}
+
 #endif // TILEJIT_SIMT_OPS_TD

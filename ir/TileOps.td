@@ -202,4 +202,40 @@ def Tile_BarrierOp : Tile_Op<"barrier"> {
   let assemblyFormat = "attr-dict";
 }
 
+def Tile_CopyAsyncOp : Tile_Op<"copy_async", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "start copying src[src_offsets] into dst[dst_offsets], lane by lane";
+  let description = [{
+    An asynchronous gather-to-shared-memory copy (cp.async on sm_80+): the
+    copy is only guaranteed done after a tile.copy_commit that closes its
+    group and a tile.copy_wait that waits for that group. Where `mask` is
+    false nothing is copied. `dst` is meant to be a tile.shared_alloc array;
+    both pointers have one element type.
+  }];
+  let arguments = (ins Tile_PtrType:$dst, Tile_Index:$dst_offsets,
+                   Tile_PtrType:$src, Tile_Index:$src_offsets,
+                   Optional<Tile_Mask>:$mask);
+  let assemblyFormat = [{
+    $dst `[` $dst_offsets `]` `,` $src `[` $src_offsets `]` (`mask` $mask^)?
+    attr-dict `:` qualified(type($dst)) `[` type($dst_offsets) `]` `,`
+    qualified(type($src)) `[` type($src_offsets) `]` (`mask` type($mask)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_CopyCommitOp : Tile_Op<"copy_commit"> {
+  let summary = "close the group of tile.copy_async started since the last commit";
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_CopyWaitOp : Tile_Op<"copy_wait"> {
+  let summary = "wait until at most `pending` committed copy groups are in flight, then a barrier";
+  let description = [{
+    After it, every lane of the program sees the data of every completed
+    group (it ends with a tile.barrier, so use it under conditions that are
+    uniform in the program only).
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<7>]>:$pending);
+  let assemblyFormat = "attr-dict";
+}
+
 #endif // TILEJIT_TILE_OPS_TD

@@ -29,7 +29,7 @@ using CO = KernelBuilder::ClusterOp;
 
 /// The arguments and the slice every cluster kernel starts from. With
 /// SMEM_ROWS = 1, sS and sT are the program's shared-memory copies of its
-/// slice: pass 1 fills them, later passes read them instead of L2.
+/// slice: filled before pass 1, read by all three passes.
 struct RowSlice {
   Value row, rank, s, t, y, V, start, end, ignored, inRange;
   Value sS, sT;
@@ -80,23 +80,10 @@ struct RowStats {
   Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
 };
 
-/// Pass 1's read of a tile of the slice, from global memory (and, with
-/// SMEM_ROWS, its copy into shared memory).
+/// A tile of the slice: from the shared-memory copy with SMEM_ROWS, else
+/// from global memory (passes 2 and 3: L2, if the slice is still there).
 std::pair<Value, Value> loadTile(KernelBuilder &k, const RowSlice &r,
                                  Value offs, Mask mask) {
-  Value s = k.load(r.s, offs, mask, kNegInf);
-  Value t = k.load(r.t, offs, mask, kNegInf);
-  if (r.sS.valid()) {
-    k.store(r.sS, offs - r.start, s, mask);
-    k.store(r.sT, offs - r.start, t, mask);
-  }
-  return {s, t};
-}
-
-/// A later pass's read of the same tile: from shared memory with
-/// SMEM_ROWS, else again from global memory (L2, if it is still there).
-std::pair<Value, Value> reloadTile(KernelBuilder &k, const RowSlice &r,
-                                   Value offs, Mask mask) {
   if (!r.sS.valid())
     return {k.load(r.s, offs, mask, kNegInf), k.load(r.t, offs, mask, kNegInf)};
   Value local = offs - r.start;
@@ -104,11 +91,25 @@ std::pair<Value, Value> reloadTile(KernelBuilder &k, const RowSlice &r,
           k.load(r.sT, local, mask, kNegInf)};
 }
 
+/// With SMEM_ROWS: the whole slice of both rows copied into shared memory,
+/// every copy in flight at once (cp.async), before pass 1.
+void copySliceToShared(KernelBuilder &k, const RowSlice &r) {
+  forEachTile(k, r, [&](Value offs, Mask mask) {
+    Value local = offs - r.start;
+    k.copyAsync(r.sS, local, r.s, offs, mask);
+    k.copyAsync(r.sT, local, r.t, offs, mask);
+  });
+  k.commitCopies();
+  k.waitCopies(0);
+}
+
 /// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
 /// across the cluster. p and q are formed by the same operations, so a
 /// teacher equal to the student gives p == q bit for bit.
 RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   const int64_t BLOCK = k.param("BLOCK_SIZE");
+  if (r.sS.valid())
+    copySliceToShared(k, r);
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
   // This program's (max, sum-exp) of its slice, per lane (LANE_STATS = 1)
   // or with block-wide reductions every tile.
@@ -135,9 +136,6 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     slice[0] = {mS, dS};
     slice[1] = {mT, dT};
   }
-  // Every lane's shared-memory copy is in place before pass 2 reads it.
-  if (r.sS.valid())
-    k.barrier();
   // The target logit, read once by the cluster's first program. No program
   // writes a gradient before the cluster reductions below, so an in-place
   // run cannot have overwritten it.
@@ -158,7 +156,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
 
   Var absSum = zero, sig = zero;
   forEachTile(k, r, [&](Value offs, Mask mask) {
-    auto [s, t] = reloadTile(k, r, offs, mask);
+    auto [s, t] = loadTile(k, r, offs, mask);
     Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
     Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
     Value p = exp(logP);
@@ -238,7 +236,7 @@ TileModule buildLossGrad(const Config &c) {
         // Pass 3. Each element is read before it is written, by the same
         // program, so the gradient may overwrite the student in place.
         forEachTile(k, r, [&](Value offs, Mask mask) {
-          auto [s, t] = reloadTile(k, r, offs, mask);
+          auto [s, t] = loadTile(k, r, offs, mask);
           // One exp per element: the sign of p - q comes from the logs,
           // the same way pass 2 took it.
           Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
@@ -382,10 +380,11 @@ KernelSpec fusedCeTvdLossGradSpec() {
   params.push_back({"SMEM_ROWS",
                     {0, 1},
                     0,
-                    "passes 2 and 3 read the program's slice from a copy in "
-                    "shared memory made in pass 1 (1) or again from global "
-                    "memory (0); 1 needs 2 x SLICE elements of shared memory "
-                    "and falls back to 0 where they do not fit"});
+                    "the program's slice is copied into shared memory "
+                    "(cp.async) and read there by all three passes (1), or "
+                    "read from global memory each pass (0); 1 needs 2 x "
+                    "SLICE elements of shared memory and falls back to 0 "
+                    "where they do not fit"});
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -418,6 +419,8 @@ public:
     env.clear();
     sharedStore.clear();
     sharedBufs.clear();
+    openCopies.clear();
+    copyGroups.clear();
     Block &entry = k.func.getBody().front();
     for (auto [arg, val] : llvm::zip(entry.getArguments(), k.argValues))
       env[arg] = val;
@@ -646,6 +649,46 @@ private:
   void execSelect(arith::SelectOp op);
   void execLoad(tile::LoadOp op);
   void execStore(tile::StoreOp op);
+  RuntimeValue loadElements(const RuntimeValue &ptr, const RuntimeValue &offs,
+                            const RuntimeValue *mask, const RuntimeValue *other,
+                            Shape s);
+  void storeElements(const RuntimeValue &ptr, const RuntimeValue &offs,
+                     const RuntimeValue &val, const RuntimeValue *mask);
+
+  // tile.copy_async: the source is read when the copy starts and written to
+  // the destination only when a tile.copy_wait retires its group, so a
+  // kernel that reads the destination too early sees the old (0xFF) bytes,
+  // as it might on the GPU.
+  struct PendingCopy {
+    RuntimeValue dst, offsets, values, mask;
+    bool masked = false;
+  };
+  std::vector<PendingCopy> openCopies;             // since the last commit
+  std::deque<std::vector<PendingCopy>> copyGroups; // committed, in flight
+
+  void execCopyAsync(tile::CopyAsyncOp op) {
+    const RuntimeValue &src = get(op.getSrc());
+    const RuntimeValue *mask = op.getMask() ? &get(op.getMask()) : nullptr;
+    PendingCopy c;
+    c.dst = get(op.getDst());
+    c.offsets = intOperand(op, 1);
+    // The values: the source's element type in the offsets' shape.
+    Shape s = shapeOf(op.getSrcOffsets().getType());
+    s.elem = *elemOfScalar(op.getSrc().getType().getElementType());
+    c.values = loadElements(src, intOperand(op, 3), mask, nullptr, s);
+    if (mask) {
+      c.mask = *mask;
+      c.masked = true;
+    }
+    openCopies.push_back(std::move(c));
+  }
+  void execCopyWait(tile::CopyWaitOp op) {
+    while (copyGroups.size() > static_cast<size_t>(op.getPending())) {
+      for (const PendingCopy &c : copyGroups.front())
+        storeElements(c.dst, c.offsets, c.values, c.masked ? &c.mask : nullptr);
+      copyGroups.pop_front();
+    }
+  }
   void execReduce(tile::ReduceOp op);
   void execClusterReduce(tile::ClusterReduceOp op);
   void execDot(tile::DotOp op);
@@ -726,6 +769,15 @@ void Runner::execTile(Operation *op) {
     return execClusterReduce(r);
   if (auto a = dyn_cast<tile::SharedAllocOp>(op))
     return execSharedAlloc(a);
+  if (auto c = dyn_cast<tile::CopyAsyncOp>(op))
+    return execCopyAsync(c);
+  if (isa<tile::CopyCommitOp>(op)) {
+    copyGroups.push_back(std::move(openCopies));
+    openCopies.clear();
+    return;
+  }
+  if (auto w = dyn_cast<tile::CopyWaitOp>(op))
+    return execCopyWait(w);
   if (isa<tile::BarrierOp>(op))
     return; // a program runs as one sequence here: nothing to wait for
   if (auto d = dyn_cast<tile::DotOp>(op))
@@ -1264,9 +1316,16 @@ void Runner::execLoad(tile::LoadOp op) {
   const RuntimeValue &offs = intOperand(op, 1);
   const RuntimeValue *mask = op.getMask() ? &get(op.getMask()) : nullptr;
   const RuntimeValue *other = op.getOther() ? &get(op.getOther()) : nullptr;
+  set(op.getResult(),
+      loadElements(ptr, offs, mask, other, shapeOf(op.getType())));
+}
+
+RuntimeValue Runner::loadElements(const RuntimeValue &ptr,
+                                  const RuntimeValue &offs,
+                                  const RuntimeValue *mask,
+                                  const RuntimeValue *other, Shape s) {
   if (ptr.elem != Elem::Ptr || ptr.ptrArg < 0)
     fail("load from a non-pointer value");
-  Shape s = shapeOf(op.getType());
   size_t n = offs.size();
   size_t maskStride = 0;
   if (mask) {
@@ -1298,7 +1357,7 @@ void Runner::execLoad(tile::LoadOp op) {
           dst[j] = static_cast<float>(base[o]);
       }
     });
-    return set(op.getResult(), makeF(s, std::move(out)));
+    return makeF(s, std::move(out));
   }
   int64_t fill = other ? other->intScalar() : 0;
   auto out = std::make_shared<IVec>(n, fill);
@@ -1316,14 +1375,16 @@ void Runner::execLoad(tile::LoadOp op) {
         dst[j] = static_cast<int64_t>(base[o]);
     }
   });
-  set(op.getResult(), makeI(s, std::move(out)));
+  return makeI(s, std::move(out));
 }
 
 void Runner::execStore(tile::StoreOp op) {
-  const RuntimeValue &ptr = get(op.getPtr());
-  const RuntimeValue &offs = intOperand(op, 1);
-  const RuntimeValue &val = get(op.getValue());
-  const RuntimeValue *mask = op.getMask() ? &get(op.getMask()) : nullptr;
+  storeElements(get(op.getPtr()), intOperand(op, 1), get(op.getValue()),
+                op.getMask() ? &get(op.getMask()) : nullptr);
+}
+
+void Runner::storeElements(const RuntimeValue &ptr, const RuntimeValue &offs,
+                           const RuntimeValue &val, const RuntimeValue *mask) {
   if (ptr.elem != Elem::Ptr || ptr.ptrArg < 0)
     fail("store to a non-pointer value");
   size_t n = offs.size();

@@ -220,6 +220,22 @@ public:
   /// writes before it are visible to every lane after it. Call it under
   /// uniform conditions only.
   void barrier(SourceLoc loc = SourceLoc::here());
+  /// Starts copying src[srcOffsets] into dst[dstOffsets] (dst a
+  /// sharedArray, src usually global memory) without waiting: cp.async on
+  /// sm_80+, groups of up to 16 adjacent bytes at once. Lanes where `mask`
+  /// is false copy nothing. The data is only there once commitCopies() has
+  /// closed the copy's group and waitCopies() has waited for that group;
+  /// the source must not change before then. The CPU interpreter reads the
+  /// source at once and writes the destination at the wait, so a kernel
+  /// that reads too early sees the old contents there too.
+  void copyAsync(Value dst, Value dstOffsets, Value src, Value srcOffsets,
+                 Mask mask = std::nullopt, SourceLoc loc = SourceLoc::here());
+  /// Closes the group of copyAsync() calls made since the last commit.
+  void commitCopies(SourceLoc loc = SourceLoc::here());
+  /// Waits until at most `pending` (0-7) committed groups are still in
+  /// flight, then barrier(): every lane sees what the finished groups
+  /// copied. Call it under uniform conditions only.
+  void waitCopies(int64_t pending = 0, SourceLoc loc = SourceLoc::here());
   /// acc + a b: `a` holds an M x K and `b` a K x N matrix, row-major
   /// (element (i, j) of an R x C matrix is tile element i * C + j), both
   /// bf16 or both f16; `acc` and the result are M x N f32 tiles. Products

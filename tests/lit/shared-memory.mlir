@@ -22,6 +22,34 @@ func.func @copy_through_shared(%p: !tile.ptr<f32>) attributes {tile.kernel, tile
 
 // -----
 
+// An asynchronous copy into a shared array becomes a per-thread
+// simt.copy_async; commit and wait stay for the emitter.
+// CHECK-LABEL: func.func @copy_async(
+// CHECK:         simt.copy_async %{{.*}}[%{{.*}}], %arg0[%{{.*}}] : !tile.ptr<f32>[vector<2xi32>], !tile.ptr<f32>[vector<2xi32>]
+// CHECK:         tile.copy_commit
+// CHECK:         tile.copy_wait {pending = 0 : i64}
+func.func @copy_async(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64, tile.shared_bytes = 1024 : i64} {
+  %s = tile.shared_alloc {offset = 0 : i64, size = 256 : i64} : !tile.ptr<f32>
+  %r = tile.arange : tensor<256xi32>
+  tile.copy_async %s[%r], %p[%r] : !tile.ptr<f32>[tensor<256xi32>], !tile.ptr<f32>[tensor<256xi32>]
+  tile.copy_commit
+  tile.copy_wait {pending = 0 : i64}
+  %y = tile.load %s[%r] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+  tile.store %p[%r], %y : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  return
+}
+
+// -----
+
+func.func @copy_between_types(%p: !tile.ptr<f32>, %q: !tile.ptr<bf16>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  %r = tile.arange : tensor<256xi32>
+  // expected-error @+1 {{copies between pointers of one element type}}
+  tile.copy_async %p[%r], %q[%r] : !tile.ptr<f32>[tensor<256xi32>], !tile.ptr<bf16>[tensor<256xi32>]
+  return
+}
+
+// -----
+
 func.func @past_the_end() attributes {tile.kernel, tile.num_warps = 4 : i64, tile.shared_bytes = 1024 : i64} {
   // expected-error @+1 {{ends at byte 1040, past the kernel's 'tile.shared_bytes'}}
   %s = tile.shared_alloc {offset = 16 : i64, size = 256 : i64} : !tile.ptr<f32>

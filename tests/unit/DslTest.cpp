@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
 using namespace tilejit;
@@ -247,6 +248,41 @@ TEST(Dsl, SharedArraysArePerProgramAndSeenAfterABarrier) {
             std::string::npos);
   EXPECT_NE(c.cuda.find("__syncthreads();"), std::string::npos);
   EXPECT_FALSE(c.cubin.empty());
+}
+
+/// y[0, 256) = the shared array read before the copy's wait, y[256, 512) =
+/// read after it; x copied in with copyAsync.
+TileModule copyThenWait() {
+  KernelBuilder k("copy_wait", config());
+  Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+  Value buf = k.sharedArray(256, DType::F32);
+  Value r = k.arange(256);
+  k.copyAsync(buf, r, x, r);
+  k.commitCopies();
+  k.store(y, r, k.load(buf, r)); // too early: a race on the GPU
+  k.waitCopies(0);
+  k.store(y, 256.0 + r, k.load(buf, r));
+  return k.finish();
+}
+
+TEST(Dsl, AsyncCopiesLandAtTheirWait) {
+  TileModule m = copyThenWait();
+  optimizeTile(m);
+  std::vector<float> x(256), y(512, -1.f);
+  std::iota(x.begin(), x.end(), 1.f);
+  interpret(m.operation(), "copy_wait", {1, 1, 1},
+            {InterpBuffer{x.data(), DType::F32, 256},
+             InterpBuffer{y.data(), DType::F32, 512}});
+  for (int i = 0; i < 256; ++i) {
+    EXPECT_TRUE(std::isnan(y[i])) << "read before the wait, " << i;
+    EXPECT_EQ(y[256 + i], x[i]) << i;
+  }
+  // Each thread's group of 2 adjacent f32 becomes one 8-byte cp.async;
+  // commit and wait are the group ops.
+  CompiledKernel c = compile(copyThenWait(), {"sm_90", Stage::Ptx, {}});
+  for (const char *ptx : {"cp.async.ca.shared.global", "cp.async.commit_group",
+                          "cp.async.wait_group 0"})
+    EXPECT_NE(c.ptx.find(ptx), std::string::npos) << ptx;
 }
 
 TEST(Dsl, SharedArrayMisuseIsAnError) {
