@@ -952,7 +952,7 @@ void KernelBuilder::waitCopies(int64_t pending, SourceLoc loc) {
   k.checkOpen();
   if (pending < 0 || pending > 7)
     k.fail("waitCopies(" + std::to_string(pending) +
-           "): at most 0 to 7 groups may stay in flight");
+           "): pending must be 0 to 7");
   tile::CopyWaitOp::create(k.b, k.loc, pending);
 }
 

@@ -197,7 +197,20 @@ LogicalResult tile::SharedAllocOp::verify() {
   return success();
 }
 
+/// The pointer `p` is derived from, through tile.addptr.
+static Value pointerRoot(Value p) {
+  while (auto add = p.getDefiningOp<tile::AddPtrOp>())
+    p = add.getPtr();
+  return p;
+}
+
 LogicalResult tile::CopyAsyncOp::verify() {
+  // cp.async writes shared memory and reads global memory only.
+  if (!pointerRoot(getDst()).getDefiningOp<tile::SharedAllocOp>())
+    return emitOpError("the destination must point into a tile.shared_alloc");
+  if (!isa<BlockArgument>(pointerRoot(getSrc())))
+    return emitOpError("the source must point into a kernel argument "
+                       "(global memory)");
   if (getDst().getType() != getSrc().getType())
     return emitOpError("copies between pointers of one element type, not ")
            << getDst().getType() << " and " << getSrc().getType();

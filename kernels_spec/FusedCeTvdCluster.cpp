@@ -9,7 +9,10 @@
 // slice again while it is still in L2: a slice is 1/CLUSTER_SIZE of a row,
 // so many rows are in flight and the re-reads stay on chip, where one
 // program per row must re-read a whole 0.6 MB row after 132 others have
-// pushed it out of the 50 MB L2.
+// pushed it out of the 50 MB L2. With SMEM_ROWS = 1 the slice is instead
+// copied into shared memory (cp.async) before pass 1 and every pass reads it
+// there (measured slower on the H200 at V = 151936: bench/results/
+// 2026-11-29-cetvd-session11.md).
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"

@@ -425,6 +425,10 @@ public:
     for (auto [arg, val] : llvm::zip(entry.getArguments(), k.argValues))
       env[arg] = val;
     runBlock(entry);
+    cur = nullptr;
+    if (!openCopies.empty() || !copyGroups.empty())
+      fail("the program ends with copies in flight: every copyAsync needs "
+           "commitCopies() and a waitCopies() that retires its group");
   }
 
 private:
@@ -672,6 +676,12 @@ private:
     PendingCopy c;
     c.dst = get(op.getDst());
     c.offsets = intOperand(op, 1);
+    // The destination is checked now, so an error names this op.
+    const InterpBuffer &dst = bufferOf(c.dst);
+    const int64_t *po = c.offsets.i->data();
+    for (size_t j = 0; j < c.offsets.size(); ++j)
+      if (!mask || (*mask->i)[mask->size() == 1 ? 0 : j])
+        checkedOffset(c.dst, dst.numElements, po[j], j, "copy");
     // The values: the source's element type in the offsets' shape.
     Shape s = shapeOf(op.getSrcOffsets().getType());
     s.elem = *elemOfScalar(op.getSrc().getType().getElementType());
@@ -683,6 +693,8 @@ private:
     openCopies.push_back(std::move(c));
   }
   void execCopyWait(tile::CopyWaitOp op) {
+    if (!openCopies.empty())
+      fail("copies not committed: call commitCopies() before waitCopies()");
     while (copyGroups.size() > static_cast<size_t>(op.getPending())) {
       for (const PendingCopy &c : copyGroups.front())
         storeElements(c.dst, c.offsets, c.values, c.masked ? &c.mask : nullptr);

@@ -190,7 +190,8 @@ public:
   /// the config has none. Programs c*n .. c*n + n-1 along axis 0 form
   /// cluster c (on the GPU a CUDA cluster, sm_90 or newer).
   int64_t clusterSize() const;
-  /// Promises that every load and store whose lanes are adjacent elements
+  /// Promises that every load, store and copyAsync (both sides) whose lanes
+  /// are adjacent elements
   /// starts each group of up to 16 bytes at an address aligned to the group's
   /// size (e.g. rows of a multiple of 16 bytes, from a cudaMalloc base, walked
   /// in tiles). The GPU code then skips the per-group alignment check and
@@ -220,14 +221,16 @@ public:
   /// writes before it are visible to every lane after it. Call it under
   /// uniform conditions only.
   void barrier(SourceLoc loc = SourceLoc::here());
-  /// Starts copying src[srcOffsets] into dst[dstOffsets] (dst a
-  /// sharedArray, src usually global memory) without waiting: cp.async on
-  /// sm_80+, groups of up to 16 adjacent bytes at once. Lanes where `mask`
-  /// is false copy nothing. The data is only there once commitCopies() has
-  /// closed the copy's group and waitCopies() has waited for that group;
-  /// the source must not change before then. The CPU interpreter reads the
-  /// source at once and writes the destination at the wait, so a kernel
-  /// that reads too early sees the old contents there too.
+  /// Starts copying src[srcOffsets] into dst[dstOffsets] without waiting:
+  /// dst points into a sharedArray, src into a pointer argument (global
+  /// memory). Each lane's aligned group of up to 16 adjacent bytes is one
+  /// cp.async (sm_80+); misaligned or partly masked groups copy element by
+  /// element at once. Lanes where `mask` is false copy nothing. The data is
+  /// only there once commitCopies() has closed the copy's group and
+  /// waitCopies() has retired it; neither side may be written before then.
+  /// The CPU interpreter reads the source at once and writes the
+  /// destination at the wait, so reading too early shows there too, and a
+  /// program ending with copies in flight is an error.
   void copyAsync(Value dst, Value dstOffsets, Value src, Value srcOffsets,
                  Mask mask = std::nullopt, SourceLoc loc = SourceLoc::here());
   /// Closes the group of copyAsync() calls made since the last commit.

@@ -41,10 +41,20 @@ func.func @copy_async(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warp
 
 // -----
 
-func.func @copy_between_types(%p: !tile.ptr<f32>, %q: !tile.ptr<bf16>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+func.func @copy_between_types(%q: !tile.ptr<bf16>) attributes {tile.kernel, tile.num_warps = 4 : i64, tile.shared_bytes = 1024 : i64} {
+  %s = tile.shared_alloc {offset = 0 : i64, size = 256 : i64} : !tile.ptr<f32>
   %r = tile.arange : tensor<256xi32>
   // expected-error @+1 {{copies between pointers of one element type}}
-  tile.copy_async %p[%r], %q[%r] : !tile.ptr<f32>[tensor<256xi32>], !tile.ptr<bf16>[tensor<256xi32>]
+  tile.copy_async %s[%r], %q[%r] : !tile.ptr<f32>[tensor<256xi32>], !tile.ptr<bf16>[tensor<256xi32>]
+  return
+}
+
+// -----
+
+func.func @copy_to_global(%p: !tile.ptr<f32>, %q: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  %r = tile.arange : tensor<256xi32>
+  // expected-error @+1 {{the destination must point into a tile.shared_alloc}}
+  tile.copy_async %p[%r], %q[%r] : !tile.ptr<f32>[tensor<256xi32>], !tile.ptr<f32>[tensor<256xi32>]
   return
 }
 

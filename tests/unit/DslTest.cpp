@@ -285,6 +285,58 @@ TEST(Dsl, AsyncCopiesLandAtTheirWait) {
     EXPECT_NE(c.ptx.find(ptx), std::string::npos) << ptx;
 }
 
+// waitCopies(n) retires all but the newest n committed groups.
+TEST(Dsl, WaitCopiesLeavesTheNewestGroupsInFlight) {
+  KernelBuilder k("two_groups", config());
+  Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+  Value a = k.sharedArray(256, DType::F32), b = k.sharedArray(256, DType::F32);
+  Value r = k.arange(256);
+  k.copyAsync(a, r, x, r);
+  k.commitCopies();
+  k.copyAsync(b, r, x, r);
+  k.commitCopies();
+  k.waitCopies(1); // a has landed, b may not have
+  k.store(y, r, k.load(a, r));
+  k.store(y, 256.0 + r, k.load(b, r));
+  k.waitCopies(0);
+  TileModule m = k.finish();
+  optimizeTile(m);
+  std::vector<float> in(256, 3.f), out(512, -1.f);
+  interpret(m.operation(), "two_groups", {1, 1, 1},
+            {InterpBuffer{in.data(), DType::F32, 256},
+             InterpBuffer{out.data(), DType::F32, 512}});
+  EXPECT_EQ(out[0], 3.f);
+  EXPECT_TRUE(std::isnan(out[256]));
+}
+
+TEST(Dsl, AsyncCopyMisuseIsAnError) {
+  auto run = [](bool commit, bool wait) {
+    KernelBuilder k("copy_misuse", config());
+    Value x = k.pointerArg("x", DType::F32);
+    Value buf = k.sharedArray(256, DType::F32);
+    k.copyAsync(buf, k.arange(256), x, k.arange(256));
+    if (commit)
+      k.commitCopies();
+    if (wait)
+      k.waitCopies(0);
+    TileModule m = k.finish();
+    optimizeTile(m);
+    std::vector<float> in(256, 1.f);
+    interpret(m.operation(), "copy_misuse", {1, 1, 1},
+              {InterpBuffer{in.data(), DType::F32, 256}});
+  };
+  expectError([&] { run(false, true); }, {"call commitCopies()"});
+  expectError([&] { run(true, false); }, {"ends with copies in flight"});
+  run(true, true);
+  // cp.async writes shared memory only.
+  KernelBuilder k("copy_to_global", config());
+  Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+  k.copyAsync(y, k.arange(256), x, k.arange(256));
+  expectError([&] { k.finish(); }, {"must point into a tile.shared_alloc"});
+  KernelBuilder w("wait_range", config());
+  expectError([&] { w.waitCopies(8); }, {"pending must be 0 to 7"});
+}
+
 TEST(Dsl, SharedArrayMisuseIsAnError) {
   KernelBuilder k("bad_shared", config());
   Value n = k.scalarArg("n", DType::I32);
