@@ -233,6 +233,16 @@ static int compileKernel() {
       writeOutput(std::string(k.cubin.begin(), k.cubin.end()), true);
     break;
   }
+  // What a launch of this binary must pass besides the arguments.
+  if (options.upTo != Stage::Tile) {
+    std::cerr << "launch: " << k.threads << " threads per program";
+    if (k.clusterSize > 1)
+      std::cerr << ", clusters of " << k.clusterSize << " programs";
+    if (k.dynamicSharedBytes > 0)
+      std::cerr << ", " << k.dynamicSharedBytes
+                << " bytes of dynamic shared memory";
+    std::cerr << "\n";
+  }
   return 0;
 }
 
