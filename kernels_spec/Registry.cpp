@@ -1,5 +1,6 @@
 //===- Registry.cpp - kernels by name, and their configurations -----------===//
 #include "tilejit/KernelSpec.h"
+#include "tilejit/Log.h"
 
 #include "kernels_spec/FusedCeTvd.h"
 #include "kernels_spec/LinearCe.h"
@@ -13,9 +14,13 @@ namespace tilejit {
 dsl::Config
 KernelSpec::config(DType dtype,
                    const std::vector<std::string> &overrides) const {
-  if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end())
+  if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) {
+    std::string supported;
+    for (DType d : dtypes)
+      supported += std::string(supported.empty() ? "" : ", ") + dtypeName(d);
     throw Error("kernel '" + name + "' does not support dtype " +
-                dtypeName(dtype));
+                dtypeName(dtype) + " (it takes " + supported + ")");
+  }
   dsl::Config c;
   c.dtype = dtype;
   for (const ParamSpec &p : params)
@@ -70,8 +75,18 @@ dsl::Config
 KernelSpec::config(DType dtype, const std::vector<std::string> &overrides,
                    const std::map<std::string, int64_t> &shape) const {
   dsl::Config c = config(dtype, overrides);
-  if (deriveParams)
-    deriveParams(c, shape);
+  if (!deriveParams)
+    return c;
+  dsl::Config requested = c;
+  deriveParams(c, shape);
+  // A derived parameter may overrule a --set one (e.g. SMEM_ROWS where the
+  // copies do not fit): say so rather than build another kernel silently.
+  for (const std::string &o : overrides) {
+    std::string key = o.substr(0, o.find('='));
+    if (c.params[key] != requested.params[key])
+      log()->warn("kernel '{}': {} does not fit this shape; built with {}={}",
+                  name, o, key, c.params[key]);
+  }
   return c;
 }
 

@@ -205,6 +205,8 @@ static void writeOutput(const std::string &text, bool binary) {
 
 static int compileKernel() {
   const KernelSpec &spec = findKernel(kernelArg);
+  if (btArg <= 0 || vocabArg <= 0 || vocabArg > INT32_MAX)
+    throw Error("--bt must be positive and --vocab in [1, 2^31)");
   dsl::Config config = spec.config(parseDType(dtypeArg), setArgs,
                                    {{"BT", btArg}, {"V", vocabArg}});
   CompileOptions options;

@@ -230,7 +230,9 @@ public:
   /// waitCopies() has retired it; neither side may be written before then.
   /// The CPU interpreter reads the source at once and writes the
   /// destination at the wait, so reading too early shows there too, and a
-  /// program ending with copies in flight is an error.
+  /// program ending with copies in flight is an error. Copying into an
+  /// array that other lanes may still be reading (a reused buffer) needs a
+  /// barrier() after those reads first; the interpreter cannot see that race.
   void copyAsync(Value dst, Value dstOffsets, Value src, Value srcOffsets,
                  Mask mask = std::nullopt, SourceLoc loc = SourceLoc::here());
   /// Closes the group of copyAsync() calls made since the last commit.
