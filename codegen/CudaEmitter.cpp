@@ -1624,7 +1624,7 @@ bool KernelEmitter::emitSimt(Operation *op) {
       fail(op, "copies tiles: its offsets must be per-thread vectors");
     int64_t width = accessWidth(op);
     Type et = cp.getSrc().getType().getElementType();
-    if (width < 2 || width * elemBytes(et, op) < 4) {
+    if (width < 2) {
       forEach(*k, [&](const std::string &e) { stmt(element(e)); });
       return true;
     }

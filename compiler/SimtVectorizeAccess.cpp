@@ -112,11 +112,13 @@ struct SimtVectorizeAccessPass
   void runOnOperation() override {
     ContiguityAnalysis analysis;
     Builder b(&getContext());
-    auto mark = [&](Operation *op, Value offsets, Type value) {
-      int64_t width =
-          accessWidth(analysis, offsets, mlir::getElementTypeOrSelf(value));
+    auto setWidth = [&](Operation *op, int64_t width) {
       if (width >= 2)
         op->setAttr(attr::kAccessVec, b.getI64IntegerAttr(width));
+    };
+    auto mark = [&](Operation *op, Value offsets, Type value) {
+      setWidth(op, accessWidth(analysis, offsets,
+                               mlir::getElementTypeOrSelf(value)));
     };
     getOperation().walk([&](Operation *op) {
       if (auto ld = dyn_cast<simt::LoadOp>(op))
@@ -126,11 +128,8 @@ struct SimtVectorizeAccessPass
       else if (auto cp = dyn_cast<simt::CopyAsyncOp>(op)) {
         // Both sides must be contiguous in groups: the narrower one counts.
         Type elem = cp.getSrc().getType().getElementType();
-        int64_t width =
-            std::min(accessWidth(analysis, cp.getDstOffsets(), elem),
-                     accessWidth(analysis, cp.getSrcOffsets(), elem));
-        if (width >= 2)
-          op->setAttr(attr::kAccessVec, b.getI64IntegerAttr(width));
+        setWidth(op, std::min(accessWidth(analysis, cp.getDstOffsets(), elem),
+                              accessWidth(analysis, cp.getSrcOffsets(), elem)));
       }
     });
   }

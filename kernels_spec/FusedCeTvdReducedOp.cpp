@@ -341,9 +341,7 @@ public:
   KernelResources load(TuneCandidate &tc) override {
     auto &c = static_cast<Candidate &>(tc);
     c.load();
-    return {static_cast<int>(c.compiled.threads), c.fn.numRegs(),
-            c.fn.sharedBytes() +
-                static_cast<int>(c.compiled.dynamicSharedBytes)};
+    return candidateResources(c.compiled, c.fn);
   }
   void resetBuffers() override {
     Run.reset();

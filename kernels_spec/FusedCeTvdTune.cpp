@@ -14,6 +14,12 @@
 #include <optional>
 
 namespace tilejit {
+
+KernelResources candidateResources(const CompiledKernel &k,
+                                   const cuda::Function &fn) {
+  return {static_cast<int>(k.threads), fn.numRegs(),
+          fn.sharedBytes() + static_cast<int>(k.dynamicSharedBytes)};
+}
 namespace {
 
 const char *const kBwd = "fused_ce_tvd_bwd";
@@ -103,9 +109,7 @@ public:
 
   KernelResources load(Kernel &k) const {
     k.load();
-    return {static_cast<int>(k.compiled.threads), k.fn.numRegs(),
-            k.fn.sharedBytes() +
-                static_cast<int>(k.compiled.dynamicSharedBytes)};
+    return candidateResources(k.compiled, k.fn);
   }
 
   void launchAsync(const Kernel &k) {

@@ -20,12 +20,23 @@
 #define TILEJIT_KERNELS_SPEC_FUSEDCETVDTUNE_H
 
 #include "kernels_spec/reference/Inputs.h"
+#include "runtime/Autotuner.h"
 #include "runtime/TuningDatabase.h"
 
 #include <string>
 #include <vector>
 
 namespace tilejit {
+
+struct CompiledKernel;
+namespace cuda {
+struct Function;
+} // namespace cuda
+
+/// What a loaded candidate takes per block, for the tuner's limit check:
+/// its threads, registers, and static plus dynamic shared memory.
+KernelResources candidateResources(const CompiledKernel &k,
+                                   const cuda::Function &fn);
 
 /// The key of `kernel` ("fused_ce_tvd_fwd" or "_bwd") for in's shape and
 /// dtype on `device`.

@@ -42,6 +42,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 using namespace mlir;
@@ -442,13 +443,16 @@ private:
   std::vector<std::vector<unsigned char>> sharedStore;
   std::vector<InterpBuffer> sharedBufs;
 
+  /// Shared arrays are numbered after the kernel's arguments.
+  bool pointsIntoSharedArray(const RuntimeValue &ptr) const {
+    return size_t(ptr.ptrArg) >= k.args->size();
+  }
   /// The buffer a pointer value points into: a kernel argument or one of
   /// this program's shared arrays.
   const InterpBuffer &bufferOf(const RuntimeValue &ptr) const {
-    size_t nArgs = k.args->size();
-    if (size_t(ptr.ptrArg) < nArgs)
+    if (!pointsIntoSharedArray(ptr))
       return std::get<InterpBuffer>((*k.args)[ptr.ptrArg]);
-    return sharedBufs[ptr.ptrArg - nArgs];
+    return sharedBufs[ptr.ptrArg - k.args->size()];
   }
 
   /// tile.shared_alloc: a fresh array for this program, all bytes 0xFF
@@ -664,8 +668,8 @@ private:
   // kernel that reads the destination too early sees the old (0xFF) bytes,
   // as it might on the GPU.
   struct PendingCopy {
-    RuntimeValue dst, offsets, values, mask;
-    bool masked = false;
+    RuntimeValue dst, offsets, values;
+    std::optional<RuntimeValue> mask;
   };
   std::vector<PendingCopy> openCopies;             // since the last commit
   std::deque<std::vector<PendingCopy>> copyGroups; // committed, in flight
@@ -686,10 +690,8 @@ private:
     Shape s = shapeOf(op.getSrcOffsets().getType());
     s.elem = *elemOfScalar(op.getSrc().getType().getElementType());
     c.values = loadElements(src, intOperand(op, 3), mask, nullptr, s);
-    if (mask) {
+    if (mask)
       c.mask = *mask;
-      c.masked = true;
-    }
     openCopies.push_back(std::move(c));
   }
   void execCopyWait(tile::CopyWaitOp op) {
@@ -697,7 +699,7 @@ private:
       fail("copies not committed: call commitCopies() before waitCopies()");
     while (copyGroups.size() > static_cast<size_t>(op.getPending())) {
       for (const PendingCopy &c : copyGroups.front())
-        storeElements(c.dst, c.offsets, c.values, c.masked ? &c.mask : nullptr);
+        storeElements(c.dst, c.offsets, c.values, c.mask ? &*c.mask : nullptr);
       copyGroups.pop_front();
     }
   }
@@ -728,18 +730,18 @@ private:
     const InterpBuffer &buf = bufferOf(ptr);
     int64_t o;
     bool overflow = __builtin_add_overflow(ptr.ptrOff, laneOff, &o);
-    fail(
-        std::string("out-of-bounds unmasked ") + what + ": element offset " +
-        (overflow ? std::to_string(ptr.ptrOff) + " + " + std::to_string(laneOff)
-                  : std::to_string(o)) +
-        " (pointer offset " + std::to_string(ptr.ptrOff) + " + lane " +
-        std::to_string(lane) + " offset " + std::to_string(laneOff) +
-        ") is outside " +
-        (size_t(ptr.ptrArg) < k.args->size()
-             ? "argument #" + std::to_string(ptr.ptrArg)
-             : "shared array #" + std::to_string(ptr.ptrArg - k.args->size())) +
-        ", a buffer of " + std::to_string(buf.numElements) + " " +
-        dtypeName(buf.dtype) + " elements");
+    fail(std::string("out-of-bounds unmasked ") + what + ": element offset " +
+         (overflow
+              ? std::to_string(ptr.ptrOff) + " + " + std::to_string(laneOff)
+              : std::to_string(o)) +
+         " (pointer offset " + std::to_string(ptr.ptrOff) + " + lane " +
+         std::to_string(lane) + " offset " + std::to_string(laneOff) +
+         ") is outside " +
+         (pointsIntoSharedArray(ptr)
+              ? "shared array #" + std::to_string(ptr.ptrArg - k.args->size())
+              : "argument #" + std::to_string(ptr.ptrArg)) +
+         ", a buffer of " + std::to_string(buf.numElements) + " " +
+         dtypeName(buf.dtype) + " elements");
   }
 };
 

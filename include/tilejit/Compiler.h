@@ -36,7 +36,7 @@ struct CompiledKernel {
   /// Programs per thread-block cluster (grids must be a multiple along x).
   int64_t clusterSize = 1;
   /// Dynamic shared memory per program (its sharedArray()s), in bytes: the
-  /// launch must pass it (LoadedKernels raises the 48 KiB default).
+  /// launch must pass it (cuda::launch then raises the 48 KiB default).
   int64_t dynamicSharedBytes = 0;
   std::string tileIR; ///< after verify/specialize/canonicalize
   std::string simtIR; ///< after layout + lowering

@@ -39,12 +39,12 @@ constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
 constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
 constexpr const char *kThreads = "simt.threads";       // i64, set by layout
 constexpr const char *kVec = "simt.vec";               // i64, set by layout
-constexpr const char *kAccessVec = "vec"; // i64 on simt.load/store: group size
+constexpr const char *kAccessVec = "vec"; // i64 on simt.load/store/copy_async
 // unit, on a pointer argument: it may share memory with another argument
 // (an output written in place over an input), so it is not __restrict__.
 constexpr const char *kMayAlias = "tile.may_alias";
-// unit, on a kernel: every vectorizable load and store group starts at an
-// address aligned to its size (KernelBuilder::assumeAlignedVectors).
+// unit, on a kernel: every vectorizable load, store and copy group starts at
+// an address aligned to its size (KernelBuilder::assumeAlignedVectors).
 constexpr const char *kAlignedVectors = "tile.aligned_vectors";
 // i64, on a kernel: bytes of dynamic shared memory its tile.shared_alloc
 // arrays take (0 or absent: none).
