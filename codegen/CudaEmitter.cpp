@@ -1499,12 +1499,9 @@ bool KernelEmitter::emitSimt(Operation *op) {
     });
     return true;
   }
-  // Each tile's group size: the kernel's VEC, or (hand-written IR without
-  // simt.vec) its whole per-thread part.
+  // Each tile's group width (tile-assign-layout).
   auto groupOf = [&](Value v) {
-    auto vec = func->getAttrOfType<IntegerAttr>(attr::kVec);
-    int64_t k = *vecLen(v.getType(), op);
-    return std::to_string(vec ? std::min(vec.getInt(), k) : k);
+    return std::to_string(layoutGroup(func, *vecLen(v.getType(), op) * threads));
   };
   // result = fn<R, C, P, matrix group, vector group[, combine]>(operand 0)
   // for the row ops, whose matrix is R x C and vector R.

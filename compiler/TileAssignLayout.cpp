@@ -1,21 +1,30 @@
 //===- TileAssignLayout.cpp - spread tiles over a program's threads --------===//
 //
 // With P = 32 * num_warps threads and a tile of N elements, each thread holds
-// K = N / P elements in groups of VEC adjacent ones: element e of thread t is
-// tile element (e / VEC) * P * VEC + t * VEC + e % VEC. VEC is the number of
+// K = N / P elements in groups of G adjacent ones: element e of thread t is
+// tile element (e / G) * P * G + t * G + e % G. simt.vec is the number of
 // elements of the narrowest type the kernel loads or stores that fit in 16
-// bytes (capped by K), so each group is one 16-byte access, and consecutive
-// threads touch consecutive groups: a warp reads 512 contiguous bytes per
-// access (coalesced), as with Triton's blocked layout of sizePerThread = VEC.
-// VEC = K is the plain blocked layout. Reductions do not care about the order.
-// tile-verify has already checked that every tile size is a multiple of P.
+// bytes, and G = min(simt.vec, the largest power of two dividing K): each
+// group is one 16-byte access, and consecutive threads touch consecutive
+// groups, so a warp reads 512 contiguous bytes per access (coalesced), as with
+// Triton's blocked layout of sizePerThread = G. Tiles of the same size share
+// G (elementwise ops pair their elements); reductions do not care about the
+// order.
+//
+// Row ops (tile.reduce_rows / broadcast_rows over rows of C columns) between
+// a matrix of M elements and a vector of M / C: when C divides G(M), each row
+// lies within one thread's group, and giving the vector G(M) / C makes the
+// thread that holds a row also hold its entry, so the op needs neither
+// shared memory nor a barrier (tile-lower-to-simt). Those vector sizes are
+// recorded in simt.groups. tile-verify has already checked that every tile
+// size is a multiple of P.
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/compiler/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
 
-#include <limits>
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILEASSIGNLAYOUT
@@ -27,10 +36,10 @@ using namespace mlir;
 namespace tilejit {
 namespace {
 
-/// Elements per 16-byte access of the narrowest accessed type, capped by the
-/// largest power of two that divides every per-thread tile size K.
-int64_t vectorWidth(func::FuncOp kernel, int64_t threads) {
-  int64_t vec = 1, kDivisor = std::numeric_limits<int64_t>::max();
+/// Elements per 16-byte access of the narrowest accessed type (1 for a
+/// kernel without tile accesses).
+int64_t vectorWidth(func::FuncOp kernel) {
+  int64_t vec = 1;
   kernel.walk([&](Operation *op) {
     Type accessed;
     if (auto ld = dyn_cast<tile::LoadOp>(op))
@@ -40,12 +49,31 @@ int64_t vectorWidth(func::FuncOp kernel, int64_t threads) {
     if (auto t = dyn_cast_or_null<RankedTensorType>(accessed))
       vec = std::max<int64_t>(
           vec, 16 / std::max<int64_t>(1, t.getElementTypeBitWidth() / 8));
-    for (Type t : op->getResultTypes())
-      if (auto tile = dyn_cast<RankedTensorType>(t))
-        kDivisor = std::min(kDivisor, (tile.getNumElements() / threads) &
-                                          -(tile.getNumElements() / threads));
   });
-  return std::min(vec, kDivisor); // 1 for a kernel without tile accesses
+  return vec;
+}
+
+/// simt.groups: for each row op whose rows lie within a thread's groups,
+/// the vector's group width that keeps each row's entry with that thread.
+SmallVector<int64_t> rowVectorGroups(func::FuncOp kernel) {
+  llvm::MapVector<int64_t, int64_t> groups; // vector size -> group
+  auto record = [&](Value matrix, Value vector, int64_t cols) {
+    int64_t g = layoutGroup(
+        kernel, cast<RankedTensorType>(matrix.getType()).getNumElements());
+    if (g % cols == 0)
+      groups.try_emplace(
+          cast<RankedTensorType>(vector.getType()).getNumElements(), g / cols);
+  };
+  kernel.walk([&](Operation *op) {
+    if (auto rr = dyn_cast<tile::ReduceRowsOp>(op))
+      record(rr.getSrc(), rr.getResult(), rr.getCols());
+    else if (auto br = dyn_cast<tile::BroadcastRowsOp>(op))
+      record(br.getResult(), br.getSrc(), br.getCols());
+  });
+  SmallVector<int64_t> flat;
+  for (auto [size, group] : groups)
+    flat.append({size, group});
+  return flat;
 }
 
 struct TileAssignLayoutPass
@@ -62,8 +90,10 @@ struct TileAssignLayoutPass
       int64_t threads = 32 * warps.getInt();
       Builder b(kernel.getContext());
       kernel->setAttr(attr::kThreads, b.getI64IntegerAttr(threads));
-      kernel->setAttr(attr::kVec,
-                      b.getI64IntegerAttr(vectorWidth(kernel, threads)));
+      kernel->setAttr(attr::kVec, b.getI64IntegerAttr(vectorWidth(kernel)));
+      SmallVector<int64_t> groups = rowVectorGroups(kernel);
+      if (!groups.empty())
+        kernel->setAttr(attr::kGroups, b.getDenseI64ArrayAttr(groups));
     });
   }
 };

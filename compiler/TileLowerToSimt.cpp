@@ -23,8 +23,6 @@
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Transforms/DialectConversion.h"
 
-#include <limits>
-
 namespace tilejit {
 #define GEN_PASS_DEF_TILELOWERTOSIMT
 #include "compiler/Passes.h.inc"
@@ -94,14 +92,15 @@ using ProgramIdLowering = AxisQueryLowering<tile::ProgramIdOp, simt::BlockIdOp>;
 using NumProgramsLowering =
     AxisQueryLowering<tile::NumProgramsOp, simt::GridDimOp>;
 
-/// tile.arange -> broadcast(thread_id * VEC) + c, with the constant
-/// c[e] = (e / VEC) * P * VEC + e % VEC (the layout of tile-assign-layout).
+/// tile.arange -> broadcast(thread_id * G) + c, with the constant
+/// c[e] = (e / G) * P * G + e % G (G: the tile's group, tile-assign-layout).
 struct ArangeLowering : public OpConversionPattern<tile::ArangeOp> {
   ArangeLowering(const TypeConverter &converter, MLIRContext *ctx,
-                 int64_t threads, int64_t vecWidth)
-      : OpConversionPattern(converter, ctx), threads(threads),
-        vecWidth(vecWidth) {}
-  int64_t threads, vecWidth;
+                 func::FuncOp kernel, int64_t threads)
+      : OpConversionPattern(converter, ctx), kernel(kernel), threads(threads) {
+  }
+  func::FuncOp kernel;
+  int64_t threads;
   LogicalResult
   matchAndRewrite(tile::ArangeOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -113,7 +112,7 @@ struct ArangeLowering : public OpConversionPattern<tile::ArangeOp> {
     int64_t k = vec->getNumElements();
     Type i32 = rewriter.getI32Type();
     Value tid = simt::ThreadIdOp::create(rewriter, loc, i32);
-    int64_t width = std::min(vecWidth, k);
+    int64_t width = layoutGroup(kernel, k * threads);
     Value widthCst = arith::ConstantOp::create(
         rewriter, loc, rewriter.getI32IntegerAttr(width));
     Value base = arith::MulIOp::create(rewriter, loc, tid, widthCst);
@@ -204,6 +203,106 @@ struct SameShapeLowering : public OpConversionPattern<TileOp> {
   }
 };
 
+/// The vector combining kind of a tile reduction over `elem` elements.
+static vector::CombiningKind combiningKind(ReduceKind kind, Type elem) {
+  bool isFloat = isa<FloatType>(getElementTypeOrSelf(elem));
+  switch (kind) {
+  case ReduceKind::Sum:
+    return vector::CombiningKind::ADD;
+  case ReduceKind::Max:
+    return isFloat ? vector::CombiningKind::MAXIMUMF
+                   : vector::CombiningKind::MAXSI;
+  case ReduceKind::Min:
+    break;
+  }
+  return isFloat ? vector::CombiningKind::MINIMUMF
+                 : vector::CombiningKind::MINSI;
+}
+
+/// Whether a row op's rows of `cols` columns each lie within one thread's
+/// group, with the vector entry of a row held by that thread
+/// (tile-assign-layout's simt.groups).
+static bool rowsAreThreadLocal(func::FuncOp kernel, Value matrix,
+                               Value vector, int64_t cols) {
+  int64_t m = cast<RankedTensorType>(matrix.getType()).getNumElements();
+  int64_t r = cast<RankedTensorType>(vector.getType()).getNumElements();
+  return layoutGroup(kernel, r) * cols == layoutGroup(kernel, m);
+}
+
+/// tile.reduce_rows whose rows are thread-local: each thread combines its
+/// own C consecutive elements per entry, in column order (vector element
+/// e' of the result is the row of elements e' * C .. e' * C + C - 1).
+/// Otherwise simt.reduce_rows (through shared memory).
+struct ReduceRowsLowering : public OpConversionPattern<tile::ReduceRowsOp> {
+  ReduceRowsLowering(const TypeConverter &converter, MLIRContext *ctx,
+                     func::FuncOp kernel)
+      : OpConversionPattern(converter, ctx), kernel(kernel) {}
+  func::FuncOp kernel;
+  LogicalResult
+  matchAndRewrite(tile::ReduceRowsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    FailureOr<VectorType> vec =
+        convertedVector(*getTypeConverter(), op.getResult(), rewriter);
+    if (failed(vec))
+      return failure();
+    int64_t cols = op.getCols();
+    if (!rowsAreThreadLocal(kernel, op.getSrc(), op.getResult(), cols)) {
+      rewriter.replaceOpWithNewOp<simt::ReduceRowsOp>(
+          op, *vec, adaptor.getOperands(), op->getAttrs());
+      return success();
+    }
+    Location loc = op.getLoc();
+    vector::CombiningKind kind = combiningKind(op.getKind(), op.getType());
+    SmallVector<Value> rows;
+    for (int64_t e = 0; e < vec->getNumElements(); ++e) {
+      Value acc =
+          vector::ExtractOp::create(rewriter, loc, adaptor.getSrc(), e * cols);
+      for (int64_t j = 1; j < cols; ++j)
+        acc = vector::makeArithReduction(
+            rewriter, loc, kind,
+            vector::ExtractOp::create(rewriter, loc, adaptor.getSrc(),
+                                      e * cols + j),
+            acc);
+      rows.push_back(acc);
+    }
+    rewriter.replaceOpWithNewOp<vector::FromElementsOp>(op, *vec, rows);
+    return success();
+  }
+};
+
+/// tile.broadcast_rows whose rows are thread-local: element e is entry
+/// e / C of the thread's vector. Otherwise simt.broadcast_rows.
+struct BroadcastRowsLowering
+    : public OpConversionPattern<tile::BroadcastRowsOp> {
+  BroadcastRowsLowering(const TypeConverter &converter, MLIRContext *ctx,
+                        func::FuncOp kernel)
+      : OpConversionPattern(converter, ctx), kernel(kernel) {}
+  func::FuncOp kernel;
+  LogicalResult
+  matchAndRewrite(tile::BroadcastRowsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    FailureOr<VectorType> vec =
+        convertedVector(*getTypeConverter(), op.getResult(), rewriter);
+    if (failed(vec))
+      return failure();
+    int64_t cols = op.getCols();
+    if (!rowsAreThreadLocal(kernel, op.getResult(), op.getSrc(), cols)) {
+      rewriter.replaceOpWithNewOp<simt::BroadcastRowsOp>(
+          op, *vec, adaptor.getOperands(), op->getAttrs());
+      return success();
+    }
+    Location loc = op.getLoc();
+    SmallVector<Value> entries, elements;
+    for (int64_t e = 0; e < vec->getNumElements() / cols; ++e)
+      entries.push_back(
+          vector::ExtractOp::create(rewriter, loc, adaptor.getSrc(), e));
+    for (int64_t e = 0; e < vec->getNumElements(); ++e)
+      elements.push_back(entries[e / cols]);
+    rewriter.replaceOpWithNewOp<vector::FromElementsOp>(op, *vec, elements);
+    return success();
+  }
+};
+
 /// tile.reduce -> vector.reduction over the thread's elements, then
 /// simt.block_reduce across the block.
 struct ReduceLowering : public OpConversionPattern<tile::ReduceOp> {
@@ -211,21 +310,7 @@ struct ReduceLowering : public OpConversionPattern<tile::ReduceOp> {
   LogicalResult
   matchAndRewrite(tile::ReduceOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    bool isFloat = isa<FloatType>(op.getType());
-    vector::CombiningKind kind;
-    switch (op.getKind()) {
-    case ReduceKind::Sum:
-      kind = vector::CombiningKind::ADD;
-      break;
-    case ReduceKind::Max:
-      kind = isFloat ? vector::CombiningKind::MAXIMUMF
-                     : vector::CombiningKind::MAXSI;
-      break;
-    case ReduceKind::Min:
-      kind = isFloat ? vector::CombiningKind::MINIMUMF
-                     : vector::CombiningKind::MINSI;
-      break;
-    }
+    vector::CombiningKind kind = combiningKind(op.getKind(), op.getType());
     Value local = vector::ReductionOp::create(rewriter, op.getLoc(), kind,
                                               adaptor.getSrc());
     rewriter.replaceOpWithNewOp<simt::BlockReduceOp>(op, op.getType(),
@@ -357,17 +442,14 @@ struct TileLowerToSimtPass
         [](Operation *op) { return !hasTensorType(op); });
 
     RewritePatternSet patterns(ctx);
-    // Without simt.vec (hand-written IR) the layout is plainly blocked.
-    auto vec = func->getAttrOfType<IntegerAttr>(attr::kVec);
-    int64_t vecWidth = vec ? vec.getInt() : std::numeric_limits<int64_t>::max();
     patterns
         .add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
              LoadLowering, StoreLowering, CopyAsyncLowering, ReduceLowering,
              SameShapeLowering<tile::DotOp, simt::DotOp>,
-             SameShapeLowering<tile::ReduceRowsOp, simt::ReduceRowsOp>,
-             SameShapeLowering<tile::BroadcastRowsOp, simt::BroadcastRowsOp>,
              SplatConstantLowering, ElementwiseLowering>(converter, ctx);
-    patterns.add<ArangeLowering>(converter, ctx, p, vecWidth);
+    patterns.add<ArangeLowering>(converter, ctx, func, p);
+    patterns.add<ReduceRowsLowering, BroadcastRowsLowering>(converter, ctx,
+                                                            func);
     scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
                                                          target);
 

@@ -755,6 +755,20 @@ int64_t KernelBuilder::clusterSize() const {
   return it == impl_->config.params.end() ? 1 : it->second;
 }
 
+int64_t KernelBuilder::threadGroup(int64_t tileSize,
+                                  DType narrowestAccessed) const {
+  int64_t threads =
+      32 * impl_->func->getAttrOfType<mlir::IntegerAttr>(attr::kNumWarps)
+               .getInt();
+  if (tileSize <= 0 || tileSize % threads != 0)
+    throw Error("threadGroup: a tile of " + std::to_string(tileSize) +
+                " elements is not a multiple of the " +
+                std::to_string(threads) + " threads");
+  int64_t perThread = tileSize / threads;
+  int64_t vec = 16 / static_cast<int64_t>(dtypeSize(narrowestAccessed));
+  return std::min(vec, perThread & -perThread);
+}
+
 Value KernelBuilder::sharedArray(int64_t n, DType type, SourceLoc loc) {
   auto &k = *impl_;
   k.at(loc);

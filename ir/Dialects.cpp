@@ -53,6 +53,19 @@ void tilejit::registerTilejitDialects(DialectRegistry &registry) {
 // Verifiers
 //===----------------------------------------------------------------------===//
 
+int64_t tilejit::layoutGroup(Operation *kernel, int64_t tileElements) {
+  auto threads = kernel->getAttrOfType<IntegerAttr>(attr::kThreads);
+  int64_t k = threads ? tileElements / threads.getInt() : tileElements;
+  if (auto groups = kernel->getAttrOfType<DenseI64ArrayAttr>(attr::kGroups))
+    for (size_t i = 0; i + 1 < groups.size(); i += 2)
+      if (groups[i] == tileElements)
+        return groups[i + 1];
+  auto vec = kernel->getAttrOfType<IntegerAttr>(attr::kVec);
+  if (!vec || k <= 0)
+    return std::max<int64_t>(k, 1);
+  return std::min<int64_t>(vec.getInt(), k & -k);
+}
+
 static Type elementOf(Type t) {
   if (auto shaped = dyn_cast<ShapedType>(t))
     return shaped.getElementType();

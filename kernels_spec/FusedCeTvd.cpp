@@ -17,17 +17,24 @@ std::vector<ParamSpec> rowKernelParams() {
       {"num_warps", {2, 4, 8, 16}, 8, "warps per program"}};
 }
 
-/// Pass 1 with per-lane state: (max, sum-exp) of the student and teacher rows.
+/// Pass 1 with state per lane (cols = 1) or per group of `cols` adjacent
+/// elements: (max, sum-exp) of the student and teacher rows.
 std::array<Value, 4> laneNormalizers(KernelBuilder &k, Value s, Value t,
-                                     Value V, int64_t BLOCK) {
-  Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
-  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+                                     Value V, int64_t BLOCK, int64_t cols) {
+  Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
+  Value zero = k.full(BLOCK / cols, k.constant(0, DType::F32));
   Var mS = negInf, dS = zero, mT = negInf, dT = zero;
+  auto update = [&](Var &m, Var &d, Value x) {
+    if (cols == 1)
+      onlineUpdate(m, d, x);
+    else
+      groupUpdate(m, d, x, cols);
+  };
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
     Value mask = offs < V;
-    onlineUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
-    onlineUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
+    update(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
+    update(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
   });
   auto [rowMaxS, rowSumS] = rowNormalizer(mS, dS);
   auto [rowMaxT, rowSumT] = rowNormalizer(mT, dT);
@@ -71,9 +78,12 @@ TileModule buildForward(const Config &c) {
   k.ifThen(!ignored && inRange, [&] {
     // Pass 1: max and sum-exp of both rows in one sweep.
     Value zero = k.full(BLOCK, k.constant(0, DType::F32));
-    auto [mS, dS, mT, dT] = k.param("LANE_STATS")
-                                ? laneNormalizers(k, s, t, V, BLOCK)
-                                : tileNormalizers(k, s, t, V, BLOCK);
+    int64_t mode = k.param("LANE_STATS");
+    auto [mS, dS, mT, dT] =
+        mode == 0 ? tileNormalizers(k, s, t, V, BLOCK)
+                  : laneNormalizers(k, s, t, V, BLOCK,
+                                    mode == 2 ? k.threadGroup(BLOCK, c.dtype)
+                                              : 1);
     maxS = mS;
     logSumS = log(dS);
     maxT = mT;
@@ -165,10 +175,11 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 KernelSpec fusedCeTvdForwardSpec() {
   std::vector<ParamSpec> params = rowKernelParams();
   params.push_back({"LANE_STATS",
-                    {0, 1},
-                    0,
-                    "pass 1 keeps per-lane softmax state (1) or reduces "
-                    "across the block every tile (0)"});
+                    {0, 1, 2},
+                    2,
+                    "pass 1 keeps softmax state per lane (1), per thread's "
+                    "vector group (2), or reduces across the block every "
+                    "tile (0)"});
   KernelSpec s{"fused_ce_tvd_fwd",
                "CE+TVD forward: per-row ce, tvd and saved lse_s, lse_t, sigma",
                params,

@@ -114,16 +114,23 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   if (r.sS.valid())
     copySliceToShared(k, r);
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
-  // This program's (max, sum-exp) of its slice, per lane (LANE_STATS = 1)
-  // or with block-wide reductions every tile.
+  // This program's (max, sum-exp) of its slice: per lane (LANE_STATS = 1),
+  // per thread group (2) or with block-wide reductions every tile (0).
   std::pair<Value, Value> slice[2];
-  if (k.param("LANE_STATS")) {
-    Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
-    Var mS = negInf, dS = zero, mT = negInf, dT = zero;
+  if (int64_t mode = k.param("LANE_STATS")) {
+    int64_t cols = mode == 2 ? k.threadGroup(BLOCK, k.config().dtype) : 1;
+    Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
+    Value none = k.full(BLOCK / cols, k.constant(0, DType::F32));
+    Var mS = negInf, dS = none, mT = negInf, dT = none;
     forEachTile(k, r, [&](Value offs, Mask mask) {
       auto [s, t] = loadTile(k, r, offs, mask);
-      onlineUpdate(mS, dS, s.to(DType::F32));
-      onlineUpdate(mT, dT, t.to(DType::F32));
+      if (mode == 2) {
+        groupUpdate(mS, dS, s.to(DType::F32), cols);
+        groupUpdate(mT, dT, t.to(DType::F32), cols);
+      } else {
+        onlineUpdate(mS, dS, s.to(DType::F32));
+        onlineUpdate(mT, dT, t.to(DType::F32));
+      }
     });
     slice[0] = rowNormalizer(mS, dS);
     slice[1] = rowNormalizer(mT, dT);
@@ -238,21 +245,25 @@ TileModule buildLossGrad(const Config &c) {
         Value gTvd = k.load(weights, k.constant(1, DType::I32));
         // Pass 3. Each element is read before it is written, by the same
         // program, so the gradient may overwrite the student in place.
+        // d/dx_v = gCe (p_v - [v = y]) + gTvd / 2 p_v (sign_v - sigma)
+        //        = p_v c(sign_v) - gCe [v = y], with the three values of
+        // c(s) = gCe + gTvd / 2 (s - sigma) formed once per row.
+        Value half = 0.5 * gTvd;
+        Value cTie = gCe - half * st.sigma;
+        Value cAbove = cTie + half, cBelow = cTie - half;
         forEachTile(k, r, [&](Value offs, Mask mask) {
           auto [s, t] = loadTile(k, r, offs, mask);
           // One exp per element: the sign of p - q comes from the logs,
-          // the same way pass 2 took it.
+          // compared the way pass 2 compared them.
           Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
-          Value p = exp(logP);
-          Value sgn =
-              signOfDifference(logP, logSoftmaxAt(t, st.maxT, st.logSumT));
-          // p_y - 1 is formed in fp32 before the store rounds it.
-          // In i32 (y is in [0, V) here): one compare per element, not a
+          Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
+          Value pc = exp(logP) * where(logP > logQ, cAbove,
+                                       where(logP < logQ, cBelow, cTie));
+          // p_y c - gCe is formed in fp32 before the store rounds it. In
+          // i32 (y is in [0, V) here): one compare per element, not a
           // widening and a 64-bit compare.
-          Value onehot = (offs == r.y.to(DType::I32)).to(DType::F32);
-          Value dce = gCe * (p - onehot);
-          Value dtvd = gTvd * 0.5 * p * (sgn - st.sigma);
-          k.store(g, offs, dce + dtvd, mask);
+          k.store(g, offs, where(offs == r.y.to(DType::I32), pc - gCe, pc),
+                  mask);
         });
       },
       [&] {
@@ -326,10 +337,10 @@ std::vector<ParamSpec> clusterParams() {
           {"BLOCK_SIZE", {1024, 2048}, 1024, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
           {"LANE_STATS",
-           {0, 1},
-           1,
-           "pass 1 keeps per-lane softmax state (1) or reduces across the "
-           "block every tile (0)"}};
+           {0, 1, 2},
+           2,
+           "pass 1 keeps softmax state per lane (1), per thread's vector "
+           "group (2), or reduces across the block every tile (0)"}};
 }
 
 /// SLICE: each program's share of a row, a whole number of tiles.

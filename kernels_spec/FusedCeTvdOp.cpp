@@ -285,6 +285,16 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   return out;
 }
 
+std::vector<int64_t> sampleCheckRows(int64_t BT, int64_t count) {
+  if (count <= 0 || count >= BT)
+    return {};
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < BT; ++r)
+    if (r < 7 || r >= BT - 7 || r % std::max<int64_t>(1, BT / count) == 0)
+      rows.push_back(r);
+  return rows;
+}
+
 CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
                       const std::vector<float> &gTvd, const CeTvdOutputs &out,
                       std::vector<int64_t> rows) {

@@ -84,6 +84,12 @@ CeTvdCheck checkCeTvd(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
                       const std::vector<float> &gTvd, const CeTvdOutputs &out,
                       std::vector<int64_t> rows = {});
 
+/// Rows to compare after a GPU run (the fp64 reference of every row of a
+/// large batch takes minutes): the first and last 7 (every 7th row is
+/// ignored, so these include ignored rows) and `count` spread evenly.
+/// Empty (all rows) when `count` is 0 or covers the batch.
+std::vector<int64_t> sampleCheckRows(int64_t BT, int64_t count);
+
 } // namespace tilejit
 
 #endif // TILEJIT_KERNELS_SPEC_FUSEDCETVDOP_H

@@ -33,17 +33,6 @@ const char *const kNames[NumBufs] = {
 /// A compiled and loaded kernel.
 struct Kernel : TuneCandidate, OwnModuleKernel {};
 
-/// Rows compared with the reference: the first and last few (every 7th row
-/// is ignored, so these include ignored rows) and an even spread.
-std::vector<int64_t> sampleRows(int64_t BT, int64_t count) {
-  std::vector<int64_t> rows;
-  for (int64_t r = 0; r < BT; ++r)
-    if (r < 7 || r >= BT - 7 ||
-        (count > 1 && r % std::max<int64_t>(1, BT / count) == 0))
-      rows.push_back(r);
-  return rows;
-}
-
 /// Index of the first Inf/NaN element of a dtype buffer, or -1.
 int64_t firstNonFinite(const uint8_t *data, DType dtype, int64_t n) {
   // All exponent bits set: Inf or NaN (the 0xFF.. poison is a NaN).
@@ -78,7 +67,7 @@ public:
   Session(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
           const std::vector<float> &gTvd, const CeTvdTuneOptions &options)
       : In(in), GCeHost(gCe), GTvdHost(gTvd), Dev(cuda::Device::open()),
-        Timer(Dev), Rows(sampleRows(in.BT, options.checkRows)), ScalarArgs(in) {
+        Timer(Dev), Rows(sampleCheckRows(in.BT, options.checkRows)), ScalarArgs(in) {
     Copts.arch = options.arch.empty() ? Dev.archString() : options.arch;
     for (int i = 0; i < NumBufs; ++i) {
       Buf b = static_cast<Buf>(i);

@@ -6,6 +6,7 @@
 #include "kernels_spec/LinearCe.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 
@@ -64,9 +65,15 @@ KernelSpec::config(DType dtype,
       throw bad(zeroAllowed ? "values must be >= 0" : "values must be >= 1");
     if (key == "CLUSTER_SIZE" && v > 16)
       throw bad("a thread-block cluster has at most 16 programs");
-    // A parameter whose candidates are {0, 1} is a switch.
-    if (spec.candidates == std::vector<int64_t>{0, 1} && v > 1)
-      throw bad(key + " is a switch: 0 or 1");
+    // A parameter with 0 among its candidates is a switch or a mode: one of
+    // the listed values.
+    if (zeroAllowed && !llvm::is_contained(spec.candidates, v))
+      throw bad(key + " must be one of " +
+                llvm::join(llvm::map_range(spec.candidates,
+                                           [](int64_t c) {
+                                             return std::to_string(c);
+                                           }),
+                           ", "));
   }
   return c;
 }

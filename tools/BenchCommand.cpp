@@ -1,7 +1,7 @@
 //===- BenchCommand.cpp - `tilejit bench` ---------------------------------===//
 //
 //   tilejit bench fused_ce_tvd --bt N --vocab V [--dtype bf16|fp16|fp32]
-//                 [--set NAME=VALUE ...] [--iters 50]
+//                 [--set NAME=VALUE ...] [--iters 50] [--check]
 //
 // Times the CE+TVD forward and backward on this GPU (tuned configs when
 // present, as `tilejit run`), measures the device-to-device copy bandwidth in
@@ -9,7 +9,9 @@
 // the roofline: the forward must read student and teacher once (2 units of
 // BT * V * element bytes), the backward read both and write the gradient
 // (3 units); forward + backward is compared with 3 units, the minimum for
-// the loss and its gradient (../shared/anchors.md).
+// the loss and its gradient (../shared/anchors.md). --check compares the
+// timed run's outputs with the fp64 reference on sampled rows (exit 1 on a
+// mismatch), so one process both times and tests a shape.
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
@@ -62,6 +64,17 @@ static cl::opt<bool> benchInPlace("in-place",
 static cl::opt<int> benchIters("iters", cl::init(50),
                                cl::desc("Timed launches per kernel (median)"),
                                cl::sub(benchCmd));
+
+static cl::opt<bool>
+    benchCheck("check",
+               cl::desc("fused_ce_tvd: compare the outputs with the fp64 "
+                        "reference on sampled rows; exit 1 on a mismatch"),
+               cl::sub(benchCmd));
+static cl::opt<int64_t>
+    benchCheckRows("check-rows", cl::init(16),
+                   cl::desc("fused_ce_tvd --check: rows spread over the "
+                            "batch, besides the first and last 7"),
+                   cl::sub(benchCmd));
 
 static cl::opt<int64_t> benchHidden("hidden", cl::init(4096),
                                     cl::desc("fused_linear_ce: hidden size d"),
@@ -186,6 +199,12 @@ static int benchLinearCe() {
   return 0;
 }
 
+/// --check: prints the comparison and turns it into the exit code.
+static int report(const CeTvdCheck &c) {
+  std::printf("%s\n", c.summary.c_str());
+  return c.passed ? 0 : 1;
+}
+
 int runBenchCommand() {
   if (benchKernel == "fused_linear_ce")
     return benchLinearCe();
@@ -224,7 +243,10 @@ int runBenchCommand() {
                 dtypeName(dtype), copyBytesPerS / 1e12, out.config.c_str(),
                 out.jitMs);
     row("loss + grad", out.ms, 3);
-    return 0;
+    if (!benchCheck)
+      return 0;
+    return report(
+        checkCeTvdReduced(in, ro, out, sampleCheckRows(in.BT, benchCheckRows)));
   }
   std::vector<float> gCe, gTvd;
   defaultUpstream(in.BT, gCe, gTvd);
@@ -251,5 +273,8 @@ int runBenchCommand() {
   row("forward", out.forwardMs, 2);
   row("backward", out.backwardMs, 3);
   row("fwd+bwd", out.forwardMs + out.backwardMs, 3);
-  return 0;
+  if (!benchCheck)
+    return 0;
+  return report(
+      checkCeTvd(in, gCe, gTvd, out, sampleCheckRows(in.BT, benchCheckRows)));
 }

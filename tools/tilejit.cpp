@@ -248,23 +248,6 @@ static int compileKernel() {
   return 0;
 }
 
-/// Rows compared on the GPU: the first and last few, every 7th row pattern
-/// (ignored rows included), and an even spread across the batch.
-static std::vector<int64_t> sampleRows(int64_t BT, int64_t count) {
-  if (count <= 0 || count >= BT)
-    return {};
-  std::vector<int64_t> rows;
-  for (int64_t r = 0; r < 7 && r < BT; ++r)
-    rows.push_back(r);
-  for (int64_t i = 0; i < count; ++i)
-    rows.push_back(i * (BT - 1) / std::max<int64_t>(1, count - 1));
-  for (int64_t r = std::max<int64_t>(0, BT - 7); r < BT; ++r)
-    rows.push_back(r);
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  return rows;
-}
-
 /// `run fused_ce_tvd --reduction=mean|sum`.
 static int runReduced(const ref::CeTvdInputs &in) {
   CeTvdReducedOptions o;
@@ -292,7 +275,7 @@ static int runReduced(const ref::CeTvdInputs &in) {
   }
   if (!checkArg)
     return 0;
-  auto rows = deviceArg == "gpu" ? sampleRows(in.BT, checkRowsArg)
+  auto rows = deviceArg == "gpu" ? sampleCheckRows(in.BT, checkRowsArg)
                                  : std::vector<int64_t>{};
   CeTvdCheck c = checkCeTvdReduced(in, o, out, rows);
   std::printf("%s\n", c.summary.c_str());
@@ -445,7 +428,7 @@ static int runKernel() {
   }
   if (!checkArg)
     return 0;
-  auto rows = deviceArg == "gpu" ? sampleRows(in.BT, checkRowsArg)
+  auto rows = deviceArg == "gpu" ? sampleCheckRows(in.BT, checkRowsArg)
                                  : std::vector<int64_t>{};
   CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out, rows);
   std::printf("%s\n", c.summary.c_str());

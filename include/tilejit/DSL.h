@@ -71,7 +71,11 @@ public:
   Value max() const;
   Value min() const;
   /// Row reductions of a tile holding a row-major R x `cols` matrix: the
-  /// tile of the R results (each row combined in column order).
+  /// tile of the R results (each row combined in column order). When `cols`
+  /// divides KernelBuilder::threadGroup of the matrix, each row lies within
+  /// one thread on the GPU and the reduction (and broadcastRows back) costs
+  /// only the combines; otherwise it goes through shared memory with two
+  /// barriers.
   Value sumRows(int64_t cols) const;
   Value maxRows(int64_t cols) const;
   Value minRows(int64_t cols) const;
@@ -190,6 +194,13 @@ public:
   /// the config has none. Programs c*n .. c*n + n-1 along axis 0 form
   /// cluster c (on the GPU a CUDA cluster, sm_90 or newer).
   int64_t clusterSize() const;
+  /// Adjacent elements of a tile of `tileSize` elements that one thread
+  /// holds on the GPU (tile-assign-layout): 16 bytes of the narrowest type
+  /// the kernel loads or stores (`narrowestAccessed`), capped by the largest
+  /// power of two dividing tileSize / (32 num_warps). Rows of a column
+  /// count dividing it are thread-local (sumRows). Throws on a tileSize that
+  /// is not a positive multiple of the thread count.
+  int64_t threadGroup(int64_t tileSize, DType narrowestAccessed) const;
   /// Promises that every load, store and copyAsync (both sides) whose lanes
   /// are adjacent elements
   /// starts each group of up to 16 bytes at an address aligned to the group's

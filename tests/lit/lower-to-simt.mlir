@@ -220,7 +220,8 @@ func.func @dot(%a: !tile.ptr<bf16>, %out: !tile.ptr<f32>) attributes {tile.kerne
   return
 }
 
-// Row reductions and broadcasts of row-major tiles become their simt forms.
+// Rows of 8 do not fit a thread's group of 4 (f32 stores): row reductions
+// and broadcasts go through shared memory (their simt forms).
 // CHECK-LABEL: func.func @rows(
 // CHECK:         %[[R:.*]] = simt.reduce_rows max %{{.*}} {cols = 8 : i64} : vector<8xf32> -> vector<1xf32>
 // CHECK:         simt.broadcast_rows %[[R]] {cols = 8 : i64} : vector<1xf32> -> vector<8xf32>
@@ -230,5 +231,30 @@ func.func @rows(%out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 
   %m = tile.reduce_rows max %f {cols = 8 : i64} : tensor<256xf32> -> tensor<32xf32>
   %b = tile.broadcast_rows %m {cols = 8 : i64} : tensor<32xf32> -> tensor<256xf32>
   tile.store %out[%a], %b : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  return
+}
+
+// Rows of 4 lie within a thread's group of 4: each thread combines its own
+// elements in column order (no shared memory), and the broadcast repeats
+// its own entries (here folded into the reductions' results).
+// CHECK-LABEL: func.func @rows_in_thread(
+// CHECK-NOT:     simt.reduce_rows
+// CHECK:         %[[E0:.*]] = vector.extract %[[X:.*]][0] : f32 from vector<8xf32>
+// CHECK:         %[[E1:.*]] = vector.extract %[[X]][1] : f32 from vector<8xf32>
+// CHECK:         %[[M01:.*]] = arith.maximumf %[[E1]], %[[E0]] : f32
+// CHECK:         %[[E2:.*]] = vector.extract %[[X]][2] : f32 from vector<8xf32>
+// CHECK:         %[[M012:.*]] = arith.maximumf %[[E2]], %[[M01]] : f32
+// CHECK:         %[[E3:.*]] = vector.extract %[[X]][3] : f32 from vector<8xf32>
+// CHECK:         %[[R0:.*]] = arith.maximumf %[[E3]], %[[M012]] : f32
+// CHECK:         vector.extract %[[X]][7] : f32 from vector<8xf32>
+// CHECK:         %[[R1:.*]] = arith.maximumf
+// CHECK-NOT:     simt.broadcast_rows
+// CHECK:         vector.from_elements %[[R0]], %[[R0]], %[[R0]], %[[R0]], %[[R1]], %[[R1]], %[[R1]], %[[R1]] : vector<8xf32>
+func.func @rows_in_thread(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  %a = tile.arange : tensor<256xi32>
+  %x = tile.load %p[%a] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+  %m = tile.reduce_rows max %x {cols = 4 : i64} : tensor<256xf32> -> tensor<64xf32>
+  %b = tile.broadcast_rows %m {cols = 4 : i64} : tensor<64xf32> -> tensor<256xf32>
+  tile.store %p[%a], %b : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
   return
 }

@@ -110,8 +110,31 @@ INSTANTIATE_TEST_SUITE_P(
              false,
              {"LANE_STATS=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
               "num_warps=4"}},
+        // Pass 1 per thread group: bf16 rows of 8, f16 with BLOCK 2048 (2
+        // groups per thread), f32 in place.
+        Case{9,
+             5001,
+             DType::BF16,
+             true,
+             false,
+             {"LANE_STATS=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{8,
+             4097,
+             DType::F16,
+             false,
+             true,
+             {"LANE_STATS=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=2048",
+              "num_warps=4"}},
+        Case{7,
+             3,
+             DType::F32,
+             true,
+             true,
+             {"LANE_STATS=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
+              "num_warps=8"}},
         // Slices copied to shared memory: partial tiles, empty slices, in
-        // place, both pass-1 forms.
+        // place, every pass-1 form.
         Case{9,
              5001,
              DType::BF16,
@@ -125,6 +148,13 @@ INSTANTIATE_TEST_SUITE_P(
              false,
              false,
              {"SMEM_ROWS=1", "LANE_STATS=0", "CLUSTER_SIZE=2",
+              "BLOCK_SIZE=1024", "num_warps=4"}},
+        Case{7,
+             2000,
+             DType::BF16,
+             false,
+             true,
+             {"SMEM_ROWS=1", "LANE_STATS=2", "CLUSTER_SIZE=2",
               "BLOCK_SIZE=1024", "num_warps=4"}}),
     [](const auto &info) { return caseName(info.param); });
 
@@ -360,7 +390,20 @@ INSTANTIATE_TEST_SUITE_P(
                            DType::F32,
                            false,
                            false,
-                           {"SMEM_ROWS=1", "CLUSTER_SIZE=16"}}),
+                           {"SMEM_ROWS=1", "CLUSTER_SIZE=16"}},
+                      Case{16,
+                           151937,
+                           DType::BF16,
+                           true,
+                           true,
+                           {"LANE_STATS=2", "CLUSTER_SIZE=4", "num_warps=4",
+                            "BLOCK_SIZE=1024"}},
+                      Case{16,
+                           128256,
+                           DType::F32,
+                           false,
+                           false,
+                           {"LANE_STATS=2", "CLUSTER_SIZE=8"}}),
     [](const auto &info) { return caseName(info.param); });
 
 } // namespace

@@ -85,7 +85,13 @@ INSTANTIATE_TEST_SUITE_P(
         Shape{8, 4096, DType::F16, {"BLOCK_SIZE=2048", "num_warps=4"}},
         Shape{9, 30001, DType::BF16, {}},
         Shape{9, 30001, DType::BF16, {"LANE_STATS=1"}},
-        Shape{7, 3, DType::F32, {"LANE_STATS=1", "BLOCK_SIZE=1024"}}),
+        Shape{7, 3, DType::F32, {"LANE_STATS=1", "BLOCK_SIZE=1024"}},
+        // Per thread group: rows of 8 (bf16) and 4 (f32) in registers, and
+        // 2 where BLOCK / threads caps the group (f32, 512 threads).
+        Shape{9, 30001, DType::BF16, {"LANE_STATS=2"}},
+        Shape{7, 3, DType::F32, {"LANE_STATS=2", "BLOCK_SIZE=1024"}},
+        Shape{5, 2500, DType::F32,
+              {"LANE_STATS=2", "BLOCK_SIZE=1024", "num_warps=16"}}),
     [](const auto &info) { return shapeName(info.param); });
 
 /// A one-row f32 problem from explicit logits.
@@ -219,9 +225,9 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_fwd");
   EXPECT_THROW(spec.config(DType::BF16, {"BLOK_SIZE=1024"}), Error);
   EXPECT_THROW(spec.config(DType::BF16, {"BLOCK_SIZE=abc"}), Error);
-  // A parameter with candidates {0, 1} is a switch.
-  EXPECT_THROW(spec.config(DType::BF16, {"LANE_STATS=2"}), Error);
-  EXPECT_NO_THROW(spec.config(DType::BF16, {"LANE_STATS=0"}));
+  // A parameter with 0 among its candidates is a switch or a mode.
+  EXPECT_THROW(spec.config(DType::BF16, {"LANE_STATS=3"}), Error);
+  EXPECT_NO_THROW(spec.config(DType::BF16, {"LANE_STATS=2"}));
   // Sizes start at 1 (0 used to reach a division by zero); clusters stop
   // at 16; a tile too large for the registers is refused while building.
   const KernelSpec &cluster = findKernel("fused_ce_tvd_loss_grad");
@@ -304,7 +310,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{14, 1000, DType::F32, {"BLOCK_SIZE=1024"}},
                       Shape{32, 151937, DType::BF16, {}},
                       Shape{16, 30001, DType::F16, {"num_warps=16"}},
-                      Shape{64, 32000, DType::BF16, {"BLOCK_SIZE=8192"}}),
+                      Shape{64, 32000, DType::BF16, {"BLOCK_SIZE=8192"}},
+                      Shape{32, 151936, DType::BF16, {"LANE_STATS=2"}},
+                      Shape{16, 32001, DType::F32, {"LANE_STATS=2"}}),
     [](const auto &info) { return shapeName(info.param); });
 
 } // namespace

@@ -39,6 +39,9 @@ constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
 constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
 constexpr const char *kThreads = "simt.threads";       // i64, set by layout
 constexpr const char *kVec = "simt.vec";               // i64, set by layout
+// i64 array [N0, G0, N1, G1, ...], set by layout: the group width of the
+// tiles of N elements where it is not the default (see layoutGroup).
+constexpr const char *kGroups = "simt.groups";
 constexpr const char *kAccessVec = "vec"; // i64 on simt.load/store/copy_async
 // unit, on a pointer argument: it may share memory with another argument
 // (an output written in place over an input), so it is not __restrict__.
@@ -50,6 +53,13 @@ constexpr const char *kAlignedVectors = "tile.aligned_vectors";
 // arrays take (0 or absent: none).
 constexpr const char *kSharedBytes = "tile.shared_bytes";
 } // namespace attr
+
+/// The group width of a tile of `tileElements` elements in `kernel` (a
+/// func.func): thread t holds element e of its part at tile position
+/// (e / G) * P * G + t * G + e % G. G is the kernel's simt.groups entry for
+/// that size, else min(simt.vec, the largest power of two dividing K = N / P)
+/// so that G divides K, else (no layout yet: hand-written IR) K.
+int64_t layoutGroup(mlir::Operation *kernel, int64_t tileElements);
 
 /// Registers tile, simt and the upstream dialects tilejit programs use
 /// (func, arith, math, scf, vector).

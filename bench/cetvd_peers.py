@@ -1,0 +1,52 @@
+"""Times the CE+TVD peers (torch eager, torch.compile, Liger-Kernel's fused
+CE+TVD) at several shapes in one process, for scripts/gpu-cetvd-shapes.sh.
+
+The measurements themselves come from the shared harness (../shared/bench/
+peers.py, carried to the GPU machine): its `ceilings` (copy bandwidth) once,
+then its `cetvd` per shape. torch.compile starts afresh at each shape
+(dynamo reset), so every shape gets its own static-shape kernels, as a user
+compiling for one shape would.
+
+  python3 bench/cetvd_peers.py --harness .carry/peers.py \
+      [--providers torch_compile,liger] BT:V:dtype [BT:V:dtype ...]
+
+Prints the harness's JSON lines (one per provider and shape).
+"""
+import argparse
+import importlib.util
+import sys
+
+
+def load_harness(path):
+    spec = importlib.util.spec_from_file_location("peers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--harness", required=True, help="path of peers.py")
+    ap.add_argument("--providers", default="torch_compile,liger")
+    ap.add_argument("shapes", nargs="+", help="BT:V:dtype")
+    a = ap.parse_args()
+    peers = load_harness(a.harness)
+    import torch
+
+    ceil = peers.ceilings()
+    for shape in a.shapes:
+        bt, v, dtype = shape.split(":")
+        args = argparse.Namespace(bt=int(bt), vocab=int(v), dtype=dtype,
+                                  providers=a.providers)
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+        try:
+            peers.cetvd(args, ceil)
+        except Exception as e:  # e.g. out of memory: report, go on
+            peers.emit({"kind": "cetvd", "BT": args.bt, "V": args.vocab,
+                        "dtype": dtype, "error": repr(e)[:300]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

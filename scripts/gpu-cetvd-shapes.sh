@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine from the repo root (see docs/static-build.md): the
+# CE+TVD shape sweep of issue 4, tilejit and its peers in one session.
+#   Per shape: `tilejit bench fused_ce_tvd --check` for the unreduced API
+#   (forward, backward) and the reduced one (loss + gradient, separate
+#   buffer; IN_PLACE_TOO=1 adds the in-place run), each checked against the
+#   fp64 reference on sampled rows; then bench/cetvd_peers.py times
+#   torch.compile and Liger's fused CE+TVD at the same shapes (Liger from
+#   .carry/liger when present, the harness .carry/peers.py).
+#   DTYPES, VOCABS and BTS pick the shapes (default: the issue's 18).
+#   Logs go to $OUT (or ./gpu-out); bench/cetvd_table.py tabulates them.
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
+export TILEJIT_CACHE_DIR=/tmp/tilejit-cache-$$
+tj="timeout 240 ./gpu-bin/tilejit"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.log" 2>&1
+shapes=()
+for dt in ${DTYPES:-bf16 fp32}; do
+  for v in ${VOCABS:-32000 128256 151936}; do
+    for bt in ${BTS:-1024 4096 16384}; do shapes+=("$bt:$v:$dt"); done
+  done
+done
+failed=0
+for s in "${shapes[@]}"; do
+  IFS=: read -r bt v dt <<<"$s"
+  shape="--bt $bt --vocab $v --dtype $dt"
+  {
+    echo "## $s"
+    $tj bench fused_ce_tvd $shape --check || echo "CHECK-FAILED unreduced $s"
+    $tj bench fused_ce_tvd $shape --reduction=mean --check || echo "CHECK-FAILED reduced $s"
+    if [ "${IN_PLACE_TOO:-0}" = 1 ]; then
+      $tj bench fused_ce_tvd $shape --reduction=mean --in-place --check ||
+        echo "CHECK-FAILED reduced-in-place $s"
+    fi
+  } > "$out/tilejit-$bt-$v-$dt.log" 2>&1
+  grep -E "^  (forward|backward|fwd\+bwd|loss \+ grad) |PASS|FAIL" "$out/tilejit-$bt-$v-$dt.log" |
+    sed "s/^/$s /"
+  grep -q "CHECK-FAILED" "$out/tilejit-$bt-$v-$dt.log" && failed=1
+done
+if [ -f .carry/peers.py ] && [ "${PEERS:-1}" = 1 ]; then
+  PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger timeout "${PEERS_TIMEOUT:-400}" \
+    python3 bench/cetvd_peers.py --harness .carry/peers.py --providers torch_compile,liger \
+    "${shapes[@]}" 2>"$out/peers.err" | tee "$out/peers.jsonl"
+fi
+rm -rf "$TILEJIT_CACHE_DIR"
+exit $failed
