@@ -13,6 +13,9 @@
 #include "tilejit/KernelSpec.h"
 #include "tilejit/Timing.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -44,17 +47,24 @@ struct HostBuffers {
 
 void validate(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
               const std::vector<float> &gTvd, const CeTvdRunOptions &options) {
-  if (options.forwardKernel != "fused_ce_tvd_fwd" &&
-      options.forwardKernel != "fused_ce_tvd_fwd_cluster")
-    throw Error("fused_ce_tvd: unknown forward kernel '" +
-                options.forwardKernel +
+  // Empty: not chosen yet (by arch); the overrides may then name either's.
+  const std::string &fwd = options.forwardKernel;
+  if (!fwd.empty() && fwd != "fused_ce_tvd_fwd" &&
+      fwd != "fused_ce_tvd_fwd_cluster")
+    throw Error("fused_ce_tvd: unknown forward kernel '" + fwd +
                 "' (fused_ce_tvd_fwd or fused_ce_tvd_fwd_cluster)");
+  std::vector<std::string> kernels = {"fused_ce_tvd_bwd"};
+  if (fwd.empty())
+    kernels.insert(kernels.end(),
+                   {"fused_ce_tvd_fwd", "fused_ce_tvd_fwd_cluster"});
+  else
+    kernels.push_back(fwd);
   for (const std::string &o : options.overrides)
-    if (findKernel(options.forwardKernel).ownOverrides({o}).empty() &&
-        findKernel("fused_ce_tvd_bwd").ownOverrides({o}).empty())
+    if (llvm::all_of(kernels, [&](const std::string &k) {
+          return findKernel(k).ownOverrides({o}).empty();
+        }))
       throw Error("fused_ce_tvd: '" + o + "' names no parameter of " +
-                  options.forwardKernel +
-                  " or fused_ce_tvd_bwd (see tilejit list)");
+                  llvm::join(kernels, ", ") + " (see tilejit list)");
   if (in.BT <= 0)
     throw Error("fused_ce_tvd: empty batch (BT = " + std::to_string(in.BT) +
                 ")");
@@ -141,7 +151,19 @@ std::string forwardKernelFor(const std::string &choice) {
     return "fused_ce_tvd_fwd";
   if (choice == "cluster")
     return "fused_ce_tvd_fwd_cluster";
-  throw Error("--forward must be loop or cluster (got '" + choice + "')");
+  if (choice == "auto")
+    return "";
+  throw Error("--forward must be auto, loop or cluster (got '" + choice +
+              "')");
+}
+
+std::string resolveForwardKernel(const std::string &kernel,
+                                 const std::string &arch) {
+  if (!kernel.empty())
+    return kernel;
+  bool clusters = arch.rfind("sm_", 0) == 0 && arch.size() > 4 &&
+                  std::atoi(arch.c_str() + 3) >= 90;
+  return clusters ? "fused_ce_tvd_fwd_cluster" : "fused_ce_tvd_fwd";
 }
 
 void defaultUpstream(int64_t BT, std::vector<float> &gCe,
@@ -157,8 +179,10 @@ void defaultUpstream(int64_t BT, std::vector<float> &gCe,
 CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
-                         const CeTvdRunOptions &options) {
-  validate(in, gCe, gTvd, options);
+                         const CeTvdRunOptions &opts) {
+  validate(in, gCe, gTvd, opts);
+  CeTvdRunOptions options = opts;
+  options.forwardKernel = resolveForwardKernel(opts.forwardKernel, opts.arch);
   CeTvdOutputs out;
   out.device = "cpu";
   HostBuffers h;
@@ -202,11 +226,13 @@ double timeLaunches(int iterations, const std::function<void()> &launch) {
 CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
-                         const CeTvdRunOptions &options) {
-  validate(in, gCe, gTvd, options);
+                         const CeTvdRunOptions &opts) {
+  validate(in, gCe, gTvd, opts);
   cuda::Device device = cuda::Device::open();
   CompileOptions copts;
-  copts.arch = options.arch.empty() ? device.archString() : options.arch;
+  copts.arch = opts.arch.empty() ? device.archString() : opts.arch;
+  CeTvdRunOptions options = opts;
+  options.forwardKernel = resolveForwardKernel(opts.forwardKernel, copts.arch);
   CeTvdOutputs out;
   std::vector<std::string> fwdSet = options.overrides, bwdSet = fwdSet;
   out.forwardConfig = out.backwardConfig = fwdSet.empty() ? "default" : "--set";

@@ -18,9 +18,12 @@ namespace tilejit {
 
 struct CeTvdRunOptions {
   std::vector<std::string> overrides; ///< NAME=VALUE for both kernels
-  /// The forward kernel: fused_ce_tvd_fwd (two passes over each row) or
-  /// fused_ce_tvd_fwd_cluster (each row read once, held on chip; sm_90).
-  std::string forwardKernel = "fused_ce_tvd_fwd";
+  /// The forward kernel: fused_ce_tvd_fwd (two passes over each row),
+  /// fused_ce_tvd_fwd_cluster (each row split over a cluster; sm_90), or
+  /// empty: the cluster kernel on sm_90 and newer (faster on the H200:
+  /// bench/results/2026-11-29-cetvd-session12.md), else the loop kernel
+  /// (resolveForwardKernel).
+  std::string forwardKernel;
   /// GPU, when `overrides` is empty: each kernel's config from the tuning
   /// database (`tilejit tune`), else its defaults.
   bool useTuned = false;
@@ -47,9 +50,15 @@ struct CeTvdOutputs {
 /// target is outside [0, V) and not ignore_index); 0 means none.
 void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget);
 
-/// The forward kernel for a `--forward=` choice: "loop" (fused_ce_tvd_fwd)
-/// or "cluster" (fused_ce_tvd_fwd_cluster). Throws tilejit::Error otherwise.
+/// The forward kernel for a `--forward=` choice: "loop" (fused_ce_tvd_fwd),
+/// "cluster" (fused_ce_tvd_fwd_cluster) or "auto" (empty: chosen by arch).
+/// Throws tilejit::Error otherwise.
 std::string forwardKernelFor(const std::string &choice);
+
+/// `kernel` itself, or for an empty one the kernel chosen for `arch`
+/// ("sm_90", "sm_90a", ...; empty: the CPU interpreter, the loop kernel).
+std::string resolveForwardKernel(const std::string &kernel,
+                                 const std::string &arch);
 
 /// Per-row upstream gradients used by `tilejit run` (vary by row so that a
 /// kernel that ignores them fails the check).

@@ -83,6 +83,7 @@ public:
   }
 
   const cuda::Device &device() const { return Dev; }
+  const std::string &arch() const { return Copts.arch; }
   L2FlushTimer &timer() { return Timer; }
 
   std::unique_ptr<Kernel> compileKernel(const char *name,
@@ -292,7 +293,9 @@ CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
   // Forward, checked through the default backward.
   std::unique_ptr<Kernel> bwdDefault =
       loadedKernel(s, kBwd, defaultParams(kBwd, in.dtype));
-  const char *fwdName = options.forwardKernel.c_str();
+  std::string fwdKernel =
+      resolveForwardKernel(options.forwardKernel, s.arch());
+  const char *fwdName = fwdKernel.c_str();
   tuneOne(fwdName, bwdDefault.get(), report.forward);
   report.forward.bytes = 2 * bytes;
 

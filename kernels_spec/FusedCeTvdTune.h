@@ -55,8 +55,9 @@ struct CeTvdTuneOptions {
   int repetitions = 20;   ///< timed launches per candidate
   int64_t checkRows = 16; ///< rows compared with the fp64 reference
   bool retune = false;    ///< tune even when an entry exists
-  /// The forward kernel tuned (CeTvdRunOptions::forwardKernel).
-  std::string forwardKernel = "fused_ce_tvd_fwd";
+  /// The forward kernel tuned (CeTvdRunOptions::forwardKernel; empty: the
+  /// one chosen for the arch).
+  std::string forwardKernel;
   std::function<void(const std::string &)> progress;
 };
 

@@ -48,9 +48,10 @@ static cl::opt<std::string> benchDtype("dtype", cl::init("bf16"),
 static cl::list<std::string> benchSet("set", cl::desc("NAME=VALUE"),
                                       cl::sub(benchCmd));
 static cl::opt<std::string>
-    benchForward("forward", cl::init("loop"),
-                 cl::desc("Forward kernel: loop (two passes per row) or "
-                          "cluster (row read once, held on chip; sm_90)"),
+    benchForward("forward", cl::init("auto"),
+                 cl::desc("Forward kernel: auto (cluster on sm_90 and newer, "
+                          "else loop), loop (two passes per row) or cluster "
+                          "(each row split over a thread-block cluster)"),
                  cl::sub(benchCmd));
 static cl::opt<std::string>
     benchReduction("reduction", cl::init("none"),

@@ -56,8 +56,8 @@ static cl::opt<uint64_t> tuneSeed("seed", cl::init(1234),
                                   cl::desc("Seed of the generated logits"),
                                   cl::sub(tuneCmd));
 static cl::opt<std::string>
-    tuneForward("forward", cl::init("loop"),
-                cl::desc("Forward kernel: loop or cluster (see run)"),
+    tuneForward("forward", cl::init("auto"),
+                cl::desc("Forward kernel: auto, loop or cluster (see run)"),
                 cl::sub(tuneCmd));
 static cl::opt<std::string> tuneReduction(
     "reduction", cl::init("none"),

@@ -89,10 +89,11 @@ static cl::opt<int> itersArg("iters", cl::init(20),
                              cl::sub(runCmd), cl::cat(category));
 
 static cl::opt<std::string>
-    forwardArg("forward", cl::init("loop"),
-               cl::desc("Forward kernel: loop (two passes over each row) or "
-                        "cluster (each row read once, held on chip by a "
-                        "thread-block cluster; sm_90)"),
+    forwardArg("forward", cl::init("auto"),
+               cl::desc("Forward kernel: auto (cluster on sm_90 and newer, "
+                        "else loop), loop (two passes over each row) or "
+                        "cluster (each row split over a thread-block "
+                        "cluster, re-read from L2)"),
                cl::sub(runCmd), cl::cat(category));
 
 static cl::opt<std::string> reductionArg(
