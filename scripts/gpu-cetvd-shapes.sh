@@ -8,19 +8,23 @@
 #   torch.compile and Liger's fused CE+TVD at the same shapes (Liger from
 #   .carry/liger when present, the harness .carry/peers.py).
 #   DTYPES, VOCABS and BTS pick the shapes (default: the issue's 18).
-#   Logs go to $OUT (or ./gpu-out); bench/cetvd_table.py tabulates them.
+#   SHAPES="BT:V:dtype ..." replaces that list. Logs go to $OUT (or
+#   ./gpu-out): tilejit.log and peers.jsonl; bench/cetvd_table.py tabulates
+#   them.
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
 export TILEJIT_CACHE_DIR=/tmp/tilejit-cache-$$
 tj="timeout 240 ./gpu-bin/tilejit"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$out/env.log" 2>&1
-shapes=()
-for dt in ${DTYPES:-bf16 fp32}; do
-  for v in ${VOCABS:-32000 128256 151936}; do
-    for bt in ${BTS:-1024 4096 16384}; do shapes+=("$bt:$v:$dt"); done
+shapes=(${SHAPES:-})
+if [ ${#shapes[@]} = 0 ]; then
+  for dt in ${DTYPES:-bf16 fp32}; do
+    for v in ${VOCABS:-32000 128256 151936}; do
+      for bt in ${BTS:-1024 4096 16384}; do shapes+=("$bt:$v:$dt"); done
+    done
   done
-done
+fi
 failed=0
 for s in "${shapes[@]}"; do
   IFS=: read -r bt v dt <<<"$s"
@@ -33,11 +37,13 @@ for s in "${shapes[@]}"; do
       $tj bench fused_ce_tvd $shape --reduction=mean --in-place --check ||
         echo "CHECK-FAILED reduced-in-place $s"
     fi
-  } > "$out/tilejit-$bt-$v-$dt.log" 2>&1
-  grep -E "^  (forward|backward|fwd\+bwd|loss \+ grad) |PASS|FAIL" "$out/tilejit-$bt-$v-$dt.log" |
+  } > "$out/shape.log" 2>&1
+  cat "$out/shape.log" >> "$out/tilejit.log"
+  grep -E "^  (forward|backward|fwd\+bwd|loss \+ grad) |PASS|FAIL" "$out/shape.log" |
     sed "s/^/$s /"
-  grep -q "CHECK-FAILED" "$out/tilejit-$bt-$v-$dt.log" && failed=1
+  grep -q "CHECK-FAILED" "$out/shape.log" && failed=1
 done
+rm -f "$out/shape.log"
 if [ -f .carry/peers.py ] && [ "${PEERS:-1}" = 1 ]; then
   PYTHONUNBUFFERED=1 PYTHONPATH=.carry/liger timeout "${PEERS_TIMEOUT:-400}" \
     python3 bench/cetvd_peers.py --harness .carry/peers.py --providers torch_compile,liger \
