@@ -32,9 +32,11 @@ def TileSpecialize : Pass<"tile-specialize", "mlir::ModuleOp"> {
 def TileAssignLayout : Pass<"tile-assign-layout", "mlir::ModuleOp"> {
   let summary = "Choose how tiles are spread over the threads of a program";
   let description = [{
-    Sets `simt.threads` (32 * tile.num_warps) on every kernel. A tile of N
-    elements is held as N / threads contiguous elements per thread (blocked
-    layout), so a thread's loads of consecutive offsets are contiguous.
+    Sets `simt.threads` (32 * tile.num_warps) on every kernel, `simt.vec`
+    (elements of the narrowest accessed type in 16 bytes) and, for row ops
+    whose rows fit in a thread's group, `simt.groups`. A thread holds its
+    N / threads elements of a tile in groups of adjacent elements, so its
+    loads of consecutive offsets are 16-byte accesses.
   }];
 }
 

@@ -3,8 +3,8 @@
 // A small axis analysis in the spirit of Triton's AxisInfo, for the one
 // property the emitter needs: how many adjacent elements of a thread's offset
 // vector are consecutive integers. tile-assign-layout arranges aranges in
-// groups of simt.vec adjacent elements, so `i + arange(BLOCK)` keeps that
-// grouping, and each group can become one 16-byte access.
+// groups of adjacent elements (up to simt.vec), so `i + arange(BLOCK)` keeps
+// that grouping, and each group can become one 16-byte access.
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/compiler/Passes.h"

@@ -25,7 +25,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 
-
 namespace tilejit {
 #define GEN_PASS_DEF_TILEASSIGNLAYOUT
 #include "compiler/Passes.h.inc"
@@ -91,6 +90,7 @@ struct TileAssignLayoutPass
       Builder b(kernel.getContext());
       kernel->setAttr(attr::kThreads, b.getI64IntegerAttr(threads));
       kernel->setAttr(attr::kVec, b.getI64IntegerAttr(vectorWidth(kernel)));
+      kernel->removeAttr(attr::kGroups); // from an earlier run: recomputed
       SmallVector<int64_t> groups = rowVectorGroups(kernel);
       if (!groups.empty())
         kernel->setAttr(attr::kGroups, b.getDenseI64ArrayAttr(groups));

@@ -2,10 +2,11 @@
 //
 // A program instance of P = simt.threads threads works on 1-D tiles. Thread t
 // holds K = N / P elements of a tile of N elements, as a vector<K x T>, in
-// groups of simt.vec adjacent elements (see TileAssignLayout.cpp): its loads
-// and stores of consecutive offsets are 16-byte groups that can be
+// groups of adjacent elements (layoutGroup, see TileAssignLayout.cpp): its
+// loads and stores of consecutive offsets are 16-byte groups that can be
 // vectorized, and a reduction is a thread-local vector.reduction followed by
-// one block-wide combine.
+// one block-wide combine. A row op whose rows lie within the groups stays
+// inside each thread.
 //
 // The lowering is a dialect conversion, one kernel (func.func) at a time since
 // P is fixed per kernel: tensor<N x T> -> vector<K x T>; the tile ops become
@@ -229,15 +230,20 @@ static bool rowsAreThreadLocal(func::FuncOp kernel, Value matrix,
   return layoutGroup(kernel, r) * cols == layoutGroup(kernel, m);
 }
 
+/// A row-op lowering that needs the kernel (its layout groups).
+template <typename RowOp> struct RowsLowering : OpConversionPattern<RowOp> {
+  RowsLowering(const TypeConverter &converter, MLIRContext *ctx,
+               func::FuncOp kernel)
+      : OpConversionPattern<RowOp>(converter, ctx), kernel(kernel) {}
+  func::FuncOp kernel;
+};
+
 /// tile.reduce_rows whose rows are thread-local: each thread combines its
 /// own C consecutive elements per entry, in column order (vector element
 /// e' of the result is the row of elements e' * C .. e' * C + C - 1).
 /// Otherwise simt.reduce_rows (through shared memory).
-struct ReduceRowsLowering : public OpConversionPattern<tile::ReduceRowsOp> {
-  ReduceRowsLowering(const TypeConverter &converter, MLIRContext *ctx,
-                     func::FuncOp kernel)
-      : OpConversionPattern(converter, ctx), kernel(kernel) {}
-  func::FuncOp kernel;
+struct ReduceRowsLowering : RowsLowering<tile::ReduceRowsOp> {
+  using RowsLowering::RowsLowering;
   LogicalResult
   matchAndRewrite(tile::ReduceRowsOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -272,12 +278,8 @@ struct ReduceRowsLowering : public OpConversionPattern<tile::ReduceRowsOp> {
 
 /// tile.broadcast_rows whose rows are thread-local: element e is entry
 /// e / C of the thread's vector. Otherwise simt.broadcast_rows.
-struct BroadcastRowsLowering
-    : public OpConversionPattern<tile::BroadcastRowsOp> {
-  BroadcastRowsLowering(const TypeConverter &converter, MLIRContext *ctx,
-                        func::FuncOp kernel)
-      : OpConversionPattern(converter, ctx), kernel(kernel) {}
-  func::FuncOp kernel;
+struct BroadcastRowsLowering : RowsLowering<tile::BroadcastRowsOp> {
+  using RowsLowering::RowsLowering;
   LogicalResult
   matchAndRewrite(tile::BroadcastRowsOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {

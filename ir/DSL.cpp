@@ -757,16 +757,15 @@ int64_t KernelBuilder::clusterSize() const {
 
 int64_t KernelBuilder::threadGroup(int64_t tileSize,
                                   DType narrowestAccessed) const {
+  auto &k = *impl_;
   int64_t threads =
-      32 * impl_->func->getAttrOfType<mlir::IntegerAttr>(attr::kNumWarps)
-               .getInt();
+      32 * k.func->getAttrOfType<mlir::IntegerAttr>(attr::kNumWarps).getInt();
   if (tileSize <= 0 || tileSize % threads != 0)
-    throw Error("threadGroup: a tile of " + std::to_string(tileSize) +
-                " elements is not a multiple of the " +
-                std::to_string(threads) + " threads");
-  int64_t perThread = tileSize / threads;
-  int64_t vec = 16 / static_cast<int64_t>(dtypeSize(narrowestAccessed));
-  return std::min(vec, perThread & -perThread);
+    k.fail("threadGroup: a tile of " + std::to_string(tileSize) +
+           " elements is not a multiple of the " + std::to_string(threads) +
+           " threads");
+  return defaultLayoutGroup(16 / int64_t(dtypeSize(narrowestAccessed)),
+                            tileSize / threads);
 }
 
 Value KernelBuilder::sharedArray(int64_t n, DType type, SourceLoc loc) {

@@ -61,9 +61,7 @@ int64_t tilejit::layoutGroup(Operation *kernel, int64_t tileElements) {
       if (groups[i] == tileElements)
         return groups[i + 1];
   auto vec = kernel->getAttrOfType<IntegerAttr>(attr::kVec);
-  if (!vec || k <= 0)
-    return std::max<int64_t>(k, 1);
-  return std::min<int64_t>(vec.getInt(), k & -k);
+  return vec ? defaultLayoutGroup(vec.getInt(), k) : std::max<int64_t>(k, 1);
 }
 
 static Type elementOf(Type t) {

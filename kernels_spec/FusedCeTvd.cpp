@@ -24,17 +24,11 @@ std::array<Value, 4> laneNormalizers(KernelBuilder &k, Value s, Value t,
   Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
   Value zero = k.full(BLOCK / cols, k.constant(0, DType::F32));
   Var mS = negInf, dS = zero, mT = negInf, dT = zero;
-  auto update = [&](Var &m, Var &d, Value x) {
-    if (cols == 1)
-      onlineUpdate(m, d, x);
-    else
-      groupUpdate(m, d, x, cols);
-  };
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
     Value mask = offs < V;
-    update(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32));
-    update(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32));
+    stateUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32), cols);
+    stateUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32), cols);
   });
   auto [rowMaxS, rowSumS] = rowNormalizer(mS, dS);
   auto [rowMaxT, rowSumT] = rowNormalizer(mT, dT);

@@ -81,6 +81,7 @@ void flagBadTarget(KernelBuilder &k, const RowSlice &r, Value badTarget) {
 /// of the cluster.
 struct RowStats {
   Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
+  Value targetLogit; ///< the student's logit at y, as f32
 };
 
 /// A tile of the slice: from the shared-memory copy with SMEM_ROWS, else
@@ -120,17 +121,12 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   if (int64_t mode = k.param("LANE_STATS")) {
     int64_t cols = mode == 2 ? k.threadGroup(BLOCK, k.config().dtype) : 1;
     Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
-    Value none = k.full(BLOCK / cols, k.constant(0, DType::F32));
-    Var mS = negInf, dS = none, mT = negInf, dT = none;
+    Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
+    Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
     forEachTile(k, r, [&](Value offs, Mask mask) {
       auto [s, t] = loadTile(k, r, offs, mask);
-      if (mode == 2) {
-        groupUpdate(mS, dS, s.to(DType::F32), cols);
-        groupUpdate(mT, dT, t.to(DType::F32), cols);
-      } else {
-        onlineUpdate(mS, dS, s.to(DType::F32));
-        onlineUpdate(mT, dT, t.to(DType::F32));
-      }
+      stateUpdate(mS, dS, s.to(DType::F32), cols);
+      stateUpdate(mT, dT, t.to(DType::F32), cols);
     });
     slice[0] = rowNormalizer(mS, dS);
     slice[1] = rowNormalizer(mT, dT);
@@ -162,6 +158,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   st.logSumT = log(d[1]);
   // Differences against the row max keep the gap when logits share a large
   // offset (semantics.md §1).
+  st.targetLogit = d[2];
   st.ce = st.logSumS - (d[2] - m[0]);
 
   Var absSum = zero, sig = zero;
@@ -246,7 +243,7 @@ TileModule buildLossGrad(const Config &c) {
         // Pass 3. Each element is read before it is written, by the same
         // program, so the gradient may overwrite the student in place.
         // d/dx_v = gCe (p_v - [v = y]) + gTvd / 2 p_v (sign_v - sigma)
-        //        = p_v c(sign_v) - gCe [v = y], with the three values of
+        //        = p_v c(sign_v) for v != y, with the three values of
         // c(s) = gCe + gTvd / 2 (s - sigma) formed once per row.
         Value half = 0.5 * gTvd;
         Value cTie = gCe - half * st.sigma;
@@ -257,14 +254,24 @@ TileModule buildLossGrad(const Config &c) {
           // compared the way pass 2 compared them.
           Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
           Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
-          Value pc = exp(logP) * where(logP > logQ, cAbove,
-                                       where(logP < logQ, cBelow, cTie));
-          // p_y c - gCe is formed in fp32 before the store rounds it. In
-          // i32 (y is in [0, V) here): one compare per element, not a
-          // widening and a 64-bit compare.
-          k.store(g, offs, where(offs == r.y.to(DType::I32), pc - gCe, pc),
-                  mask);
+          Value c = where(logP > logQ, cAbove, where(logP < logQ, cBelow, cTie));
+          k.store(g, offs, exp(logP) * c, mask);
         });
+        // The target's element, rewritten once by the program whose slice
+        // holds it (after every lane's store above), with p_y - 1 formed
+        // in fp32: exact for p_y >= 1/2, where p_y c - gCe would cancel.
+        k.barrier();
+        k.ifThen(r.y >= r.start.to(DType::I64) && r.y < r.end.to(DType::I64),
+                 [&] {
+                   Value logP = logSoftmaxAt(st.targetLogit, st.maxS,
+                                             st.logSumS);
+                   Value logQ = logSoftmaxAt(k.load(r.t, r.y), st.maxT,
+                                             st.logSumT);
+                   Value p = exp(logP);
+                   Value sign = signOfDifference(logP, logQ);
+                   k.store(g, r.y,
+                           gCe * (p - 1.0) + half * p * (sign - st.sigma));
+                 });
       },
       [&] {
         forEachTile(

@@ -45,26 +45,23 @@ struct HostBuffers {
   size_t bytes(Buf b) const { return count[b] * dtypeSize(dtype[b]); }
 };
 
-void validate(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
-              const std::vector<float> &gTvd, const CeTvdRunOptions &options) {
-  // Empty: not chosen yet (by arch); the overrides may then name either's.
+/// The forward kernel (chosen: `options.forwardKernel` is resolved) and
+/// that every --set names a parameter of it or of the backward.
+void validateKernels(const CeTvdRunOptions &options) {
   const std::string &fwd = options.forwardKernel;
-  if (!fwd.empty() && fwd != "fused_ce_tvd_fwd" &&
-      fwd != "fused_ce_tvd_fwd_cluster")
+  if (fwd != "fused_ce_tvd_fwd" && fwd != "fused_ce_tvd_fwd_cluster")
     throw Error("fused_ce_tvd: unknown forward kernel '" + fwd +
                 "' (fused_ce_tvd_fwd or fused_ce_tvd_fwd_cluster)");
-  std::vector<std::string> kernels = {"fused_ce_tvd_bwd"};
-  if (fwd.empty())
-    kernels.insert(kernels.end(),
-                   {"fused_ce_tvd_fwd", "fused_ce_tvd_fwd_cluster"});
-  else
-    kernels.push_back(fwd);
   for (const std::string &o : options.overrides)
-    if (llvm::all_of(kernels, [&](const std::string &k) {
-          return findKernel(k).ownOverrides({o}).empty();
-        }))
-      throw Error("fused_ce_tvd: '" + o + "' names no parameter of " +
-                  llvm::join(kernels, ", ") + " (see tilejit list)");
+    if (findKernel(fwd).ownOverrides({o}).empty() &&
+        findKernel("fused_ce_tvd_bwd").ownOverrides({o}).empty())
+      throw Error("fused_ce_tvd: '" + o + "' names no parameter of " + fwd +
+                  " or fused_ce_tvd_bwd (see tilejit list)");
+}
+
+/// Shapes, dtypes, targets and upstream gradients.
+void validateInputs(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
+                    const std::vector<float> &gTvd) {
   if (in.BT <= 0)
     throw Error("fused_ce_tvd: empty batch (BT = " + std::to_string(in.BT) +
                 ")");
@@ -161,8 +158,12 @@ std::string resolveForwardKernel(const std::string &kernel,
                                  const std::string &arch) {
   if (!kernel.empty())
     return kernel;
-  bool clusters = arch.rfind("sm_", 0) == 0 && arch.size() > 4 &&
-                  std::atoi(arch.c_str() + 3) >= 90;
+  // "sm_90a": the leading digits are the compute capability.
+  llvm::StringRef digits = llvm::StringRef(arch);
+  unsigned sm = 0;
+  bool clusters = digits.consume_front("sm_") &&
+                  !digits.take_while(llvm::isDigit).getAsInteger(10, sm) &&
+                  sm >= 90;
   return clusters ? "fused_ce_tvd_fwd_cluster" : "fused_ce_tvd_fwd";
 }
 
@@ -180,9 +181,10 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &opts) {
-  validate(in, gCe, gTvd, opts);
+  validateInputs(in, gCe, gTvd);
   CeTvdRunOptions options = opts;
   options.forwardKernel = resolveForwardKernel(opts.forwardKernel, opts.arch);
+  validateKernels(options);
   CeTvdOutputs out;
   out.device = "cpu";
   HostBuffers h;
@@ -227,12 +229,13 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &opts) {
-  validate(in, gCe, gTvd, opts);
+  validateInputs(in, gCe, gTvd); // bad inputs before a missing GPU
   cuda::Device device = cuda::Device::open();
   CompileOptions copts;
   copts.arch = opts.arch.empty() ? device.archString() : opts.arch;
   CeTvdRunOptions options = opts;
   options.forwardKernel = resolveForwardKernel(opts.forwardKernel, copts.arch);
+  validateKernels(options);
   CeTvdOutputs out;
   std::vector<std::string> fwdSet = options.overrides, bwdSet = fwdSet;
   out.forwardConfig = out.backwardConfig = fwdSet.empty() ? "default" : "--set";

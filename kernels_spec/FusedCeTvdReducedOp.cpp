@@ -385,10 +385,7 @@ std::vector<std::string> tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
   GpuRun run(in, options, scratch);
   LoadedKernels loaded;
   run.load({}, loaded); // the helper kernels (and a default main kernel)
-  std::vector<int64_t> rows;
-  for (int64_t r = 0; r < in.BT; r += std::max<int64_t>(1, in.BT / 16))
-    rows.push_back(r);
-  ReducedTarget target(run, scratch, in, options, rows);
+  ReducedTarget target(run, scratch, in, options, sampleCheckRows(in.BT, 16));
   DeviceIdentity id = deviceIdentity(run.device());
   TuningDatabase db = TuningDatabase::fromEnvironment();
   TuningKey key = ceTvdTuningKey(kLossGrad, in, id);

@@ -68,6 +68,15 @@ inline void groupUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x, int64_t cols) {
   m = mNew;
 }
 
+/// Online softmax state per lane (cols = 1: onlineUpdate) or per group of
+/// `cols` adjacent elements (groupUpdate).
+inline void stateUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x, int64_t cols) {
+  if (cols == 1)
+    onlineUpdate(m, d, x);
+  else
+    groupUpdate(m, d, x, cols);
+}
+
 /// Online softmax normalizer over whole tiles: a block-wide max and sum
 /// every tile (fewest instructions per element, two barriers per tile).
 inline void tileUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x) {

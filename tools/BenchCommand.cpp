@@ -74,7 +74,8 @@ static cl::opt<bool>
 static cl::opt<int64_t>
     benchCheckRows("check-rows", cl::init(16),
                    cl::desc("fused_ce_tvd --check: rows spread over the "
-                            "batch, besides the first and last 7"),
+                            "batch, besides the first and last 7 (0: every "
+                            "row)"),
                    cl::sub(benchCmd));
 
 static cl::opt<int64_t> benchHidden("hidden", cl::init(4096),

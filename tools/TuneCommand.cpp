@@ -50,7 +50,9 @@ static cl::opt<int> tuneReps("reps", cl::init(20),
                              cl::sub(tuneCmd));
 static cl::opt<int64_t>
     tuneCheckRows("check-rows", cl::init(16),
-                  cl::desc("Rows compared with the fp64 reference"),
+                  cl::desc("Rows spread over the batch compared with the fp64 "
+                           "reference, besides the first and last 7 (0: "
+                           "every row)"),
                   cl::sub(tuneCmd));
 static cl::opt<uint64_t> tuneSeed("seed", cl::init(1234),
                                   cl::desc("Seed of the generated logits"),

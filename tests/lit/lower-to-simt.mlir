@@ -237,7 +237,10 @@ func.func @rows(%out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 
 // Rows of 4 lie within a thread's group of 4: each thread combines its own
 // elements in column order (no shared memory), and the broadcast repeats
 // its own entries (here folded into the reductions' results).
+// The row entries (64 = 2 per thread) have group 1, an arange of their size
+// too: thread t holds rows t and t + 32.
 // CHECK-LABEL: func.func @rows_in_thread(
+// CHECK:         arith.constant dense<[0, 32]> : vector<2xi32>
 // CHECK-NOT:     simt.reduce_rows
 // CHECK:         %[[E0:.*]] = vector.extract %[[X:.*]][0] : f32 from vector<8xf32>
 // CHECK:         %[[E1:.*]] = vector.extract %[[X]][1] : f32 from vector<8xf32>
@@ -250,11 +253,14 @@ func.func @rows(%out: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 
 // CHECK:         %[[R1:.*]] = arith.maximumf
 // CHECK-NOT:     simt.broadcast_rows
 // CHECK:         vector.from_elements %[[R0]], %[[R0]], %[[R0]], %[[R0]], %[[R1]], %[[R1]], %[[R1]], %[[R1]] : vector<8xf32>
+// CHECK:         simt.store %{{.*}} : !tile.ptr<f32>[vector<2xi32>], vector<2xf32>
 func.func @rows_in_thread(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 1 : i64} {
   %a = tile.arange : tensor<256xi32>
   %x = tile.load %p[%a] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
   %m = tile.reduce_rows max %x {cols = 4 : i64} : tensor<256xf32> -> tensor<64xf32>
   %b = tile.broadcast_rows %m {cols = 4 : i64} : tensor<64xf32> -> tensor<256xf32>
   tile.store %p[%a], %b : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  %r = tile.arange : tensor<64xi32>
+  tile.store %p[%r], %m : !tile.ptr<f32>[tensor<64xi32>], tensor<64xf32>
   return
 }

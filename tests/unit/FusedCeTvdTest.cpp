@@ -55,11 +55,13 @@ using CeTvdRunner = CeTvdOutputs (*)(const ref::CeTvdInputs &,
 
 /// Runs forward + backward on generated logits of `s` and checks every row
 /// against the fp64 reference (shared by the CPU and the GPU tests).
-void expectMatchesReference(const Shape &s, uint64_t seed, CeTvdRunner run) {
+void expectMatchesReference(const Shape &s, uint64_t seed, CeTvdRunner run,
+                            const std::string &forward = "auto") {
   ref::CeTvdInputs in = ref::makeCeTvdInputs(s.BT, s.V, s.dtype, seed);
   std::vector<float> gCe, gTvd;
   defaultUpstream(s.BT, gCe, gTvd);
   CeTvdRunOptions options;
+  options.forwardKernel = forwardKernelFor(forward);
   options.overrides = s.overrides;
   options.iterations = 1;
   CeTvdOutputs out = run(in, gCe, gTvd, options);
@@ -221,6 +223,45 @@ TEST(CeTvdErrors, EmptyBatchAndMismatchedShapes) {
   EXPECT_THROW(runCeTvdCpu(empty, {}, {}, {}), Error);
 }
 
+TEST(CeTvdForward, AutoPicksTheClusterKernelFromSm90) {
+  EXPECT_EQ(forwardKernelFor("auto"), "");
+  EXPECT_EQ(resolveForwardKernel("", "sm_90"), "fused_ce_tvd_fwd_cluster");
+  EXPECT_EQ(resolveForwardKernel("", "sm_90a"), "fused_ce_tvd_fwd_cluster");
+  EXPECT_EQ(resolveForwardKernel("", "sm_100"), "fused_ce_tvd_fwd_cluster");
+  EXPECT_EQ(resolveForwardKernel("", "sm_80"), "fused_ce_tvd_fwd");
+  EXPECT_EQ(resolveForwardKernel("", ""), "fused_ce_tvd_fwd"); // the CPU
+  EXPECT_EQ(resolveForwardKernel("fused_ce_tvd_fwd", "sm_90"),
+            "fused_ce_tvd_fwd");
+  // A --set of the other forward kernel is an error, not ignored.
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(2, 100, DType::F32, 1);
+  std::vector<float> gCe, gTvd;
+  defaultUpstream(in.BT, gCe, gTvd);
+  CeTvdRunOptions o;
+  o.overrides = {"CLUSTER_SIZE=2"};
+  EXPECT_THROW(runCeTvdCpu(in, gCe, gTvd, o), Error);
+}
+
+// LANE_STATS=2 keeps each thread's softmax state in registers: its row
+// reductions must not fall back to shared memory (tj_reduce_rows).
+TEST(CeTvdCompile, ThreadGroupStatsStayInRegisters) {
+  for (const char *name : {"fused_ce_tvd_fwd", "fused_ce_tvd_fwd_cluster",
+                           "fused_ce_tvd_loss_grad"})
+    for (DType dt : {DType::BF16, DType::F32})
+      for (const char *warps : {"num_warps=4", "num_warps=16"}) {
+        SCOPED_TRACE(std::string(name) + " " + dtypeName(dt) + " " + warps);
+        const KernelSpec &spec = findKernel(name);
+        TileModule m = spec.build(spec.config(
+            dt, {"LANE_STATS=2", "BLOCK_SIZE=2048", warps},
+            {{"BT", 8}, {"V", 5000}}));
+        CompileOptions upToCuda;
+        upToCuda.upTo = Stage::Cuda;
+        CompiledKernel k = compile(m, upToCuda);
+        EXPECT_NE(k.tileIR.find("tile.reduce_rows"), std::string::npos);
+        EXPECT_EQ(k.cuda.find("tj_reduce_rows<"), std::string::npos);
+        EXPECT_EQ(k.cuda.find("tj_broadcast_rows<"), std::string::npos);
+      }
+}
+
 TEST(CeTvdErrors, UnknownParameterIsReported) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_fwd");
   EXPECT_THROW(spec.config(DType::BF16, {"BLOK_SIZE=1024"}), Error);
@@ -300,8 +341,12 @@ protected:
   void SetUp() override { TILEJIT_SKIP_WITHOUT_GPU(); }
 };
 
+// Both forward kernels: auto picks the cluster one on sm_90 and newer.
 TEST_P(CeTvdGpu, MatchesReference) {
-  expectMatchesReference(GetParam(), 11, runCeTvdGpu);
+  for (const char *forward : {"loop", "cluster"}) {
+    SCOPED_TRACE(forward);
+    expectMatchesReference(GetParam(), 11, runCeTvdGpu, forward);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

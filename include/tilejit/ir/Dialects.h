@@ -13,6 +13,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <algorithm>
+
 #include "ir/TileEnums.h.inc"
 
 #include "ir/TileDialect.h.inc"
@@ -40,7 +42,7 @@ constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
 constexpr const char *kThreads = "simt.threads";       // i64, set by layout
 constexpr const char *kVec = "simt.vec";               // i64, set by layout
 // i64 array [N0, G0, N1, G1, ...], set by layout: the group width of the
-// tiles of N elements where it is not the default (see layoutGroup).
+// tiles of N elements that row ops keep within threads (see layoutGroup).
 constexpr const char *kGroups = "simt.groups";
 constexpr const char *kAccessVec = "vec"; // i64 on simt.load/store/copy_async
 // unit, on a pointer argument: it may share memory with another argument
@@ -54,11 +56,18 @@ constexpr const char *kAlignedVectors = "tile.aligned_vectors";
 constexpr const char *kSharedBytes = "tile.shared_bytes";
 } // namespace attr
 
+/// The group width of a tile of K = N / P elements per thread where no row
+/// op asks for another: `vec` (simt.vec) capped by the largest power of two
+/// dividing K, so that the width divides K.
+inline int64_t defaultLayoutGroup(int64_t vec, int64_t perThread) {
+  return perThread <= 0 ? 1 : std::min(vec, perThread & -perThread);
+}
+
 /// The group width of a tile of `tileElements` elements in `kernel` (a
 /// func.func): thread t holds element e of its part at tile position
 /// (e / G) * P * G + t * G + e % G. G is the kernel's simt.groups entry for
-/// that size, else min(simt.vec, the largest power of two dividing K = N / P)
-/// so that G divides K, else (no layout yet: hand-written IR) K.
+/// that size, else defaultLayoutGroup(simt.vec, K = N / P), else (no layout
+/// yet: hand-written IR) K.
 int64_t layoutGroup(mlir::Operation *kernel, int64_t tileElements);
 
 /// Registers tile, simt and the upstream dialects tilejit programs use
