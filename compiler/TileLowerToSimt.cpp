@@ -220,88 +220,86 @@ static vector::CombiningKind combiningKind(ReduceKind kind, Type elem) {
                  : vector::CombiningKind::MINSI;
 }
 
-/// Whether a row op's rows of `cols` columns each lie within one thread's
-/// group, with the vector entry of a row held by that thread
-/// (tile-assign-layout's simt.groups).
-static bool rowsAreThreadLocal(func::FuncOp kernel, Value matrix,
-                               Value vector, int64_t cols) {
-  int64_t m = cast<RankedTensorType>(matrix.getType()).getNumElements();
-  int64_t r = cast<RankedTensorType>(vector.getType()).getNumElements();
-  return layoutGroup(kernel, r) * cols == layoutGroup(kernel, m);
+/// Whether the rows of `cols` columns of a row op between tiles `a` and `b`
+/// (the matrix is the larger) each lie within one thread's group, with the
+/// vector entry of a row held by that thread (tile-assign-layout's
+/// simt.groups).
+static bool rowsAreThreadLocal(func::FuncOp kernel, Value a, Value b,
+                               int64_t cols) {
+  int64_t na = cast<RankedTensorType>(a.getType()).getNumElements();
+  int64_t nb = cast<RankedTensorType>(b.getType()).getNumElements();
+  return layoutGroup(kernel, std::min(na, nb)) * cols ==
+         layoutGroup(kernel, std::max(na, nb));
 }
 
-/// A row-op lowering that needs the kernel (its layout groups).
-template <typename RowOp> struct RowsLowering : OpConversionPattern<RowOp> {
+/// A row op: inThread() where its rows are thread-local, else its simt form
+/// (through shared memory).
+template <typename RowOp, typename SimtOp>
+struct RowsLowering : OpConversionPattern<RowOp> {
   RowsLowering(const TypeConverter &converter, MLIRContext *ctx,
                func::FuncOp kernel)
       : OpConversionPattern<RowOp>(converter, ctx), kernel(kernel) {}
   func::FuncOp kernel;
-};
 
-/// tile.reduce_rows whose rows are thread-local: each thread combines its
-/// own C consecutive elements per entry, in column order (vector element
-/// e' of the result is the row of elements e' * C .. e' * C + C - 1).
-/// Otherwise simt.reduce_rows (through shared memory).
-struct ReduceRowsLowering : RowsLowering<tile::ReduceRowsOp> {
-  using RowsLowering::RowsLowering;
   LogicalResult
-  matchAndRewrite(tile::ReduceRowsOp op, OpAdaptor adaptor,
+  matchAndRewrite(RowOp op, typename RowOp::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     FailureOr<VectorType> vec =
-        convertedVector(*getTypeConverter(), op.getResult(), rewriter);
+        convertedVector(*this->getTypeConverter(), op.getResult(), rewriter);
     if (failed(vec))
       return failure();
-    int64_t cols = op.getCols();
-    if (!rowsAreThreadLocal(kernel, op.getSrc(), op.getResult(), cols)) {
-      rewriter.replaceOpWithNewOp<simt::ReduceRowsOp>(
-          op, *vec, adaptor.getOperands(), op->getAttrs());
+    if (!rowsAreThreadLocal(kernel, op.getSrc(), op.getResult(),
+                            op.getCols())) {
+      rewriter.replaceOpWithNewOp<SimtOp>(op, *vec, adaptor.getOperands(),
+                                          op->getAttrs());
       return success();
     }
-    Location loc = op.getLoc();
+    SmallVector<Value> elements =
+        inThread(op, adaptor.getSrc(), vec->getNumElements(), rewriter);
+    rewriter.replaceOpWithNewOp<vector::FromElementsOp>(op, *vec, elements);
+    return success();
+  }
+
+  /// The K elements of the thread's result.
+  virtual SmallVector<Value> inThread(RowOp op, Value src, int64_t k,
+                                      OpBuilder &b) const = 0;
+};
+
+/// tile.reduce_rows in a thread: entry e of the result combines the C
+/// elements e * C .. e * C + C - 1, in column order.
+struct ReduceRowsLowering
+    : RowsLowering<tile::ReduceRowsOp, simt::ReduceRowsOp> {
+  using RowsLowering::RowsLowering;
+  SmallVector<Value> inThread(tile::ReduceRowsOp op, Value src, int64_t k,
+                              OpBuilder &b) const override {
     vector::CombiningKind kind = combiningKind(op.getKind(), op.getType());
+    int64_t cols = op.getCols();
     SmallVector<Value> rows;
-    for (int64_t e = 0; e < vec->getNumElements(); ++e) {
-      Value acc =
-          vector::ExtractOp::create(rewriter, loc, adaptor.getSrc(), e * cols);
+    for (int64_t e = 0; e < k; ++e) {
+      Value acc = vector::ExtractOp::create(b, op.getLoc(), src, e * cols);
       for (int64_t j = 1; j < cols; ++j)
         acc = vector::makeArithReduction(
-            rewriter, loc, kind,
-            vector::ExtractOp::create(rewriter, loc, adaptor.getSrc(),
-                                      e * cols + j),
-            acc);
+            b, op.getLoc(), kind,
+            vector::ExtractOp::create(b, op.getLoc(), src, e * cols + j), acc);
       rows.push_back(acc);
     }
-    rewriter.replaceOpWithNewOp<vector::FromElementsOp>(op, *vec, rows);
-    return success();
+    return rows;
   }
 };
 
-/// tile.broadcast_rows whose rows are thread-local: element e is entry
-/// e / C of the thread's vector. Otherwise simt.broadcast_rows.
-struct BroadcastRowsLowering : RowsLowering<tile::BroadcastRowsOp> {
+/// tile.broadcast_rows in a thread: element e is entry e / C.
+struct BroadcastRowsLowering
+    : RowsLowering<tile::BroadcastRowsOp, simt::BroadcastRowsOp> {
   using RowsLowering::RowsLowering;
-  LogicalResult
-  matchAndRewrite(tile::BroadcastRowsOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    FailureOr<VectorType> vec =
-        convertedVector(*getTypeConverter(), op.getResult(), rewriter);
-    if (failed(vec))
-      return failure();
+  SmallVector<Value> inThread(tile::BroadcastRowsOp op, Value src, int64_t k,
+                              OpBuilder &b) const override {
     int64_t cols = op.getCols();
-    if (!rowsAreThreadLocal(kernel, op.getResult(), op.getSrc(), cols)) {
-      rewriter.replaceOpWithNewOp<simt::BroadcastRowsOp>(
-          op, *vec, adaptor.getOperands(), op->getAttrs());
-      return success();
-    }
-    Location loc = op.getLoc();
     SmallVector<Value> entries, elements;
-    for (int64_t e = 0; e < vec->getNumElements() / cols; ++e)
-      entries.push_back(
-          vector::ExtractOp::create(rewriter, loc, adaptor.getSrc(), e));
-    for (int64_t e = 0; e < vec->getNumElements(); ++e)
+    for (int64_t e = 0; e < k / cols; ++e)
+      entries.push_back(vector::ExtractOp::create(b, op.getLoc(), src, e));
+    for (int64_t e = 0; e < k; ++e)
       elements.push_back(entries[e / cols]);
-    rewriter.replaceOpWithNewOp<vector::FromElementsOp>(op, *vec, elements);
-    return success();
+    return elements;
   }
 };
 
