@@ -1501,7 +1501,8 @@ bool KernelEmitter::emitSimt(Operation *op) {
   }
   // Each tile's group width (tile-assign-layout).
   auto groupOf = [&](Value v) {
-    return std::to_string(layoutGroup(func, *vecLen(v.getType(), op) * threads));
+    return std::to_string(
+        layoutGroup(func, *vecLen(v.getType(), op) * threads));
   };
   // result = fn<R, C, P, matrix group, vector group[, combine]>(operand 0)
   // for the row ops, whose matrix is R x C and vector R.

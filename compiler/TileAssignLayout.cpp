@@ -1,4 +1,4 @@
-//===- TileAssignLayout.cpp - spread tiles over a program's threads --------===//
+//===- TileAssignLayout.cpp - spread tiles over a program's threads -----===//
 //
 // With P = 32 * num_warps threads and a tile of N elements, each thread holds
 // K = N / P elements in groups of G adjacent ones: element e of thread t is

@@ -98,8 +98,7 @@ using NumProgramsLowering =
 struct ArangeLowering : public OpConversionPattern<tile::ArangeOp> {
   ArangeLowering(const TypeConverter &converter, MLIRContext *ctx,
                  func::FuncOp kernel, int64_t threads)
-      : OpConversionPattern(converter, ctx), kernel(kernel), threads(threads) {
-  }
+      : OpConversionPattern(converter, ctx), kernel(kernel), threads(threads) {}
   func::FuncOp kernel;
   int64_t threads;
   LogicalResult
@@ -442,11 +441,10 @@ struct TileLowerToSimtPass
         [](Operation *op) { return !hasTensorType(op); });
 
     RewritePatternSet patterns(ctx);
-    patterns
-        .add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
-             LoadLowering, StoreLowering, CopyAsyncLowering, ReduceLowering,
-             SameShapeLowering<tile::DotOp, simt::DotOp>,
-             SplatConstantLowering, ElementwiseLowering>(converter, ctx);
+    patterns.add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
+                 LoadLowering, StoreLowering, CopyAsyncLowering, ReduceLowering,
+                 SameShapeLowering<tile::DotOp, simt::DotOp>,
+                 SplatConstantLowering, ElementwiseLowering>(converter, ctx);
     patterns.add<ArangeLowering>(converter, ctx, func, p);
     patterns.add<ReduceRowsLowering, BroadcastRowsLowering>(converter, ctx,
                                                             func);

@@ -756,7 +756,7 @@ int64_t KernelBuilder::clusterSize() const {
 }
 
 int64_t KernelBuilder::threadGroup(int64_t tileSize,
-                                  DType narrowestAccessed) const {
+                                   DType narrowestAccessed) const {
   auto &k = *impl_;
   int64_t threads =
       32 * k.func->getAttrOfType<mlir::IntegerAttr>(attr::kNumWarps).getInt();

@@ -74,10 +74,10 @@ TileModule buildForward(const Config &c) {
     Value zero = k.full(BLOCK, k.constant(0, DType::F32));
     int64_t mode = k.param("LANE_STATS");
     auto [mS, dS, mT, dT] =
-        mode == 0 ? tileNormalizers(k, s, t, V, BLOCK)
-                  : laneNormalizers(k, s, t, V, BLOCK,
-                                    mode == 2 ? k.threadGroup(BLOCK, c.dtype)
-                                              : 1);
+        mode == 0
+            ? tileNormalizers(k, s, t, V, BLOCK)
+            : laneNormalizers(k, s, t, V, BLOCK,
+                              mode == 2 ? k.threadGroup(BLOCK, c.dtype) : 1);
     maxS = mS;
     logSumS = log(dS);
     maxT = mT;

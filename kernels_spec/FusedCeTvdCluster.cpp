@@ -254,24 +254,22 @@ TileModule buildLossGrad(const Config &c) {
           // compared the way pass 2 compared them.
           Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
           Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
-          Value c = where(logP > logQ, cAbove, where(logP < logQ, cBelow, cTie));
+          Value c =
+              where(logP > logQ, cAbove, where(logP < logQ, cBelow, cTie));
           k.store(g, offs, exp(logP) * c, mask);
         });
         // The target's element, rewritten once by the program whose slice
         // holds it (after every lane's store above), with p_y - 1 formed
         // in fp32: exact for p_y >= 1/2, where p_y c - gCe would cancel.
         k.barrier();
-        k.ifThen(r.y >= r.start.to(DType::I64) && r.y < r.end.to(DType::I64),
-                 [&] {
-                   Value logP = logSoftmaxAt(st.targetLogit, st.maxS,
-                                             st.logSumS);
-                   Value logQ = logSoftmaxAt(k.load(r.t, r.y), st.maxT,
-                                             st.logSumT);
-                   Value p = exp(logP);
-                   Value sign = signOfDifference(logP, logQ);
-                   k.store(g, r.y,
-                           gCe * (p - 1.0) + half * p * (sign - st.sigma));
-                 });
+        k.ifThen(
+            r.y >= r.start.to(DType::I64) && r.y < r.end.to(DType::I64), [&] {
+              Value logP = logSoftmaxAt(st.targetLogit, st.maxS, st.logSumS);
+              Value logQ = logSoftmaxAt(k.load(r.t, r.y), st.maxT, st.logSumT);
+              Value p = exp(logP);
+              Value sign = signOfDifference(logP, logQ);
+              k.store(g, r.y, gCe * (p - 1.0) + half * p * (sign - st.sigma));
+            });
       },
       [&] {
         forEachTile(

@@ -150,8 +150,7 @@ std::string forwardKernelFor(const std::string &choice) {
     return "fused_ce_tvd_fwd_cluster";
   if (choice == "auto")
     return "";
-  throw Error("--forward must be auto, loop or cluster (got '" + choice +
-              "')");
+  throw Error("--forward must be auto, loop or cluster (got '" + choice + "')");
 }
 
 std::string resolveForwardKernel(const std::string &kernel,

@@ -67,7 +67,8 @@ public:
   Session(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
           const std::vector<float> &gTvd, const CeTvdTuneOptions &options)
       : In(in), GCeHost(gCe), GTvdHost(gTvd), Dev(cuda::Device::open()),
-        Timer(Dev), Rows(sampleCheckRows(in.BT, options.checkRows)), ScalarArgs(in) {
+        Timer(Dev), Rows(sampleCheckRows(in.BT, options.checkRows)),
+        ScalarArgs(in) {
     Copts.arch = options.arch.empty() ? Dev.archString() : options.arch;
     for (int i = 0; i < NumBufs; ++i) {
       Buf b = static_cast<Buf>(i);
@@ -293,8 +294,7 @@ CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
   // Forward, checked through the default backward.
   std::unique_ptr<Kernel> bwdDefault =
       loadedKernel(s, kBwd, defaultParams(kBwd, in.dtype));
-  std::string fwdKernel =
-      resolveForwardKernel(options.forwardKernel, s.arch());
+  std::string fwdKernel = resolveForwardKernel(options.forwardKernel, s.arch());
   const char *fwdName = fwdKernel.c_str();
   tuneOne(fwdName, bwdDefault.get(), report.forward);
   report.forward.bytes = 2 * bytes;

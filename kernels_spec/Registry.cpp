@@ -69,10 +69,9 @@ KernelSpec::config(DType dtype,
     // the listed values.
     if (zeroAllowed && !llvm::is_contained(spec.candidates, v))
       throw bad(key + " must be one of " +
-                llvm::join(llvm::map_range(spec.candidates,
-                                           [](int64_t c) {
-                                             return std::to_string(c);
-                                           }),
+                llvm::join(llvm::map_range(
+                               spec.candidates,
+                               [](int64_t c) { return std::to_string(c); }),
                            ", "));
   }
   return c;

@@ -110,8 +110,7 @@ inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
 /// student) give exactly 0. Two compares and two selects per element.
 inline dsl::Value signOfDifference(dsl::Value logP, dsl::Value logQ) {
   dsl::Value zero = logP.builder().constant(0, DType::F32);
-  return dsl::where(logP > logQ, 1.0,
-                    dsl::where(logP < logQ, -1.0, zero));
+  return dsl::where(logP > logQ, 1.0, dsl::where(logP < logQ, -1.0, zero));
 }
 
 } // namespace tilejit

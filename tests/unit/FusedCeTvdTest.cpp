@@ -92,7 +92,9 @@ INSTANTIATE_TEST_SUITE_P(
         // 2 where BLOCK / threads caps the group (f32, 512 threads).
         Shape{9, 30001, DType::BF16, {"LANE_STATS=2"}},
         Shape{7, 3, DType::F32, {"LANE_STATS=2", "BLOCK_SIZE=1024"}},
-        Shape{5, 2500, DType::F32,
+        Shape{5,
+              2500,
+              DType::F32,
               {"LANE_STATS=2", "BLOCK_SIZE=1024", "num_warps=16"}}),
     [](const auto &info) { return shapeName(info.param); });
 
@@ -250,9 +252,9 @@ TEST(CeTvdCompile, ThreadGroupStatsStayInRegisters) {
       for (const char *warps : {"num_warps=4", "num_warps=16"}) {
         SCOPED_TRACE(std::string(name) + " " + dtypeName(dt) + " " + warps);
         const KernelSpec &spec = findKernel(name);
-        TileModule m = spec.build(spec.config(
-            dt, {"LANE_STATS=2", "BLOCK_SIZE=2048", warps},
-            {{"BT", 8}, {"V", 5000}}));
+        TileModule m = spec.build(
+            spec.config(dt, {"LANE_STATS=2", "BLOCK_SIZE=2048", warps},
+                        {{"BT", 8}, {"V", 5000}}));
         CompileOptions upToCuda;
         upToCuda.upTo = Stage::Cuda;
         CompiledKernel k = compile(m, upToCuda);
