@@ -51,9 +51,12 @@ def read_peers(paths):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--peers", action="append", default=[])
-    ap.add_argument("logs", nargs="+")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peers", action="append", default=[],
+                    help="peers.jsonl written by bench/cetvd_peers.py (repeatable)")
+    ap.add_argument("logs", nargs="+",
+                    help="tilejit logs of scripts/gpu-cetvd-shapes.sh (tilejit.log)")
     a = ap.parse_args()
     runs, peers = read_tilejit(a.logs), read_peers(a.peers)
 

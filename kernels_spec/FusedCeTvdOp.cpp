@@ -52,11 +52,21 @@ void validateKernels(const CeTvdRunOptions &options) {
   if (fwd != "fused_ce_tvd_fwd" && fwd != "fused_ce_tvd_fwd_cluster")
     throw Error("fused_ce_tvd: unknown forward kernel '" + fwd +
                 "' (fused_ce_tvd_fwd or fused_ce_tvd_fwd_cluster)");
+  std::string other = fwd == "fused_ce_tvd_fwd" ? "fused_ce_tvd_fwd_cluster"
+                                                : "fused_ce_tvd_fwd";
   for (const std::string &o : options.overrides)
     if (findKernel(fwd).ownOverrides({o}).empty() &&
         findKernel("fused_ce_tvd_bwd").ownOverrides({o}).empty())
       throw Error("fused_ce_tvd: '" + o + "' names no parameter of " + fwd +
-                  " or fused_ce_tvd_bwd (see tilejit list)");
+                  " or fused_ce_tvd_bwd (see tilejit list)" +
+                  (findKernel(other).ownOverrides({o}).empty()
+                       ? ""
+                       : "; it is one of " + other + "'s: --forward=" +
+                             (other == "fused_ce_tvd_fwd" ? "loop"
+                                                          : "cluster") +
+                             " picks that kernel (auto picks the cluster "
+                             "kernel on sm_90 and newer, the loop kernel on "
+                             "the CPU and older GPUs)"));
 }
 
 /// Shapes, dtypes, targets and upstream gradients.
@@ -186,6 +196,7 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
   validateKernels(options);
   CeTvdOutputs out;
   out.device = "cpu";
+  out.forwardKernel = options.forwardKernel;
   HostBuffers h;
   hostBuffers(h, in, gCe, gTvd, out);
   Scalars scalars(in);
@@ -236,6 +247,7 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   options.forwardKernel = resolveForwardKernel(opts.forwardKernel, copts.arch);
   validateKernels(options);
   CeTvdOutputs out;
+  out.forwardKernel = options.forwardKernel;
   std::vector<std::string> fwdSet = options.overrides, bwdSet = fwdSet;
   out.forwardConfig = out.backwardConfig = fwdSet.empty() ? "default" : "--set";
   if (options.useTuned && options.overrides.empty()) {

@@ -228,6 +228,9 @@ int runBenchCommand() {
                 what, ms, units * unit / ms / 1e6, int(units), dtypeSize(dtype),
                 rooflineMs, rooflineMs / ms);
   };
+  if (benchReduction != "none" && benchForward.getNumOccurrences())
+    throw Error("--forward applies to --reduction=none (the reduced loss has "
+                "one kernel)");
   if (benchReduction != "none") {
     CeTvdReducedOptions ro;
     ro.mean = parseReduction(benchReduction);
@@ -265,8 +268,9 @@ int runBenchCommand() {
               dtypeName(dtype));
   std::printf("  copy ceiling (device-to-device, 2 GiB): %.2f TB/s\n",
               copyBytesPerS / 1e12);
-  std::printf("  forward config : %s\n  backward config: %s\n",
-              out.forwardConfig.c_str(), out.backwardConfig.c_str());
+  std::printf("  forward config : %s: %s\n  backward config: %s\n",
+              out.forwardKernel.c_str(), out.forwardConfig.c_str(),
+              out.backwardConfig.c_str());
   std::printf("  JIT (DSL build -> loaded CUBIN, through the kernel cache): "
               "forward %.1f ms, backward %.1f ms\n",
               out.forwardJitMs, out.backwardJitMs);

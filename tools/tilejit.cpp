@@ -381,6 +381,9 @@ static int runKernel() {
                                  betaArg.getNumOccurrences()))
     throw Error("--in-place, --alpha and --beta apply to --reduction=mean "
                 "or sum");
+  if (reductionArg != "none" && forwardArg.getNumOccurrences())
+    throw Error("--forward applies to --reduction=none (the reduced loss has "
+                "one kernel)");
   ref::CeTvdInputs in = ref::makeCeTvdInputs(btArg, vocabArg, dtype, seedArg);
   if (reductionArg != "none")
     return runReduced(in);
@@ -409,17 +412,19 @@ static int runKernel() {
       ++valid;
     }
   std::printf("fused_ce_tvd on %s: BT=%lld V=%lld dtype=%s (%lld rows "
-              "ignored)\n",
+              "ignored), forward kernel %s\n",
               out.device.c_str(), (long long)in.BT, (long long)in.V,
-              dtypeName(dtype), (long long)(in.BT - valid));
+              dtypeName(dtype), (long long)(in.BT - valid),
+              out.forwardKernel.c_str());
   std::printf("  inputs generated in %.2f s; run (compile + launch) %.2f s\n",
               secs(t0, t1), secs(t1, t2));
   std::printf("  mean ce = %.6f, mean tvd = %.6f over %lld rows\n",
               valid ? ceSum / valid : 0.0, valid ? tvdSum / valid : 0.0,
               (long long)valid);
   if (deviceArg == "gpu") {
-    std::printf("  forward config : %s\n  backward config: %s\n",
-                out.forwardConfig.c_str(), out.backwardConfig.c_str());
+    std::printf("  forward config : %s: %s\n  backward config: %s\n",
+                out.forwardKernel.c_str(), out.forwardConfig.c_str(),
+                out.backwardConfig.c_str());
     double bytes = double(in.BT) * in.V * dtypeSize(dtype);
     std::printf("  forward : %8.3f ms  %7.1f GB/s (reads student + teacher)\n",
                 out.forwardMs, 2 * bytes / out.forwardMs / 1e6);
