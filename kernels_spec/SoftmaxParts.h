@@ -3,8 +3,7 @@
 //
 // DSL helpers (no MLIR) for kernels that normalize rows of logits: a max
 // shift that never forms -inf - -inf, online max / sum-exp per lane, per
-// thread group or per tile, and
-// softmax from a saved (max, log sum-exp) pair.
+// thread group or per tile, and softmax from a saved (max, log sum-exp) pair.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_KERNELS_SPEC_SOFTMAXPARTS_H
