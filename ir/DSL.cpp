@@ -81,6 +81,13 @@ struct KernelBuilder::Impl {
       fail("the kernel was already finished");
   }
 
+  /// An operand-less, result-less op at `l` (a barrier, a copy commit).
+  template <typename Op> void statement(SourceLoc l) {
+    at(l);
+    checkOpen();
+    Op::create(b, loc);
+  }
+
   /// The mlir::Value behind `v`, checked to be usable at the insertion point.
   MValue use(Value v) const {
     checkOpen();
@@ -797,10 +804,7 @@ Value KernelBuilder::sharedArray(int64_t n, DType type, SourceLoc loc) {
 }
 
 void KernelBuilder::barrier(SourceLoc loc) {
-  auto &k = *impl_;
-  k.at(loc);
-  k.checkOpen();
-  tile::BarrierOp::create(k.b, k.loc);
+  impl_->statement<tile::BarrierOp>(loc);
 }
 
 Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {
@@ -953,10 +957,7 @@ void KernelBuilder::copyAsync(Value dst, Value dstOffsets, Value src,
 }
 
 void KernelBuilder::commitCopies(SourceLoc loc) {
-  auto &k = *impl_;
-  k.at(loc);
-  k.checkOpen();
-  tile::CopyCommitOp::create(k.b, k.loc);
+  impl_->statement<tile::CopyCommitOp>(loc);
 }
 
 void KernelBuilder::waitCopies(int64_t pending, SourceLoc loc) {

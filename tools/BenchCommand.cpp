@@ -228,9 +228,7 @@ int runBenchCommand() {
                 what, ms, units * unit / ms / 1e6, int(units), dtypeSize(dtype),
                 rooflineMs, rooflineMs / ms);
   };
-  if (benchReduction != "none" && benchForward.getNumOccurrences())
-    throw Error("--forward applies to --reduction=none (the reduced loss has "
-                "one kernel)");
+  rejectForwardWithReduction(benchForward.getNumOccurrences(), benchReduction);
   if (benchReduction != "none") {
     CeTvdReducedOptions ro;
     ro.mean = parseReduction(benchReduction);

@@ -8,6 +8,10 @@
 #ifndef TILEJIT_TOOLS_COMMANDS_H
 #define TILEJIT_TOOLS_COMMANDS_H
 
+#include "tilejit/Error.h"
+
+#include <string>
+
 /// `tilejit tune` (TuneCommand.cpp).
 bool tuneCommandSelected();
 int runTuneCommand();
@@ -19,5 +23,14 @@ int runCacheCommand();
 /// `tilejit bench` (BenchCommand.cpp).
 bool benchCommandSelected();
 int runBenchCommand();
+
+/// fused_ce_tvd's --forward picks the unreduced forward kernel: given with
+/// --reduction=mean|sum it would be silently ignored, so it is an error.
+inline void rejectForwardWithReduction(bool forwardGiven,
+                                       const std::string &reduction) {
+  if (forwardGiven && reduction != "none")
+    throw tilejit::Error("--forward applies to --reduction=none (the reduced "
+                         "loss has one kernel)");
+}
 
 #endif // TILEJIT_TOOLS_COMMANDS_H

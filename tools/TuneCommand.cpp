@@ -127,9 +127,7 @@ int runTuneCommand() {
             << dtypeName(dtype) << ")\n";
   ref::CeTvdInputs in =
       ref::makeCeTvdInputs(tuneBt, tuneVocab, dtype, tuneSeed);
-  if (tuneReduction != "none" && tuneForward.getNumOccurrences())
-    throw Error("--forward applies to --reduction=none (the reduced loss has "
-                "one kernel)");
+  rejectForwardWithReduction(tuneForward.getNumOccurrences(), tuneReduction);
   if (tuneReduction != "none") {
     CeTvdReducedOptions ro;
     ro.mean = parseReduction(tuneReduction);

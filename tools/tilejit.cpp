@@ -381,9 +381,7 @@ static int runKernel() {
                                  betaArg.getNumOccurrences()))
     throw Error("--in-place, --alpha and --beta apply to --reduction=mean "
                 "or sum");
-  if (reductionArg != "none" && forwardArg.getNumOccurrences())
-    throw Error("--forward applies to --reduction=none (the reduced loss has "
-                "one kernel)");
+  rejectForwardWithReduction(forwardArg.getNumOccurrences(), reductionArg);
   ref::CeTvdInputs in = ref::makeCeTvdInputs(btArg, vocabArg, dtype, seedArg);
   if (reductionArg != "none")
     return runReduced(in);
