@@ -3,16 +3,13 @@
 // A row is split over the CLUSTER_SIZE programs of a thread-block cluster:
 // program r of the cluster owns the SLICE-wide slice starting at r * SLICE
 // and walks it in BLOCK_SIZE tiles. Pass 1 reads the slice from memory
-// (per-lane online max / sum-exp); the programs combine their partial
-// normalizers through distributed shared memory (tile.cluster_reduce); pass 2
-// (TVD, sigma) and, in the reduced kernel, pass 3 (the gradient) read the
-// slice again while it is still in L2: a slice is 1/CLUSTER_SIZE of a row,
-// so many rows are in flight and the re-reads stay on chip, where one
-// program per row must re-read a whole 0.6 MB row after 132 others have
-// pushed it out of the 50 MB L2. With SMEM_ROWS = 1 the slice is instead
-// copied into shared memory (cp.async) before pass 1 and every pass reads it
-// there (measured slower on the H200 at V = 151936: bench/results/
-// 2026-11-29-cetvd-session11.md).
+// (online max / sum-exp); the programs combine their partial normalizers
+// through distributed shared memory (tile.cluster_reduce); pass 2 (TVD,
+// sigma) and, in the reduced kernel, pass 3 (the gradient) read the slice
+// again: from L2 where few enough rows are in flight, otherwise from HBM.
+// At the measured best configs on the H200 most re-reads miss L2, and
+// configs that hit it run slower (bench/results/2026-11-30-cetvd-session13.md);
+// UNROLL tiles' loads in flight per loop step pay either way.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -30,12 +27,9 @@ namespace {
 
 using CO = KernelBuilder::ClusterOp;
 
-/// The arguments and the slice every cluster kernel starts from. With
-/// SMEM_ROWS = 1, sS and sT are the program's shared-memory copies of its
-/// slice: filled before pass 1, read by all three passes.
+/// The arguments and the slice every cluster kernel starts from.
 struct RowSlice {
   Value row, rank, s, t, y, V, start, end, ignored, inRange;
-  Value sS, sT;
 };
 
 RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
@@ -54,21 +48,38 @@ RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
   r.end = min(r.start + double(SLICE), V);
   r.ignored = r.y == ignoreIndex;
   r.inRange = r.y >= 0.0 && r.y < V.to(DType::I64);
-  auto smem = k.config().params.find("SMEM_ROWS");
-  if (smem != k.config().params.end() && smem->second) {
-    r.sS = k.sharedArray(SLICE, k.config().dtype);
-    r.sT = k.sharedArray(SLICE, k.config().dtype);
-  }
   return r;
 }
 
-/// body(offs, mask) for each BLOCK_SIZE tile of this program's slice: the
-/// whole tiles unmasked (std::nullopt), then the partial one masked.
-void forEachTile(KernelBuilder &k, const RowSlice &r,
-                 const std::function<void(Value, Mask)> &body) {
-  k.forTiles(r.start, r.end, k.param("BLOCK_SIZE"), 1,
+/// One BLOCK_SIZE tile of a program's slice: its offsets, its mask
+/// (std::nullopt in whole tiles) and, where asked for, both inputs there.
+struct SliceTile {
+  Value offs;
+  Mask mask;
+  Value s, t;
+};
+
+/// body(tile) for each tile of this program's slice, UNROLL tiles per loop
+/// step: the whole steps unmasked, then the partial one masked. A step
+/// loads the inputs of all its tiles (withInputs) before the first body
+/// runs, so UNROLL tiles' loads are in flight at once.
+void forEachTile(KernelBuilder &k, const RowSlice &r, bool withInputs,
+                 const std::function<void(const SliceTile &)> &body) {
+  k.forTiles(r.start, r.end, k.param("BLOCK_SIZE"), k.param("UNROLL"),
              [&](const std::vector<Value> &offs,
-                 const std::vector<Mask> &masks) { body(offs[0], masks[0]); });
+                 const std::vector<Mask> &masks) {
+               std::vector<SliceTile> tiles;
+               for (size_t u = 0; u < offs.size(); ++u) {
+                 SliceTile t{offs[u], masks[u], Value(), Value()};
+                 if (withInputs) {
+                   t.s = k.load(r.s, t.offs, t.mask, kNegInf);
+                   t.t = k.load(r.t, t.offs, t.mask, kNegInf);
+                 }
+                 tiles.push_back(t);
+               }
+               for (const SliceTile &t : tiles)
+                 body(t);
+             });
 }
 
 /// The row's bad target is reported once, by the cluster's first program.
@@ -84,36 +95,11 @@ struct RowStats {
   Value targetLogit; ///< the student's logit at y, as f32
 };
 
-/// A tile of the slice: from the shared-memory copy with SMEM_ROWS, else
-/// from global memory (passes 2 and 3: L2, if the slice is still there).
-std::pair<Value, Value> loadTile(KernelBuilder &k, const RowSlice &r,
-                                 Value offs, Mask mask) {
-  if (!r.sS.valid())
-    return {k.load(r.s, offs, mask, kNegInf), k.load(r.t, offs, mask, kNegInf)};
-  Value local = offs - r.start;
-  return {k.load(r.sS, local, mask, kNegInf),
-          k.load(r.sT, local, mask, kNegInf)};
-}
-
-/// With SMEM_ROWS: the whole slice of both rows copied into shared memory,
-/// every copy in flight at once (cp.async), before pass 1.
-void copySliceToShared(KernelBuilder &k, const RowSlice &r) {
-  forEachTile(k, r, [&](Value offs, Mask mask) {
-    Value local = offs - r.start;
-    k.copyAsync(r.sS, local, r.s, offs, mask);
-    k.copyAsync(r.sT, local, r.t, offs, mask);
-  });
-  k.commitCopies();
-  k.waitCopies(0);
-}
-
 /// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
 /// across the cluster. p and q are formed by the same operations, so a
 /// teacher equal to the student gives p == q bit for bit.
 RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  if (r.sS.valid())
-    copySliceToShared(k, r);
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
   // This program's (max, sum-exp) of its slice: per lane (LANE_STATS = 1),
   // per thread group (2) or with block-wide reductions every tile (0).
@@ -123,10 +109,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
     Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
     Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
-    forEachTile(k, r, [&](Value offs, Mask mask) {
-      auto [s, t] = loadTile(k, r, offs, mask);
-      stateUpdate(mS, dS, s.to(DType::F32), cols);
-      stateUpdate(mT, dT, t.to(DType::F32), cols);
+    forEachTile(k, r, true, [&](const SliceTile &x) {
+      stateUpdate(mS, dS, x.s.to(DType::F32), cols);
+      stateUpdate(mT, dT, x.t.to(DType::F32), cols);
     });
     slice[0] = rowNormalizer(mS, dS);
     slice[1] = rowNormalizer(mT, dT);
@@ -134,10 +119,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     Value negInf = k.constant(kNegInf, DType::F32);
     Value scalarZero = k.constant(0, DType::F32);
     Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
-    forEachTile(k, r, [&](Value offs, Mask mask) {
-      auto [s, t] = loadTile(k, r, offs, mask);
-      tileUpdate(mS, dS, s.to(DType::F32));
-      tileUpdate(mT, dT, t.to(DType::F32));
+    forEachTile(k, r, true, [&](const SliceTile &x) {
+      tileUpdate(mS, dS, x.s.to(DType::F32));
+      tileUpdate(mT, dT, x.t.to(DType::F32));
     });
     slice[0] = {mS, dS};
     slice[1] = {mT, dT};
@@ -162,10 +146,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   st.ce = st.logSumS - (d[2] - m[0]);
 
   Var absSum = zero, sig = zero;
-  forEachTile(k, r, [&](Value offs, Mask mask) {
-    auto [s, t] = loadTile(k, r, offs, mask);
-    Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
-    Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
+  forEachTile(k, r, true, [&](const SliceTile &x) {
+    Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
+    Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
     Value p = exp(logP);
     absSum = absSum + abs(p - exp(logQ));
     sig = sig + p * signOfDifference(logP, logQ);
@@ -248,15 +231,14 @@ TileModule buildLossGrad(const Config &c) {
         Value half = 0.5 * gTvd;
         Value cTie = gCe - half * st.sigma;
         Value cAbove = cTie + half, cBelow = cTie - half;
-        forEachTile(k, r, [&](Value offs, Mask mask) {
-          auto [s, t] = loadTile(k, r, offs, mask);
+        forEachTile(k, r, true, [&](const SliceTile &x) {
           // One exp per element: the sign of p - q comes from the logs,
           // compared the way pass 2 compared them.
-          Value logP = logSoftmaxAt(s, st.maxS, st.logSumS);
-          Value logQ = logSoftmaxAt(t, st.maxT, st.logSumT);
+          Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
+          Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
           Value c =
               where(logP > logQ, cAbove, where(logP < logQ, cBelow, cTie));
-          k.store(g, offs, exp(logP) * c, mask);
+          k.store(g, x.offs, exp(logP) * c, x.mask);
         });
         // The target's element, rewritten once by the program whose slice
         // holds it (after every lane's store above), with p_y - 1 formed
@@ -272,8 +254,9 @@ TileModule buildLossGrad(const Config &c) {
             });
       },
       [&] {
-        forEachTile(
-            k, r, [&](Value offs, Mask mask) { k.store(g, offs, zero, mask); });
+        forEachTile(k, r, false, [&](const SliceTile &x) {
+          k.store(g, x.offs, zero, x.mask);
+        });
       });
   k.ifThen(r.rank == 0.0, [&] {
     k.store(ceOut, r.row, ce);
@@ -337,15 +320,23 @@ TileModule buildLossSum(const Config &c) {
 const std::vector<DType> kDtypes = {DType::BF16, DType::F16, DType::F32};
 const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
-std::vector<ParamSpec> clusterParams() {
-  return {{"CLUSTER_SIZE", {2, 4, 8, 16}, 2, "programs (blocks) per row"},
-          {"BLOCK_SIZE", {1024, 2048}, 1024, "vocab elements per tile"},
+/// The cluster kernels' tuning space; the defaults are the fastest configs
+/// measured on the H200 at BT = 4096, V = 151936, bf16
+/// (bench/results/2026-11-30-cetvd-session13.md).
+std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block) {
+  return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, "programs (blocks) per row"},
+          {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
           {"LANE_STATS",
            {0, 1, 2},
            2,
            "pass 1 keeps softmax state per lane (1), per thread's vector "
-           "group (2), or reduces across the block every tile (0)"}};
+           "group (2), or reduces across the block every tile (0)"},
+          {"UNROLL",
+           {1, 2},
+           2,
+           "tiles per loop step, whose loads are all in flight before the "
+           "step's math"}};
 }
 
 /// SLICE: each program's share of a row, a whole number of tiles.
@@ -359,20 +350,12 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   deriveAligned(c, shape);
 }
 
-/// Shared memory the SMEM_ROWS copies may take per program: what an sm_90
-/// block may have (227 KiB), less room for the kernel's static arrays.
-constexpr int64_t kSliceCopyBytes = 220 * 1024;
-
 /// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
-/// the form that is right either way); SMEM_ROWS back to 0 where the two
-/// slice copies would not fit in shared memory (the config then says so).
+/// the form that is right either way).
 void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
   deriveSlice(c, shape);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
-  int64_t copyBytes = 2 * c.get("SLICE") * int64_t(dtypeSize(c.dtype));
-  if (copyBytes > kSliceCopyBytes)
-    c.params["SMEM_ROWS"] = 0;
 }
 
 std::vector<ParamSpec> singleProgramParams() {
@@ -385,8 +368,8 @@ std::vector<ParamSpec> singleProgramParams() {
 KernelSpec fusedCeTvdForwardClusterSpec() {
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
-               "whose re-reads hit L2 (sm_90)",
-               clusterParams(),
+               "(sm_90)",
+               clusterParams(2, 2048),
                kDtypes,
                buildForwardCluster,
                kTuneKey};
@@ -394,23 +377,30 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
   return s;
 }
 
+/// The reduced kernel's default cluster: the largest of 2, 4 and 8 that
+/// leaves each program a slice of at least 16000 elements (measured on the
+/// H200: 8 at V = 151936 and 128256, 2 at V = 32000, where 8 programs of
+/// 4000 elements ran 1.6x slower).
+void lossGradClusterByVocab(dsl::Config &c,
+                            const std::map<std::string, int64_t> &shape) {
+  auto v = shape.find("V");
+  if (v == shape.end())
+    return;
+  int64_t cluster = 2;
+  while (cluster < 8 && v->second / (2 * cluster) >= 16000)
+    cluster *= 2;
+  c.params["CLUSTER_SIZE"] = cluster;
+}
+
 KernelSpec fusedCeTvdLossGradSpec() {
-  std::vector<ParamSpec> params = clusterParams();
-  params.push_back({"SMEM_ROWS",
-                    {0, 1},
-                    0,
-                    "the program's slice is copied into shared memory "
-                    "(cp.async) and read there by all three passes (1), or "
-                    "read from global memory each pass (0); 1 needs 2 x "
-                    "SLICE elements of shared memory and falls back to 0 "
-                    "where they do not fit"});
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",
-               params,
+               clusterParams(8, 2048),
                kDtypes,
                buildLossGrad,
                kTuneKey};
+  s.shapeDefaults = lossGradClusterByVocab;
   s.deriveParams = deriveLossGrad;
   return s;
 }

@@ -329,11 +329,6 @@ public:
     dsl::Config config =
         spec.config(In.dtype, paramOverrides(params),
                     {{"BT", In.BT}, {"V", In.V}, {"IN_PLACE", Opts.inPlace}});
-    // A fallen-back SMEM_ROWS=1 is the SMEM_ROWS=0 kernel: not a candidate.
-    if (config.get("SMEM_ROWS") != params.at("SMEM_ROWS"))
-      throw Error("SMEM_ROWS=1: two slices of " +
-                  std::to_string(config.get("SLICE")) +
-                  " elements do not fit in shared memory");
     auto c = std::make_unique<Candidate>();
     c->compiled = compileCached(spec.build(config), Run.compileOptions());
     return c;

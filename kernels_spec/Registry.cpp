@@ -81,12 +81,21 @@ dsl::Config
 KernelSpec::config(DType dtype, const std::vector<std::string> &overrides,
                    const std::map<std::string, int64_t> &shape) const {
   dsl::Config c = config(dtype, overrides);
+  if (shapeDefaults) {
+    dsl::Config byShape = config(dtype);
+    shapeDefaults(byShape, shape);
+    for (auto &[key, value] : byShape.params)
+      if (!llvm::any_of(overrides, [&, &key = key](const std::string &o) {
+            return o.substr(0, o.find('=')) == key;
+          }))
+        c.params[key] = value;
+  }
   if (!deriveParams)
     return c;
   dsl::Config requested = c;
   deriveParams(c, shape);
-  // A derived parameter may overrule a --set one (e.g. SMEM_ROWS where the
-  // copies do not fit): say so rather than build another kernel silently.
+  // A derived parameter may overrule a --set one: say so rather than build
+  // another kernel silently.
   for (const std::string &o : overrides) {
     std::string key = o.substr(0, o.find('='));
     if (c.params[key] != requested.params[key])

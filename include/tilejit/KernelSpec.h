@@ -44,12 +44,17 @@ struct KernelSpec {
   /// when the shape does not fit the config. Unset for most kernels.
   std::function<void(dsl::Config &, const std::map<std::string, int64_t> &)>
       deriveParams;
+  /// Defaults that depend on the launch shape (e.g. a cluster size by V),
+  /// for the parameters `overrides` leave unset. Unset for most kernels.
+  std::function<void(dsl::Config &, const std::map<std::string, int64_t> &)>
+      shapeDefaults;
 
   /// Default parameters for `dtype`, then each "NAME=VALUE" of `overrides`.
   /// Throws tilejit::Error for unknown names, bad values or dtypes.
   dsl::Config config(DType dtype,
                      const std::vector<std::string> &overrides = {}) const;
-  /// The same, then deriveParams (if any) for the launch `shape`.
+  /// The same with shapeDefaults (if any) for the parameters `overrides`
+  /// leave unset, then deriveParams (if any), for the launch `shape`.
   dsl::Config config(DType dtype, const std::vector<std::string> &overrides,
                      const std::map<std::string, int64_t> &shape) const;
   /// The NAME=VALUE entries of `overrides` that name one of this kernel's

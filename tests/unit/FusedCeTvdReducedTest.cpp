@@ -133,42 +133,45 @@ INSTANTIATE_TEST_SUITE_P(
              true,
              {"LANE_STATS=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
               "num_warps=8"}},
-        // Slices copied to shared memory: partial tiles, empty slices, in
-        // place, every pass-1 form.
+        // Several tiles per loop step (UNROLL): whole steps, a partial
+        // step with empty tiles, in place, every pass-1 form.
         Case{9,
-             5001,
+             9001,
              DType::BF16,
              true,
              true,
-             {"SMEM_ROWS=1", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
+             {"UNROLL=4", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
               "num_warps=4"}},
         Case{7,
              3,
              DType::F32,
              false,
              false,
-             {"SMEM_ROWS=1", "LANE_STATS=0", "CLUSTER_SIZE=2",
+             {"UNROLL=2", "LANE_STATS=0", "CLUSTER_SIZE=2",
               "BLOCK_SIZE=1024", "num_warps=4"}},
         Case{7,
-             2000,
+             5001,
              DType::BF16,
              false,
              true,
-             {"SMEM_ROWS=1", "LANE_STATS=2", "CLUSTER_SIZE=2",
+             {"UNROLL=2", "LANE_STATS=1", "CLUSTER_SIZE=4",
               "BLOCK_SIZE=1024", "num_warps=4"}}),
     [](const auto &info) { return caseName(info.param); });
 
-// SMEM_ROWS falls back to 0 where two slices do not fit in shared memory.
-TEST(CeTvdReduced, SliceCopiesThatDoNotFitFallBack) {
+// The default cluster follows V (slices of at least 16000 elements); a
+// --set or tuned CLUSTER_SIZE wins.
+TEST(CeTvdReduced, DefaultClusterFollowsTheVocab) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
-  auto smemRows = [&](int64_t V, DType dt, const char *cluster) {
-    return spec.config(dt, {"SMEM_ROWS=1", cluster}, {{"V", V}})
-        .get("SMEM_ROWS");
+  auto cluster = [&](int64_t V, std::vector<std::string> overrides = {}) {
+    return spec.config(DType::BF16, overrides, {{"V", V}}).get("CLUSTER_SIZE");
   };
-  EXPECT_EQ(smemRows(151936, DType::BF16, "CLUSTER_SIZE=8"), 1);
-  EXPECT_EQ(smemRows(151936, DType::BF16, "CLUSTER_SIZE=2"), 0);
-  EXPECT_EQ(smemRows(151936, DType::F32, "CLUSTER_SIZE=8"), 1);
-  EXPECT_EQ(smemRows(151936, DType::F32, "CLUSTER_SIZE=4"), 0);
+  EXPECT_EQ(cluster(151936), 8);
+  EXPECT_EQ(cluster(128256), 8);
+  EXPECT_EQ(cluster(65536), 4);
+  EXPECT_EQ(cluster(32000), 2);
+  EXPECT_EQ(cluster(3), 2);
+  EXPECT_EQ(cluster(151936, {"CLUSTER_SIZE=4"}), 4);
+  EXPECT_EQ(cluster(32000, {"CLUSTER_SIZE=16"}), 16);
 }
 
 ref::CeTvdInputs smallBatch(DType dtype = DType::F32) {
@@ -346,7 +349,8 @@ TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
     defaultUpstream(in.BT, gCe, gTvd);
     CeTvdRunOptions o;
     o.forwardKernel = forwardKernelFor("cluster");
-    o.overrides = {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"};
+    o.overrides = {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4",
+                   dt == DType::F32 ? "UNROLL=4" : "UNROLL=1"};
     CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, o);
     CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
     EXPECT_TRUE(c.passed) << c.summary;
@@ -384,13 +388,13 @@ INSTANTIATE_TEST_SUITE_P(
                            DType::BF16,
                            true,
                            true,
-                           {"SMEM_ROWS=1", "CLUSTER_SIZE=8"}},
+                           {"UNROLL=4", "CLUSTER_SIZE=8"}},
                       Case{8,
                            151936,
                            DType::F32,
                            false,
                            false,
-                           {"SMEM_ROWS=1", "CLUSTER_SIZE=16"}},
+                           {"UNROLL=1", "CLUSTER_SIZE=16"}},
                       Case{16,
                            151937,
                            DType::BF16,
