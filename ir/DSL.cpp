@@ -1048,6 +1048,22 @@ void KernelBuilder::forTiles(
     const std::function<void(const std::vector<Value> &,
                              const std::vector<Mask> &)> &body,
     SourceLoc loc) {
+  walkTiles(lo, hi, n, unroll, /*backward=*/false, body, loc);
+}
+
+void KernelBuilder::forTilesBackward(
+    Value lo, Value hi, int64_t n, int64_t unroll,
+    const std::function<void(const std::vector<Value> &,
+                             const std::vector<Mask> &)> &body,
+    SourceLoc loc) {
+  walkTiles(lo, hi, n, unroll, /*backward=*/true, body, loc);
+}
+
+void KernelBuilder::walkTiles(
+    Value lo, Value hi, int64_t n, int64_t unroll, bool backward,
+    const std::function<void(const std::vector<Value> &,
+                             const std::vector<Mask> &)> &body,
+    SourceLoc loc) {
   impl_->at(loc);
   if (n < 1 || unroll < 1)
     impl_->fail("forTiles needs a tile width and unroll of at least 1 (got " +
@@ -1063,10 +1079,12 @@ void KernelBuilder::forTiles(
     forRange(
         from, to, step,
         [&](Value i) {
+          // Backward, step i of [from, to) becomes its mirror image.
+          Value first = whole && backward ? from + to - step - i : i;
           std::vector<Value> offs;
           std::vector<Mask> masks;
           for (int64_t u = 0; u < unroll; ++u) {
-            offs.push_back(i + double(u * n) + arange(n, loc));
+            offs.push_back(first + double(u * n) + arange(n, loc));
             masks.push_back(whole ? std::nullopt : Mask(offs.back() < hi));
           }
           body(offs, masks);

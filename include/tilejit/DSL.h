@@ -297,6 +297,15 @@ public:
                 const std::function<void(const std::vector<Value> &offs,
                                          const std::vector<Mask> &masks)> &body,
                 SourceLoc loc = SourceLoc::here());
+  /// forTiles with the whole steps walked from the end of the range back to
+  /// its start (the partial step still comes last). A second pass over data
+  /// that the first pass walked forward meets the most recently read tiles
+  /// first, the ones likeliest to be still in L2.
+  void forTilesBackward(
+      Value lo, Value hi, int64_t n, int64_t unroll,
+      const std::function<void(const std::vector<Value> &offs,
+                               const std::vector<Mask> &masks)> &body,
+      SourceLoc loc = SourceLoc::here());
   /// if (cond) thenBody() else elseBody(); Vars assigned in either branch
   /// hold the taken branch's value afterwards.
   void ifThen(Value cond, const std::function<void()> &thenBody,
@@ -310,6 +319,10 @@ public:
   Impl &impl() { return *impl_; }
 
 private:
+  void walkTiles(Value lo, Value hi, int64_t n, int64_t unroll, bool backward,
+                 const std::function<void(const std::vector<Value> &,
+                                          const std::vector<Mask> &)> &body,
+                 SourceLoc loc);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -143,6 +143,51 @@ TEST(Dsl, ForTilesWalksWholeStepsUnmaskedThenThePartialOne) {
   }
 }
 
+/// out[v] = the step (0, 1, ...) in which forTiles or forTilesBackward
+/// visited element v of [lo, hi), tiles of 128, 2 per step.
+TileModule tileOrder(bool backward) {
+  KernelBuilder k("tile_order", config(128));
+  Value out = k.pointerArg("out", DType::F32);
+  Value lo = k.scalarArg("lo", DType::I32), hi = k.scalarArg("hi", DType::I32);
+  Var step = k.constant(0, DType::F32);
+  auto body = [&](const std::vector<Value> &offs,
+                  const std::vector<Mask> &masks) {
+    for (size_t u = 0; u < offs.size(); ++u) {
+      Value visit = k.full(128, step);
+      if (masks[u])
+        k.store(out, offs[u], visit, masks[u]);
+      else
+        k.store(out, offs[u], visit);
+    }
+    step = step + 1.0;
+  };
+  if (backward)
+    k.forTilesBackward(lo, hi, 128, 2, body);
+  else
+    k.forTiles(lo, hi, 128, 2, body);
+  return k.finish();
+}
+
+TEST(Dsl, ForTilesBackwardWalksWholeStepsFromTheEnd) {
+  // [100, 900): three whole steps of 256, then the partial step [868, 900).
+  const int32_t lo = 100, hi = 900;
+  for (bool backward : {false, true}) {
+    TileModule m = tileOrder(backward);
+    optimizeTile(m);
+    std::vector<float> out(1000, -1.f);
+    interpret(m.operation(), "tile_order", {1, 1, 1},
+              {InterpBuffer{out.data(), DType::F32, 1000}, lo, hi});
+    for (int32_t v = 0; v < 1000; ++v) {
+      int whole = (v - lo) / 256;
+      float want = v < lo || v >= hi ? -1.f
+                   : v >= 868        ? 3.f
+                   : backward        ? float(2 - whole)
+                                     : float(whole);
+      EXPECT_EQ(out[v], want) << "v " << v << " backward " << backward;
+    }
+  }
+}
+
 TEST(Dsl, ForTilesNeedsI32Bounds) {
   KernelBuilder k("i64_bounds", config());
   Value hi = k.scalarArg("hi", DType::I64);

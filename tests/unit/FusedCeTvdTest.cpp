@@ -4,7 +4,6 @@
 // every configuration, and the same checks on the GPU when there is one.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/Nvrtc.h"
 #include "kernels_spec/FusedCeTvdOp.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
@@ -315,12 +314,9 @@ TEST_P(CeTvdCompile, EveryConfigCompilesForSm90) {
   for (const auto &overrides : allConfigs(spec)) {
     dsl::Config c = spec.config(dt, overrides, {{"BT", 64}, {"V", 151936}});
     CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
+    // A CUBIN means NVRTC's own ptxas accepted the PTX.
     ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
     EXPECT_EQ(k.threads, 32 * c.get("num_warps"));
-    std::string log;
-    EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log))
-        << spec.name << " " << c.str() << "\n"
-        << log;
     ++compiled;
   }
   EXPECT_EQ(compiled, expected);
