@@ -1065,8 +1065,9 @@ void KernelBuilder::walkTiles(
                              const std::vector<Mask> &)> &body,
     SourceLoc loc) {
   impl_->at(loc);
-  if (n < 1 || unroll < 1)
-    impl_->fail("forTiles needs a tile width and unroll of at least 1 (got " +
+  if (n < 1 || unroll < 1 || unroll > 16)
+    impl_->fail("forTiles needs a tile width of at least 1 and an unroll in "
+                "1..16 (got " +
                 std::to_string(n) + " and " + std::to_string(unroll) + ")");
   if (lo.isTile() || hi.isTile() || lo.dtype() != DType::I32 ||
       hi.dtype() != DType::I32)
@@ -1076,11 +1077,12 @@ void KernelBuilder::walkTiles(
   Value span = max(hi - lo, constant(0, hi.dtype(), loc));
   Value wholeEnd = lo + span / step * step;
   auto walk = [&](Value from, Value to, bool whole) {
+    // Backward, step i of [from, to) becomes its mirror image.
+    Value last = whole && backward ? to - step : Value();
     forRange(
         from, to, step,
         [&](Value i) {
-          // Backward, step i of [from, to) becomes its mirror image.
-          Value first = whole && backward ? from + to - step - i : i;
+          Value first = last.valid() ? last - (i - from) : i;
           std::vector<Value> offs;
           std::vector<Mask> masks;
           for (int64_t u = 0; u < unroll; ++u) {

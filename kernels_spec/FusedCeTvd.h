@@ -38,8 +38,9 @@ KernelSpec fusedCeTvdBackwardSpec();
 /// grid = BT * CLUSTER_SIZE: the CLUSTER_SIZE programs of a thread-block
 /// cluster split a row into SLICE-wide slices (SLICE derived from V), walk
 /// them in BLOCK_SIZE tiles and combine their partial max / sum-exp / TVD /
-/// sigma through distributed shared memory; the second pass re-reads a
-/// slice while it is in L2. Needs sm_90 (thread-block clusters).
+/// sigma through distributed shared memory; the second pass reads the slice
+/// again (from L2 where it is still there). Needs sm_90 (thread-block
+/// clusters).
 KernelSpec fusedCeTvdForwardClusterSpec();
 /// fused_ce_tvd_loss_grad(student, teacher, target, weights: ptr<f32> (3),
 ///                        ce, tvd: ptr<f32> (BT), grad: ptr<dtype> (BT, V),

@@ -6,10 +6,10 @@
 // (online max / sum-exp); the programs combine their partial normalizers
 // through distributed shared memory (tile.cluster_reduce); pass 2 (TVD,
 // sigma) and, in the reduced kernel, pass 3 (the gradient) read the slice
-// again: from L2 where few enough rows are in flight, otherwise from HBM.
-// At the measured best configs on the H200 most re-reads miss L2, and
-// configs that hit it run slower (bench/results/2026-11-30-cetvd-session13.md);
-// UNROLL tiles' loads in flight per loop step pay either way.
+// again, from L2 where it is still there, else from HBM. Each loop step
+// has UNROLL tiles' loads in flight, and pass 2 walks backward so that it
+// meets pass 1's latest tiles first (measured: bench/results/
+// 2026-11-30-cetvd-session13.md).
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -52,7 +52,7 @@ RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
 }
 
 /// One BLOCK_SIZE tile of a program's slice: its offsets, its mask
-/// (std::nullopt in whole tiles) and, where asked for, both inputs there.
+/// (std::nullopt in whole tiles) and both inputs there.
 struct SliceTile {
   Value offs;
   Mask mask;
@@ -61,24 +61,18 @@ struct SliceTile {
 
 /// body(tile) for each tile of this program's slice, UNROLL tiles per loop
 /// step: the whole steps unmasked, then the partial one masked. A step
-/// loads the inputs of all its tiles (withInputs) before the first body
-/// runs, so UNROLL tiles' loads are in flight at once.
-/// With `backward`, the whole steps go from the slice's end to its start
-/// (forTilesBackward).
-void forEachTile(KernelBuilder &k, const RowSlice &r, bool withInputs,
+/// loads both inputs of all its tiles before the first body runs, so UNROLL
+/// tiles' loads are in flight at once. With `backward`, the whole steps go
+/// from the slice's end to its start (forTilesBackward).
+void forEachTile(KernelBuilder &k, const RowSlice &r,
                  const std::function<void(const SliceTile &)> &body,
                  bool backward = false) {
   auto step = [&](const std::vector<Value> &offs,
                   const std::vector<Mask> &masks) {
     std::vector<SliceTile> tiles;
-    for (size_t u = 0; u < offs.size(); ++u) {
-      SliceTile t{offs[u], masks[u], Value(), Value()};
-      if (withInputs) {
-        t.s = k.load(r.s, t.offs, t.mask, kNegInf);
-        t.t = k.load(r.t, t.offs, t.mask, kNegInf);
-      }
-      tiles.push_back(t);
-    }
+    for (size_t u = 0; u < offs.size(); ++u)
+      tiles.push_back({offs[u], masks[u], k.load(r.s, offs[u], masks[u], kNegInf),
+                       k.load(r.t, offs[u], masks[u], kNegInf)});
     for (const SliceTile &t : tiles)
       body(t);
   };
@@ -116,7 +110,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
     Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
     Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
-    forEachTile(k, r, true, [&](const SliceTile &x) {
+    forEachTile(k, r, [&](const SliceTile &x) {
       stateUpdate(mS, dS, x.s.to(DType::F32), cols);
       stateUpdate(mT, dT, x.t.to(DType::F32), cols);
     });
@@ -126,7 +120,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     Value negInf = k.constant(kNegInf, DType::F32);
     Value scalarZero = k.constant(0, DType::F32);
     Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
-    forEachTile(k, r, true, [&](const SliceTile &x) {
+    forEachTile(k, r, [&](const SliceTile &x) {
       tileUpdate(mS, dS, x.s.to(DType::F32));
       tileUpdate(mT, dT, x.t.to(DType::F32));
     });
@@ -157,7 +151,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
   // the H200: bench/results/2026-11-30-cetvd-session13.md).
   Var absSum = zero, sig = zero;
   forEachTile(
-      k, r, true,
+      k, r,
       [&](const SliceTile &x) {
         Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
         Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
@@ -244,7 +238,7 @@ TileModule buildLossGrad(const Config &c) {
         Value half = 0.5 * gTvd;
         Value cTie = gCe - half * st.sigma;
         Value cAbove = cTie + half, cBelow = cTie - half;
-        forEachTile(k, r, true, [&](const SliceTile &x) {
+        forEachTile(k, r, [&](const SliceTile &x) {
           // One exp per element: the sign of p - q comes from the logs,
           // compared the way pass 2 compared them.
           Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
@@ -267,9 +261,11 @@ TileModule buildLossGrad(const Config &c) {
             });
       },
       [&] {
-        forEachTile(k, r, false, [&](const SliceTile &x) {
-          k.store(g, x.offs, zero, x.mask);
-        });
+        k.forTiles(r.start, r.end, k.param("BLOCK_SIZE"), 1,
+                   [&](const std::vector<Value> &offs,
+                       const std::vector<Mask> &masks) {
+                     k.store(g, offs[0], zero, masks[0]);
+                   });
       });
   k.ifThen(r.rank == 0.0, [&] {
     k.store(ceOut, r.row, ce);
@@ -336,8 +332,9 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// The cluster kernels' tuning space; the defaults are the fastest configs
 /// measured on the H200 at BT = 4096, V = 151936, bf16
 /// (bench/results/2026-11-30-cetvd-session13.md).
-std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block) {
-  return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, "programs (blocks) per row"},
+std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
+                                     const char *clusterHelp) {
+  return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, clusterHelp},
           {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
           {"num_warps", {4, 8, 16}, 8, "warps per program"},
           {"LANE_STATS",
@@ -382,7 +379,7 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "(sm_90)",
-               clusterParams(2, 2048),
+               clusterParams(2, 2048, "programs (blocks) per row"),
                kDtypes,
                buildForwardCluster,
                kTuneKey};
@@ -409,7 +406,10 @@ KernelSpec fusedCeTvdLossGradSpec() {
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",
-               clusterParams(8, 2048),
+               clusterParams(8, 2048,
+                             "programs (blocks) per row; by default the "
+                             "largest of 2, 4, 8 that leaves each program "
+                             "16000 or more elements of V"),
                kDtypes,
                buildLossGrad,
                kTuneKey};

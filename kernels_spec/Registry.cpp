@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <set>
 
 namespace tilejit {
 
@@ -82,26 +83,17 @@ KernelSpec::config(DType dtype, const std::vector<std::string> &overrides,
                    const std::map<std::string, int64_t> &shape) const {
   dsl::Config c = config(dtype, overrides);
   if (shapeDefaults) {
+    std::set<std::string> overridden;
+    for (const std::string &o : overrides)
+      overridden.insert(o.substr(0, o.find('=')));
     dsl::Config byShape = config(dtype);
     shapeDefaults(byShape, shape);
     for (auto &[key, value] : byShape.params)
-      if (!llvm::any_of(overrides, [&, &key = key](const std::string &o) {
-            return o.substr(0, o.find('=')) == key;
-          }))
+      if (!overridden.count(key))
         c.params[key] = value;
   }
-  if (!deriveParams)
-    return c;
-  dsl::Config requested = c;
-  deriveParams(c, shape);
-  // A derived parameter may overrule a --set one: say so rather than build
-  // another kernel silently.
-  for (const std::string &o : overrides) {
-    std::string key = o.substr(0, o.find('='));
-    if (c.params[key] != requested.params[key])
-      log()->warn("kernel '{}': {} does not fit this shape; built with {}={}",
-                  name, o, key, c.params[key]);
-  }
+  if (deriveParams)
+    deriveParams(c, shape);
   return c;
 }
 

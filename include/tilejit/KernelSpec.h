@@ -39,9 +39,10 @@ struct KernelSpec {
   std::function<TileModule(const dsl::Config &)> build;
   /// Shapes in the tuning key; the dtype is always part of it as well.
   std::vector<TuneKeyArg> tuneKey;
-  /// Parameters that follow from the others and the launch shape (e.g. the
-  /// slice of a row each program of a cluster holds); throws tilejit::Error
-  /// when the shape does not fit the config. Unset for most kernels.
+  /// Values that follow from the parameters and the launch shape (e.g. the
+  /// slice of a row each program of a cluster holds), under names that are
+  /// not parameters; throws tilejit::Error when the shape does not fit the
+  /// config. Unset for most kernels.
   std::function<void(dsl::Config &, const std::map<std::string, int64_t> &)>
       deriveParams;
   /// Defaults that depend on the launch shape (e.g. a cluster size by V),

@@ -169,21 +169,27 @@ TileModule tileOrder(bool backward) {
 }
 
 TEST(Dsl, ForTilesBackwardWalksWholeStepsFromTheEnd) {
-  // [100, 900): three whole steps of 256, then the partial step [868, 900).
-  const int32_t lo = 100, hi = 900;
-  for (bool backward : {false, true}) {
-    TileModule m = tileOrder(backward);
-    optimizeTile(m);
-    std::vector<float> out(1000, -1.f);
-    interpret(m.operation(), "tile_order", {1, 1, 1},
-              {InterpBuffer{out.data(), DType::F32, 1000}, lo, hi});
-    for (int32_t v = 0; v < 1000; ++v) {
-      int whole = (v - lo) / 256;
-      float want = v < lo || v >= hi ? -1.f
-                   : v >= 868        ? 3.f
-                   : backward        ? float(2 - whole)
-                                     : float(whole);
-      EXPECT_EQ(out[v], want) << "v " << v << " backward " << backward;
+  TileModule forward = tileOrder(false), backward = tileOrder(true);
+  optimizeTile(forward);
+  optimizeTile(backward);
+  // (lo, hi): whole steps and a partial one, whole steps only, a partial
+  // step only, an empty and a reversed range.
+  for (auto [lo, hi] : std::vector<std::pair<int32_t, int32_t>>{
+           {100, 900}, {100, 612}, {100, 200}, {300, 300}, {900, 700}}) {
+    int32_t wholeSteps = std::max(hi - lo, 0) / 256;
+    for (bool back : {false, true}) {
+      std::vector<float> out(1000, -1.f);
+      interpret((back ? backward : forward).operation(), "tile_order",
+                {1, 1, 1}, {InterpBuffer{out.data(), DType::F32, 1000}, lo, hi});
+      for (int32_t v = 0; v < 1000; ++v) {
+        int32_t step = (v - lo) / 256;
+        float want = v < lo || v >= hi    ? -1.f
+                     : step == wholeSteps ? float(wholeSteps) // partial: last
+                     : back               ? float(wholeSteps - 1 - step)
+                                          : float(step);
+        ASSERT_EQ(out[v], want)
+            << "v " << v << " in " << lo << ".." << hi << " backward " << back;
+      }
     }
   }
 }

@@ -170,6 +170,7 @@ TEST(CeTvdReduced, DefaultClusterFollowsTheVocab) {
   EXPECT_EQ(cluster(65536), 4);
   EXPECT_EQ(cluster(32000), 2);
   EXPECT_EQ(cluster(3), 2);
+  EXPECT_EQ(cluster(32000, {"BLOCK_SIZE=1024"}), 2);
   EXPECT_EQ(cluster(151936, {"CLUSTER_SIZE=4"}), 4);
   EXPECT_EQ(cluster(32000, {"CLUSTER_SIZE=16"}), 16);
 }
