@@ -71,7 +71,8 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
                   const std::vector<Mask> &masks) {
     std::vector<SliceTile> tiles;
     for (size_t u = 0; u < offs.size(); ++u)
-      tiles.push_back({offs[u], masks[u], k.load(r.s, offs[u], masks[u], kNegInf),
+      tiles.push_back({offs[u], masks[u],
+                       k.load(r.s, offs[u], masks[u], kNegInf),
                        k.load(r.t, offs[u], masks[u], kNegInf)});
     for (const SliceTile &t : tiles)
       body(t);

@@ -180,7 +180,8 @@ TEST(Dsl, ForTilesBackwardWalksWholeStepsFromTheEnd) {
     for (bool back : {false, true}) {
       std::vector<float> out(1000, -1.f);
       interpret((back ? backward : forward).operation(), "tile_order",
-                {1, 1, 1}, {InterpBuffer{out.data(), DType::F32, 1000}, lo, hi});
+                {1, 1, 1},
+                {InterpBuffer{out.data(), DType::F32, 1000}, lo, hi});
       for (int32_t v = 0; v < 1000; ++v) {
         int32_t step = (v - lo) / 256;
         float want = v < lo || v >= hi    ? -1.f
