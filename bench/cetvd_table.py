@@ -5,7 +5,8 @@ times from peers.jsonl, as a Markdown table.
   python3 bench/cetvd_table.py --peers peers.jsonl [--peers ...] tilejit.log [...]
 
 A log line either follows a "## BT:V:dtype" header (tilejit.log) or starts
-with the shape (the script's summary lines). Where a shape appears twice, the
+with the shape (the script's summary lines). A reduced run whose bench header
+says "in place" fills the in-place column. Where a shape appears twice, the
 later file wins.
 """
 import argparse
@@ -15,20 +16,27 @@ import re
 ROW = re.compile(r"^(?:(\d+:\d+:\w+)\s+)?\s*(forward|backward|fwd\+bwd|loss \+ grad)"
                  r"\s+([\d.]+) ms .*fraction ([\d.]+)")
 VERDICT = re.compile(r"^(?:(\d+:\d+:\w+)\s+)?\s*(PASS|FAIL)\s*$")
+# `tilejit bench`'s header: says whether the reduced run wrote in place.
+BENCH = re.compile(r"^fused_ce_tvd bench \(reduction=\w+(, in place)?\)")
 
 
 def read_tilejit(paths):
     runs = {}
     for path in paths:
-        shape = None
+        shape, in_place = None, False
         for line in open(path):
             if line.startswith("## "):
-                shape = line[3:].strip()
+                shape, in_place = line[3:].strip(), False
+                continue
+            m = BENCH.match(line)
+            if m:
+                in_place = bool(m.group(1))
                 continue
             m = ROW.match(line)
             if m:
                 s = m.group(1) or shape
-                runs.setdefault(s, {})[m.group(2)] = (float(m.group(3)), float(m.group(4)))
+                name = m.group(2) + (" in place" if in_place else "")
+                runs.setdefault(s, {})[name] = (float(m.group(3)), float(m.group(4)))
                 continue
             m = VERDICT.match(line)
             if m:
@@ -64,10 +72,11 @@ def main():
         bt, v, dt = s.split(":")
         return (dt, int(v), int(bt))
 
-    print("| BT | V | dtype | reduced loss+grad ms (fraction) | fwd ms (fraction, 2 units) "
+    print("| BT | V | dtype | reduced loss+grad ms (fraction) | in place ms (fraction) "
+          "| fwd ms (fraction, 2 units) "
           "| bwd ms (fraction) | fwd+bwd ms (fraction) | Liger fwd / fwd+bwd ms "
           "| torch.compile fwd / fwd+bwd ms | tilejit reduced vs Liger | checks |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in sorted(runs, key=key):
         r, p = runs[s], peers.get(s, {})
         bt, v, dt = s.split(":")
@@ -85,7 +94,8 @@ def main():
             speedup = f"{p['liger']['fwd_bwd_ms'] / r['loss + grad'][0]:.2f}x"
         checks = r.get("checks", [])
         verdict = f"{checks.count('PASS')}/{len(checks)} PASS" if checks else "-"
-        print(f"| {bt} | {v} | {dt} | {cell('loss + grad')} | {cell('forward')} | "
+        print(f"| {bt} | {v} | {dt} | {cell('loss + grad')} | "
+              f"{cell('loss + grad in place')} | {cell('forward')} | "
               f"{cell('backward')} | {cell('fwd+bwd')} | {peer('liger')} | "
               f"{peer('torch_compile')} | {speedup} | {verdict} |")
 
