@@ -502,7 +502,9 @@ private:
   }
   void bindAs(Value v, std::string name) { names[v] = std::move(name); }
 
-  const std::string &name(Value v, Operation *user) const {
+  /// A copy, not a reference into `names`: a later bind() may grow the map
+  /// and move its strings (a reference then dangled in declareCopy).
+  std::string name(Value v, Operation *user) const {
     auto it = names.find(v);
     if (it == names.end())
       fail(user, "operand has no C variable (defined in an unsupported way)");
