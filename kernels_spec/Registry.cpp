@@ -1,6 +1,5 @@
 //===- Registry.cpp - kernels by name, and their configurations -----------===//
 #include "tilejit/KernelSpec.h"
-#include "tilejit/Log.h"
 
 #include "kernels_spec/FusedCeTvd.h"
 #include "kernels_spec/LinearCe.h"

@@ -201,12 +201,6 @@ static int benchLinearCe() {
   return 0;
 }
 
-/// --check: prints the comparison and turns it into the exit code.
-static int report(const CeTvdCheck &c) {
-  std::printf("%s\n", c.summary.c_str());
-  return c.passed ? 0 : 1;
-}
-
 int runBenchCommand() {
   if (benchKernel == "fused_linear_ce")
     return benchLinearCe();
@@ -248,7 +242,7 @@ int runBenchCommand() {
     row("loss + grad", out.ms, 3);
     if (!benchCheck)
       return 0;
-    return report(
+    return reportCheck(
         checkCeTvdReduced(in, ro, out, sampleCheckRows(in.BT, benchCheckRows)));
   }
   std::vector<float> gCe, gTvd;
@@ -279,6 +273,6 @@ int runBenchCommand() {
   row("fwd+bwd", out.forwardMs + out.backwardMs, 3);
   if (!benchCheck)
     return 0;
-  return report(
+  return reportCheck(
       checkCeTvd(in, gCe, gTvd, out, sampleCheckRows(in.BT, benchCheckRows)));
 }

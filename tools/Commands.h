@@ -10,6 +10,7 @@
 
 #include "tilejit/Error.h"
 
+#include <cstdio>
 #include <string>
 
 /// `tilejit tune` (TuneCommand.cpp).
@@ -31,6 +32,13 @@ inline void rejectForwardWithReduction(bool forwardGiven,
   if (forwardGiven && reduction != "none")
     throw tilejit::Error("--forward applies to --reduction=none (the reduced "
                          "loss has one kernel)");
+}
+
+/// --check: prints a check's summary (CeTvdCheck, LinearCeCheck) and turns
+/// its verdict into the exit code.
+template <typename Check> int reportCheck(const Check &c) {
+  std::printf("%s\n", c.summary.c_str());
+  return c.passed ? 0 : 1;
 }
 
 #endif // TILEJIT_TOOLS_COMMANDS_H

@@ -279,8 +279,7 @@ static int runReduced(const ref::CeTvdInputs &in) {
   auto rows = deviceArg == "gpu" ? sampleCheckRows(in.BT, checkRowsArg)
                                  : std::vector<int64_t>{};
   CeTvdCheck c = checkCeTvdReduced(in, o, out, rows);
-  std::printf("%s\n", c.summary.c_str());
-  return c.passed ? 0 : 1;
+  return reportCheck(c);
 }
 
 /// `run fused_linear_ce`: the CPU interpreter, or cuBLASLt GEMMs around the
@@ -343,8 +342,7 @@ static int runLinearCe() {
                 o.gemmBackend == LinearCeOptions::GemmBackend::Dsl;
   LinearCeCheck c =
       checkLinearCe(in, o, out, narrow ? 1e-3 : 1e-5, narrow ? 1e-2 : 1e-5);
-  std::printf("%s\n", c.summary.c_str());
-  return c.passed ? 0 : 1;
+  return reportCheck(c);
 }
 
 /// Throws when one of `options` was given: it belongs to the other
@@ -435,8 +433,7 @@ static int runKernel() {
   auto rows = deviceArg == "gpu" ? sampleCheckRows(in.BT, checkRowsArg)
                                  : std::vector<int64_t>{};
   CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out, rows);
-  std::printf("%s\n", c.summary.c_str());
-  return c.passed ? 0 : 1;
+  return reportCheck(c);
 }
 
 int main(int argc, char **argv) {
