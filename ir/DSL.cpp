@@ -786,16 +786,14 @@ Value KernelBuilder::sharedArray(int64_t n, DType type, SourceLoc loc) {
   if (k.b.getInsertionBlock()->getParentOp() != k.func.getOperation())
     k.fail("sharedArray must be called outside loops and branches (the "
            "array lives for the whole program)");
-  // 227 KiB is the most one block may take on sm_90 (48 KiB before sm_70).
-  constexpr int64_t kMostBytes = 227 * 1024;
   auto total = k.func->getAttrOfType<mlir::IntegerAttr>(attr::kSharedBytes);
   int64_t offset = total ? total.getInt() : 0;
   int64_t bytes = n * int64_t(dtypeSize(type));
   int64_t end = offset + (bytes + 15) / 16 * 16;
-  if (end > kMostBytes)
+  if (end > kMaxSharedArrayBytes)
     k.fail("sharedArray(" + std::to_string(n) + " x " + dtypeName(type) +
            "): the kernel's shared arrays would take " + std::to_string(end) +
-           " bytes, more than the " + std::to_string(kMostBytes) +
+           " bytes, more than the " + std::to_string(kMaxSharedArrayBytes) +
            " a block may have");
   k.func->setAttr(attr::kSharedBytes, k.b.getI64IntegerAttr(end));
   auto ptrType = tile::PtrType::get(k.ctx.get(), k.elementType(type));

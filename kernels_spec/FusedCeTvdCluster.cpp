@@ -52,33 +52,49 @@ RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
 }
 
 /// One BLOCK_SIZE tile of a program's slice: its offsets, its mask
-/// (std::nullopt in whole tiles) and both inputs there.
+/// (std::nullopt in whole tiles) and the inputs its walk loads there.
 struct SliceTile {
   Value offs;
   Mask mask;
-  Value s, t;
+  Value s, t; ///< null where the walk does not load them
+};
+
+/// How forEachTile walks the slice: which inputs it loads, the student
+/// from `studentCopy` (a shared array holding the slice) when that is set,
+/// and with `backward` the whole steps go from the slice's end to its start
+/// (forTilesBackward).
+struct Walk {
+  bool backward = false;
+  bool student = true, teacher = true;
+  Value studentCopy;
 };
 
 /// body(tile) for each tile of this program's slice, UNROLL tiles per loop
 /// step: the whole steps unmasked, then the partial one masked. A step
-/// loads both inputs of all its tiles before the first body runs, so UNROLL
-/// tiles' loads are in flight at once. With `backward`, the whole steps go
-/// from the slice's end to its start (forTilesBackward).
+/// loads the inputs of all its tiles before the first body runs, so UNROLL
+/// tiles' loads are in flight at once.
 void forEachTile(KernelBuilder &k, const RowSlice &r,
                  const std::function<void(const SliceTile &)> &body,
-                 bool backward = false) {
+                 Walk walk = {}) {
   auto step = [&](const std::vector<Value> &offs,
                   const std::vector<Mask> &masks) {
     std::vector<SliceTile> tiles;
-    for (size_t u = 0; u < offs.size(); ++u)
-      tiles.push_back({offs[u], masks[u],
-                       k.load(r.s, offs[u], masks[u], kNegInf),
-                       k.load(r.t, offs[u], masks[u], kNegInf)});
+    for (size_t u = 0; u < offs.size(); ++u) {
+      SliceTile x{offs[u], masks[u], Value(), Value()};
+      if (walk.student && walk.studentCopy.valid())
+        x.s = k.load(walk.studentCopy, offs[u] - r.start, masks[u], kNegInf)
+                  .to(k.config().dtype);
+      else if (walk.student)
+        x.s = k.load(r.s, offs[u], masks[u], kNegInf);
+      if (walk.teacher)
+        x.t = k.load(r.t, offs[u], masks[u], kNegInf);
+      tiles.push_back(x);
+    }
     for (const SliceTile &t : tiles)
       body(t);
   };
   const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
-  if (backward)
+  if (walk.backward)
     k.forTilesBackward(r.start, r.end, BLOCK, UNROLL, step);
   else
     k.forTiles(r.start, r.end, BLOCK, UNROLL, step);
@@ -97,12 +113,27 @@ struct RowStats {
   Value targetLogit; ///< the student's logit at y, as f32
 };
 
+/// What the passes keep of the slice in shared memory (the reduced
+/// kernel's KEEP): with `studentCopy` set, pass 1 copies the student's
+/// slice there and pass 2 reads it back from there; `keep(tile, sign(p -
+/// q), p sign)`, when set, runs in pass 2 for each tile.
+struct SliceKeeping {
+  Value studentCopy;
+  std::function<void(const SliceTile &, Value sign, Value signedP)> keep;
+};
+
 /// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
 /// across the cluster. p and q are formed by the same operations, so a
 /// teacher equal to the student gives p == q bit for bit.
-RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
+RowStats rowStats(KernelBuilder &k, const RowSlice &r,
+                  const SliceKeeping &keeping = {}) {
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
+  Value copy = keeping.studentCopy;
+  auto copyStudent = [&](const SliceTile &x) {
+    if (copy.valid())
+      k.store(copy, x.offs - r.start, x.s.to(copy.dtype()), x.mask);
+  };
   // This program's (max, sum-exp) of its slice: per lane (LANE_STATS = 1),
   // per thread group (2) or with block-wide reductions every tile (0).
   std::pair<Value, Value> slice[2];
@@ -112,6 +143,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
     Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
     forEachTile(k, r, [&](const SliceTile &x) {
+      copyStudent(x);
       stateUpdate(mS, dS, x.s.to(DType::F32), cols);
       stateUpdate(mT, dT, x.t.to(DType::F32), cols);
     });
@@ -122,6 +154,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
     Value scalarZero = k.constant(0, DType::F32);
     Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
     forEachTile(k, r, [&](const SliceTile &x) {
+      copyStudent(x);
       tileUpdate(mS, dS, x.s.to(DType::F32));
       tileUpdate(mT, dT, x.t.to(DType::F32));
     });
@@ -157,10 +190,13 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r) {
         Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
         Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
         Value p = exp(logP);
+        Value sign = signOfDifference(logP, logQ), signedP = p * sign;
         absSum = absSum + abs(p - exp(logQ));
-        sig = sig + p * signOfDifference(logP, logQ);
+        sig = sig + signedP;
+        if (keeping.keep)
+          keeping.keep(x, sign, signedP);
       },
-      /*backward=*/true);
+      Walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy});
   auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
   st.tvd = 0.5 * t[0];
   st.sigma = t[1];
@@ -194,6 +230,14 @@ TileModule buildForwardCluster(const Config &c) {
   return k.finish();
 }
 
+/// The element type of the KEEP array: sign(p - q) is exact in bf16; p
+/// sign is kept at the precision of the gradient it becomes (bf16), or in
+/// f32 for f16 (whose range would lose small p) and f32 logits. Both hold
+/// the student's logits exactly.
+DType keptType(int64_t keep, DType dtype) {
+  return keep == 1 || dtype == DType::BF16 ? DType::BF16 : DType::F32;
+}
+
 TileModule buildLossGrad(const Config &c) {
   KernelBuilder k("fused_ce_tvd_loss_grad", c);
   applyAligned(k);
@@ -219,12 +263,36 @@ TileModule buildLossGrad(const Config &c) {
   RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
+  const int64_t KEEP = k.param("KEEP");
+  Value kept;
+  if (KEEP)
+    kept = k.sharedArray(k.param("SLICE"), keptType(KEEP, c.dtype));
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero;
   k.ifThen(
       !r.ignored && r.inRange,
       [&] {
-        RowStats st = rowStats(k, r);
+        // KEEP: pass 2 stores each element's sign(p - q) (1) or p sign
+        // (2, 3) in shared memory, at its place in the slice; pass 3 reads
+        // it back from the same lane. With 3, that array first holds the
+        // student's slice, from pass 1 for pass 2. |sign| counts the
+        // elements without a tie, where p sign alone gives p back.
+        Var untied = k.full(k.param("BLOCK_SIZE"), zero);
+        SliceKeeping keeping;
+        if (KEEP == 3)
+          keeping.studentCopy = kept;
+        keeping.keep = [&](const SliceTile &x, Value sign, Value signedP) {
+          Value local = x.offs - r.start;
+          if (KEEP == 1)
+            k.store(kept, local, sign.to(DType::BF16), x.mask);
+          else {
+            k.store(kept, local, signedP.to(keptType(KEEP, c.dtype)), x.mask);
+            untied = untied + abs(sign);
+          }
+        };
+        if (KEEP == 0)
+          keeping.keep = nullptr;
+        RowStats st = rowStats(k, r, keeping);
         ce = st.ce;
         tvd = st.tvd;
         // d loss / d ce_i and d loss / d tvd_i: alpha, beta over n_valid
@@ -234,20 +302,53 @@ TileModule buildLossGrad(const Config &c) {
         // Pass 3. Each element is read before it is written, by the same
         // program, so the gradient may overwrite the student in place.
         // d/dx_v = gCe (p_v - [v = y]) + gTvd / 2 p_v (sign_v - sigma)
-        //        = p_v c(sign_v) for v != y, with the three values of
-        // c(s) = gCe + gTvd / 2 (s - sigma) formed once per row.
+        //        = p_v c(sign_v) for v != y, with
+        // c(s) = cTie + gTvd / 2 s and cTie = gCe - gTvd / 2 sigma.
         Value half = 0.5 * gTvd;
         Value cTie = gCe - half * st.sigma;
         Value cAbove = cTie + half, cBelow = cTie - half;
-        forEachTile(k, r, [&](const SliceTile &x) {
-          // One exp per element: the sign of p - q comes from the logs,
-          // compared the way pass 2 compared them.
-          Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
-          Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
-          Value c =
-              where(logP > logQ, cAbove, where(logP < logQ, cBelow, cTie));
-          k.store(g, x.offs, exp(logP) * c, x.mask);
-        });
+        auto keptAt = [&](const SliceTile &x) {
+          return k.load(kept, x.offs - r.start, x.mask, 0.0).to(DType::F32);
+        };
+        auto gradFromLogits = [&] {
+          forEachTile(k, r, [&](const SliceTile &x) {
+            // One exp per element: the sign of p - q comes from the logs,
+            // compared the way pass 2 compared them.
+            Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
+            Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
+            Value c =
+                where(logP > logQ, cAbove, where(logP < logQ, cBelow, cTie));
+            k.store(g, x.offs, exp(logP) * c, x.mask);
+          });
+        };
+        if (KEEP == 0) {
+          gradFromLogits();
+        } else if (KEEP == 1) {
+          forEachTile(
+              k, r,
+              [&](const SliceTile &x) {
+                Value p = exp(logSoftmaxAt(x.s, st.maxS, st.logSumS));
+                k.store(g, x.offs, p * (cTie + half * keptAt(x)), x.mask);
+              },
+              Walk{/*backward=*/false, /*student=*/true, /*teacher=*/false});
+        } else {
+          // p c(sign) = |p sign| cTie + gTvd / 2 (p sign) when no element
+          // of the slice ties; a program that met a tie re-reads its inputs.
+          Value slice =
+              max(r.end - r.start, k.constant(0, DType::I32)).to(DType::F32);
+          k.ifThen(
+              untied.sum() == slice,
+              [&] {
+                forEachTile(
+                    k, r,
+                    [&](const SliceTile &x) {
+                      Value u = keptAt(x);
+                      k.store(g, x.offs, abs(u) * cTie + half * u, x.mask);
+                    },
+                    Walk{false, /*student=*/false, /*teacher=*/false});
+              },
+              gradFromLogits);
+        }
         // The target's element, rewritten once by the program whose slice
         // holds it (after every lane's store above), with p_y - 1 formed
         // in fp32: exact for p_y >= 1/2, where p_y c - gCe would cancel.
@@ -367,6 +468,17 @@ void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
   deriveSlice(c, shape);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
+  if (int64_t keep = c.get("KEEP")) {
+    int64_t bytes = c.get("SLICE") * int64_t(dtypeSize(keptType(keep, c.dtype)));
+    if (bytes > kMaxSharedArrayBytes)
+      throw Error("fused_ce_tvd_loss_grad: KEEP=" + std::to_string(keep) +
+                  " needs " + std::to_string(bytes) +
+                  " bytes of shared memory per program at V = " +
+                  std::to_string(shape.at("V")) + ", CLUSTER_SIZE = " +
+                  std::to_string(c.get("CLUSTER_SIZE")) +
+                  " (at most " + std::to_string(kMaxSharedArrayBytes) +
+                  "); use a larger CLUSTER_SIZE or KEEP=0");
+  }
 }
 
 std::vector<ParamSpec> singleProgramParams() {
@@ -404,13 +516,24 @@ void lossGradClusterByVocab(dsl::Config &c,
 }
 
 KernelSpec fusedCeTvdLossGradSpec() {
+  std::vector<ParamSpec> params =
+      clusterParams(8, 2048,
+                    "programs (blocks) per row; by default the largest of "
+                    "2, 4, 8 that leaves each program 16000 or more "
+                    "elements of V");
+  params.push_back({"KEEP",
+                    {0, 1, 2, 3},
+                    0,
+                    "what pass 2 keeps in shared memory for the gradient "
+                    "pass: nothing (0, pass 3 re-reads both inputs), "
+                    "sign(p - q) (1, pass 3 re-reads the student), p "
+                    "sign(p - q) (2, no re-read unless the slice has a tie), "
+                    "or first the student's slice from pass 1 (3, pass 2 "
+                    "re-reads only the teacher), then p sign(p - q)"});
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",
-               clusterParams(8, 2048,
-                             "programs (blocks) per row; by default the "
-                             "largest of 2, 4, 8 that leaves each program "
-                             "16000 or more elements of V"),
+               params,
                kDtypes,
                buildLossGrad,
                kTuneKey};

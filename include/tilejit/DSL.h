@@ -41,6 +41,10 @@ namespace dsl {
 
 class KernelBuilder;
 
+/// The most shared memory one block may take on sm_90 (227 KiB), so the
+/// most all of a kernel's sharedArray()s may take together.
+constexpr int64_t kMaxSharedArrayBytes = 227 * 1024;
+
 /// Source position of a DSL call, captured by default arguments so that IR
 /// locations (and NVRTC errors through #line) point at the kernel spec.
 struct SourceLoc {

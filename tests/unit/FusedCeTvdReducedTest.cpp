@@ -154,7 +154,63 @@ INSTANTIATE_TEST_SUITE_P(
              false,
              true,
              {"UNROLL=2", "LANE_STATS=1", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
-              "num_warps=4"}}),
+              "num_warps=4"}},
+        // Pass 2 keeps sign(p - q) or p sign in shared memory (KEEP): every
+        // dtype, in place, a partial step, clusters whose programs own
+        // nothing.
+        Case{9,
+             9001,
+             DType::BF16,
+             true,
+             true,
+             {"KEEP=1", "UNROLL=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{9,
+             9001,
+             DType::BF16,
+             false,
+             false,
+             {"KEEP=2", "UNROLL=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{8,
+             4097,
+             DType::F16,
+             true,
+             true,
+             {"KEEP=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=8"}},
+        Case{7,
+             3,
+             DType::F32,
+             false,
+             true,
+             {"KEEP=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}},
+        Case{7,
+             3001,
+             DType::F32,
+             true,
+             false,
+             {"KEEP=1", "LANE_STATS=0", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{9,
+             9001,
+             DType::BF16,
+             true,
+             true,
+             {"KEEP=3", "UNROLL=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{8,
+             4097,
+             DType::F16,
+             false,
+             false,
+             {"KEEP=3", "LANE_STATS=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
+              "num_warps=8"}},
+        Case{7,
+             3,
+             DType::F32,
+             true,
+             true,
+             {"KEEP=3", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}}),
     [](const auto &info) { return caseName(info.param); });
 
 // The default cluster follows V (slices of at least 16000 elements); a
@@ -247,14 +303,62 @@ TEST(CeTvdReduced, AllIgnoredBatchGivesZeroLossAndGradient) {
 TEST(CeTvdReduced, SelfDistillationGivesExactlyZeroTvdAndGradient) {
   ref::CeTvdInputs in = smallBatch(DType::BF16);
   in.teacher = in.student;
+  for (const char *keep : {"KEEP=0", "KEEP=1", "KEEP=2", "KEEP=3"}) {
+    SCOPED_TRACE(keep);
+    CeTvdReducedOptions o = smallOptions();
+    o.overrides.push_back(keep);
+    o.alpha = 0; // the TVD term alone
+    CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+    EXPECT_EQ(out.loss, 0.f);
+    for (float t : out.tvd)
+      EXPECT_EQ(t, 0.f);
+    EXPECT_TRUE(std::all_of(out.grad.begin(), out.grad.end(),
+                            [](uint8_t b) { return b == 0; }));
+  }
+}
+
+// KEEP=2 and 3 form the gradient from p sign in shared memory, rounded to
+// bf16, except in programs whose slice has a tie (p == q), which re-read
+// the inputs: rows 0-2 below are self-distilled (all ties, so their TVD
+// gradient must stay exactly zero), rows 3-5 are not. Different bits from
+// KEEP=0 show the shared-memory path ran.
+TEST(CeTvdReduced, KeptSignedPMatchesWithAndWithoutTies) {
+  ref::CeTvdInputs in = smallBatch(DType::BF16);
+  size_t rowBytes = in.V * dtypeSize(in.dtype);
+  std::copy(in.student.begin(), in.student.begin() + 3 * rowBytes,
+            in.teacher.begin());
+  in.target.assign(in.BT, 1);
   CeTvdReducedOptions o = smallOptions();
-  o.alpha = 0; // the TVD term alone
-  CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
-  EXPECT_EQ(out.loss, 0.f);
-  for (float t : out.tvd)
-    EXPECT_EQ(t, 0.f);
-  EXPECT_TRUE(std::all_of(out.grad.begin(), out.grad.end(),
-                          [](uint8_t b) { return b == 0; }));
+  o.alpha = 0;
+  CeTvdReducedOutputs reread = runCeTvdReducedCpu(in, o);
+  o.overrides.push_back("KEEP=0");
+  for (const char *keep : {"KEEP=2", "KEEP=3"}) {
+    SCOPED_TRACE(keep);
+    o.overrides.back() = keep;
+    CeTvdReducedOutputs kept = runCeTvdReducedCpu(in, o);
+    CeTvdCheck check = checkCeTvdReduced(in, o, kept);
+    EXPECT_TRUE(check.passed) << check.summary;
+    auto untied = kept.grad.begin() + 3 * rowBytes;
+    EXPECT_TRUE(std::all_of(kept.grad.begin(), untied,
+                            [](uint8_t b) { return b == 0; }));
+    EXPECT_FALSE(std::equal(untied, kept.grad.end(),
+                            reread.grad.begin() + 3 * rowBytes));
+  }
+}
+
+// KEEP's array must fit in a block's shared memory: a clear error names the
+// bytes and the way out.
+TEST(CeTvdReduced, KeepThatDoesNotFitIsAClearError) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
+  try {
+    spec.config(DType::F32, {"KEEP=2", "CLUSTER_SIZE=2"}, {{"V", 151936}});
+    FAIL() << "an array of 311296 bytes must be refused";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("311296 bytes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(
+      spec.config(DType::BF16, {"KEEP=2", "CLUSTER_SIZE=2"}, {{"V", 151936}}));
 }
 
 TEST(CeTvdReduced, BadInputsAreClearErrors) {
@@ -407,7 +511,43 @@ INSTANTIATE_TEST_SUITE_P(
                            DType::F32,
                            false,
                            false,
-                           {"LANE_STATS=2", "CLUSTER_SIZE=8"}}),
+                           {"LANE_STATS=2", "CLUSTER_SIZE=8"}},
+                      Case{16,
+                           151937,
+                           DType::BF16,
+                           true,
+                           true,
+                           {"KEEP=2", "CLUSTER_SIZE=8"}},
+                      Case{16,
+                           151936,
+                           DType::BF16,
+                           false,
+                           false,
+                           {"KEEP=1", "CLUSTER_SIZE=4", "UNROLL=1"}},
+                      Case{8,
+                           128256,
+                           DType::F32,
+                           true,
+                           true,
+                           {"KEEP=2", "CLUSTER_SIZE=16"}},
+                      Case{16,
+                           32000,
+                           DType::F16,
+                           false,
+                           true,
+                           {"KEEP=2", "CLUSTER_SIZE=2"}},
+                      Case{16,
+                           151937,
+                           DType::BF16,
+                           false,
+                           true,
+                           {"KEEP=3", "CLUSTER_SIZE=8"}},
+                      Case{8,
+                           32001,
+                           DType::F32,
+                           true,
+                           false,
+                           {"KEEP=3", "CLUSTER_SIZE=4", "UNROLL=1"}}),
     [](const auto &info) { return caseName(info.param); });
 
 } // namespace
