@@ -5,11 +5,15 @@
 // and walks it in BLOCK_SIZE tiles. Pass 1 reads the slice from memory
 // (online max / sum-exp); the programs combine their partial normalizers
 // through distributed shared memory (tile.cluster_reduce); pass 2 (TVD,
-// sigma) and, in the reduced kernel, pass 3 (the gradient) read the slice
-// again, from L2 where it is still there, else from HBM. Each loop step
-// has UNROLL tiles' loads in flight, and pass 2 walks backward so that it
-// meets pass 1's latest tiles first (measured: bench/results/
-// 2026-11-30-cetvd-session13.md).
+// sigma) reads the slice again, from L2 where it is still there, else from
+// HBM. Each loop step has UNROLL tiles' loads in flight, and pass 2 walks
+// backward so that it meets pass 1's latest tiles first (measured:
+// bench/results/2026-11-30-cetvd-session13.md).
+//
+// The reduced kernel adds pass 3 (the gradient). With KEEP, a shared array
+// of the slice holds the student from pass 1 for pass 2, then p sign(p - q)
+// from pass 2 for pass 3, so that pass 2 re-reads only the teacher and pass
+// 3 reads nothing (bench/results/2026-11-30-cetvd-session14.md).
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -116,7 +120,7 @@ struct RowStats {
 /// What the passes keep of the slice in shared memory (the reduced
 /// kernel's KEEP): with `studentCopy` set, pass 1 copies the student's
 /// slice there and pass 2 reads it back from there; `keep(tile, sign(p -
-/// q), p sign)`, when set, runs in pass 2 for each tile.
+/// q), p sign)` runs in pass 2 for each tile.
 struct SliceKeeping {
   Value studentCopy;
   std::function<void(const SliceTile &, Value sign, Value signedP)> keep;
@@ -203,6 +207,14 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   return st;
 }
 
+/// The element type of the KEEP array, which holds the student's logits
+/// exactly and then p sign(p - q) at the precision of the gradient it
+/// becomes (bf16), or in f32 for f16 (whose range would lose small p) and
+/// f32 logits.
+DType keptType(DType dtype) {
+  return dtype == DType::BF16 ? DType::BF16 : DType::F32;
+}
+
 TileModule buildForwardCluster(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
   applyAligned(k);
@@ -210,11 +222,15 @@ TileModule buildForwardCluster(const Config &c) {
   RowSlice r = rowSlice(k, args.student, args.teacher, args.target, args.V,
                         args.rowStride, args.ignoreIndex);
   flagBadTarget(k, r, args.badTarget);
+  // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
+  SliceKeeping keeping;
+  if (k.param("KEEP"))
+    keeping.studentCopy = k.sharedArray(k.param("SLICE"), keptType(c.dtype));
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero, sigma = zero;
   Var maxS = zero, logSumS = zero, maxT = zero, logSumT = zero;
   k.ifThen(!r.ignored && r.inRange, [&] {
-    RowStats st = rowStats(k, r);
+    RowStats st = rowStats(k, r, keeping);
     ce = st.ce;
     tvd = st.tvd;
     sigma = st.sigma;
@@ -228,14 +244,6 @@ TileModule buildForwardCluster(const Config &c) {
                     {ce, tvd, sigma, maxS, logSumS, maxT, logSumT});
   });
   return k.finish();
-}
-
-/// The element type of the KEEP array: sign(p - q) is exact in bf16; p
-/// sign is kept at the precision of the gradient it becomes (bf16), or in
-/// f32 for f16 (whose range would lose small p) and f32 logits. Both hold
-/// the student's logits exactly.
-DType keptType(int64_t keep, DType dtype) {
-  return keep == 1 || dtype == DType::BF16 ? DType::BF16 : DType::F32;
 }
 
 TileModule buildLossGrad(const Config &c) {
@@ -263,35 +271,27 @@ TileModule buildLossGrad(const Config &c) {
   RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
-  const int64_t KEEP = k.param("KEEP");
   Value kept;
-  if (KEEP)
-    kept = k.sharedArray(k.param("SLICE"), keptType(KEEP, c.dtype));
+  if (k.param("KEEP"))
+    kept = k.sharedArray(k.param("SLICE"), keptType(c.dtype));
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero;
   k.ifThen(
       !r.ignored && r.inRange,
       [&] {
-        // KEEP: pass 2 stores each element's sign(p - q) (1) or p sign
-        // (2, 3) in shared memory, at its place in the slice; pass 3 reads
-        // it back from the same lane. With 3, that array first holds the
-        // student's slice, from pass 1 for pass 2. |sign| counts the
-        // elements without a tie, where p sign alone gives p back.
+        // KEEP: the array holds the student's slice from pass 1 for pass 2,
+        // then each element's p sign(p - q) from pass 2 for pass 3, at its
+        // place in the slice and read back by the lane that wrote it. |sign|
+        // counts the elements without a tie, where p sign gives p back.
         Var untied = k.full(k.param("BLOCK_SIZE"), zero);
         SliceKeeping keeping;
-        if (KEEP == 3)
+        if (kept.valid()) {
           keeping.studentCopy = kept;
-        keeping.keep = [&](const SliceTile &x, Value sign, Value signedP) {
-          Value local = x.offs - r.start;
-          if (KEEP == 1)
-            k.store(kept, local, sign.to(DType::BF16), x.mask);
-          else {
-            k.store(kept, local, signedP.to(keptType(KEEP, c.dtype)), x.mask);
+          keeping.keep = [&](const SliceTile &x, Value sign, Value signedP) {
+            k.store(kept, x.offs - r.start, signedP.to(kept.dtype()), x.mask);
             untied = untied + abs(sign);
-          }
-        };
-        if (KEEP == 0)
-          keeping.keep = nullptr;
+          };
+        }
         RowStats st = rowStats(k, r, keeping);
         ce = st.ce;
         tvd = st.tvd;
@@ -302,14 +302,11 @@ TileModule buildLossGrad(const Config &c) {
         // Pass 3. Each element is read before it is written, by the same
         // program, so the gradient may overwrite the student in place.
         // d/dx_v = gCe (p_v - [v = y]) + gTvd / 2 p_v (sign_v - sigma)
-        //        = p_v c(sign_v) for v != y, with
-        // c(s) = cTie + gTvd / 2 s and cTie = gCe - gTvd / 2 sigma.
+        //        = p_v c(sign_v) for v != y, with the three values of
+        // c(s) = gCe + gTvd / 2 (s - sigma) formed once per row.
         Value half = 0.5 * gTvd;
         Value cTie = gCe - half * st.sigma;
         Value cAbove = cTie + half, cBelow = cTie - half;
-        auto keptAt = [&](const SliceTile &x) {
-          return k.load(kept, x.offs - r.start, x.mask, 0.0).to(DType::F32);
-        };
         auto gradFromLogits = [&] {
           forEachTile(k, r, [&](const SliceTile &x) {
             // One exp per element: the sign of p - q comes from the logs,
@@ -321,33 +318,25 @@ TileModule buildLossGrad(const Config &c) {
             k.store(g, x.offs, exp(logP) * c, x.mask);
           });
         };
-        if (KEEP == 0) {
-          gradFromLogits();
-        } else if (KEEP == 1) {
+        // From the kept p sign: p c(sign) = |p sign| cTie + gTvd / 2 p sign
+        // where no element of the slice ties; a program that met a tie
+        // re-reads its inputs.
+        auto gradFromKept = [&] {
           forEachTile(
               k, r,
               [&](const SliceTile &x) {
-                Value p = exp(logSoftmaxAt(x.s, st.maxS, st.logSumS));
-                k.store(g, x.offs, p * (cTie + half * keptAt(x)), x.mask);
+                Value u = k.load(kept, x.offs - r.start, x.mask, 0.0)
+                              .to(DType::F32);
+                k.store(g, x.offs, abs(u) * cTie + half * u, x.mask);
               },
-              Walk{/*backward=*/false, /*student=*/true, /*teacher=*/false});
-        } else {
-          // p c(sign) = |p sign| cTie + gTvd / 2 (p sign) when no element
-          // of the slice ties; a program that met a tie re-reads its inputs.
+              Walk{/*backward=*/false, /*student=*/false, /*teacher=*/false});
+        };
+        if (kept.valid()) {
           Value slice =
               max(r.end - r.start, k.constant(0, DType::I32)).to(DType::F32);
-          k.ifThen(
-              untied.sum() == slice,
-              [&] {
-                forEachTile(
-                    k, r,
-                    [&](const SliceTile &x) {
-                      Value u = keptAt(x);
-                      k.store(g, x.offs, abs(u) * cTie + half * u, x.mask);
-                    },
-                    Walk{false, /*student=*/false, /*teacher=*/false});
-              },
-              gradFromLogits);
+          k.ifThen(untied.sum() == slice, gradFromKept, gradFromLogits);
+        } else {
+          gradFromLogits();
         }
         // The target's element, rewritten once by the program whose slice
         // holds it (after every lane's store above), with p_y - 1 formed
@@ -435,10 +424,11 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// measured on the H200 at BT = 4096, V = 151936, bf16
 /// (bench/results/2026-11-30-cetvd-session13.md).
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
+                                     std::vector<int64_t> warps,
                                      const char *clusterHelp) {
   return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, clusterHelp},
           {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
-          {"num_warps", {4, 8, 16}, 8, "warps per program"},
+          {"num_warps", warps, 8, "warps per program"},
           {"LANE_STATS",
            {0, 1, 2},
            2,
@@ -451,15 +441,35 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            "step's math"}};
 }
 
-/// SLICE: each program's share of a row, a whole number of tiles.
+/// Each program's share of a row of V, a whole number of tiles.
+int64_t sliceOf(const dsl::Config &c, int64_t V) {
+  int64_t cluster = c.get("CLUSTER_SIZE"), block = c.get("BLOCK_SIZE");
+  int64_t slice = (V + cluster - 1) / cluster;
+  return (slice + block - 1) / block * block;
+}
+
+/// Bytes of the KEEP array of a program of `c` for rows of V.
+int64_t keptBytes(const dsl::Config &c, int64_t V) {
+  return sliceOf(c, V) * int64_t(dtypeSize(keptType(c.dtype)));
+}
+
+/// SLICE, each program's share of a row; refuses a KEEP array that does
+/// not fit in a block's shared memory.
 void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   auto v = shape.find("V");
   if (v == shape.end() || v->second <= 0)
     throw Error("CE+TVD cluster kernels: the shape needs V > 0");
-  int64_t cluster = c.get("CLUSTER_SIZE"), block = c.get("BLOCK_SIZE");
-  int64_t slice = (v->second + cluster - 1) / cluster;
-  c.params["SLICE"] = (slice + block - 1) / block * block;
+  int64_t V = v->second, bytes = keptBytes(c, V);
+  c.params["SLICE"] = sliceOf(c, V);
   deriveAligned(c, shape);
+  if (c.get("KEEP") && bytes > kMaxSharedArrayBytes)
+    throw Error("CE+TVD cluster kernels: KEEP=1 needs " +
+                std::to_string(bytes) +
+                " bytes of shared memory per program at V = " +
+                std::to_string(V) + ", CLUSTER_SIZE = " +
+                std::to_string(c.get("CLUSTER_SIZE")) + " (at most " +
+                std::to_string(kMaxSharedArrayBytes) +
+                "); use a larger CLUSTER_SIZE or KEEP=0");
 }
 
 /// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
@@ -468,17 +478,38 @@ void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
   deriveSlice(c, shape);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
-  if (int64_t keep = c.get("KEEP")) {
-    int64_t bytes = c.get("SLICE") * int64_t(dtypeSize(keptType(keep, c.dtype)));
-    if (bytes > kMaxSharedArrayBytes)
-      throw Error("fused_ce_tvd_loss_grad: KEEP=" + std::to_string(keep) +
-                  " needs " + std::to_string(bytes) +
-                  " bytes of shared memory per program at V = " +
-                  std::to_string(shape.at("V")) + ", CLUSTER_SIZE = " +
-                  std::to_string(c.get("CLUSTER_SIZE")) +
-                  " (at most " + std::to_string(kMaxSharedArrayBytes) +
-                  "); use a larger CLUSTER_SIZE or KEEP=0");
+}
+
+/// Defaults by V, for what `overridden` leaves: CLUSTER_SIZE, the largest
+/// of 2, 4 and 8 that leaves each program a slice of at least 16000
+/// elements (measured on the H200: 8 at V = 151936 and 128256, 2 at V =
+/// 32000, where 8 programs of 4000 elements ran 1.6x slower); KEEP on where
+/// its array fits (bench/results/2026-11-30-cetvd-session14.md).
+void defaultsByVocab(dsl::Config &c,
+                     const std::map<std::string, int64_t> &shape,
+                     const std::set<std::string> &overridden) {
+  auto v = shape.find("V");
+  if (v == shape.end())
+    return;
+  if (!overridden.count("CLUSTER_SIZE")) {
+    int64_t cluster = 2;
+    while (cluster < 8 && v->second / (2 * cluster) >= 16000)
+      cluster *= 2;
+    c.params["CLUSTER_SIZE"] = cluster;
   }
+  if (!overridden.count("KEEP"))
+    c.params["KEEP"] = keptBytes(c, v->second) <= kMaxSharedArrayBytes;
+}
+
+/// The cluster forward keeps its fixed defaults (2 programs per row, KEEP
+/// off: 0.95 ms against 1.10 ms with 8 and KEEP in bf16) except in f32,
+/// where the student's slice kept for pass 2 paid (1.59 to 1.33 ms at V =
+/// 128256): defaultsByVocab there.
+void forwardDefaults(dsl::Config &c,
+                     const std::map<std::string, int64_t> &shape,
+                     const std::set<std::string> &overridden) {
+  if (c.dtype == DType::F32)
+    defaultsByVocab(c, shape, overridden);
 }
 
 std::vector<ParamSpec> singleProgramParams() {
@@ -489,47 +520,41 @@ std::vector<ParamSpec> singleProgramParams() {
 } // namespace
 
 KernelSpec fusedCeTvdForwardClusterSpec() {
+  std::vector<ParamSpec> params =
+      clusterParams(2, 2048, {4, 8, 16}, "programs (blocks) per row");
+  params.push_back({"KEEP",
+                    {0, 1},
+                    0,
+                    "1: a shared array keeps the student's slice from pass 1, "
+                    "so pass 2 re-reads only the teacher"});
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "(sm_90)",
-               clusterParams(2, 2048, "programs (blocks) per row"),
+               params,
                kDtypes,
                buildForwardCluster,
                kTuneKey};
+  s.shapeDefaults = forwardDefaults;
   s.deriveParams = deriveSlice;
   return s;
 }
 
-/// The reduced kernel's default cluster: the largest of 2, 4 and 8 that
-/// leaves each program a slice of at least 16000 elements (measured on the
-/// H200: 8 at V = 151936 and 128256, 2 at V = 32000, where 8 programs of
-/// 4000 elements ran 1.6x slower).
-void lossGradClusterByVocab(dsl::Config &c,
-                            const std::map<std::string, int64_t> &shape) {
-  auto v = shape.find("V");
-  if (v == shape.end())
-    return;
-  int64_t cluster = 2;
-  while (cluster < 8 && v->second / (2 * cluster) >= 16000)
-    cluster *= 2;
-  c.params["CLUSTER_SIZE"] = cluster;
-}
-
 KernelSpec fusedCeTvdLossGradSpec() {
+  // 16 warps per program never won (bench/results/2026-11-30-cetvd-
+  // session13.md and -session14.md).
   std::vector<ParamSpec> params =
-      clusterParams(8, 2048,
+      clusterParams(8, 2048, {4, 8},
                     "programs (blocks) per row; by default the largest of "
                     "2, 4, 8 that leaves each program 16000 or more "
                     "elements of V");
   params.push_back({"KEEP",
-                    {0, 1, 2, 3},
-                    0,
-                    "what pass 2 keeps in shared memory for the gradient "
-                    "pass: nothing (0, pass 3 re-reads both inputs), "
-                    "sign(p - q) (1, pass 3 re-reads the student), p "
-                    "sign(p - q) (2, no re-read unless the slice has a tie), "
-                    "or first the student's slice from pass 1 (3, pass 2 "
-                    "re-reads only the teacher), then p sign(p - q)"});
+                    {0, 1},
+                    1,
+                    "1: a shared array keeps the student's slice from pass 1 "
+                    "(pass 2 re-reads only the teacher), then p sign(p - q) "
+                    "from pass 2 (pass 3 re-reads nothing unless the slice "
+                    "has a tie); 0: passes 2 and 3 re-read both inputs. By "
+                    "default 1 where the array fits in shared memory"});
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",
@@ -537,7 +562,7 @@ KernelSpec fusedCeTvdLossGradSpec() {
                kDtypes,
                buildLossGrad,
                kTuneKey};
-  s.shapeDefaults = lossGradClusterByVocab;
+  s.shapeDefaults = defaultsByVocab;
   s.deriveParams = deriveLossGrad;
   return s;
 }

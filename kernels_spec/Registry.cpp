@@ -85,11 +85,7 @@ KernelSpec::config(DType dtype, const std::vector<std::string> &overrides,
     std::set<std::string> overridden;
     for (const std::string &o : overrides)
       overridden.insert(o.substr(0, o.find('=')));
-    dsl::Config byShape = config(dtype);
-    shapeDefaults(byShape, shape);
-    for (auto &[key, value] : byShape.params)
-      if (!overridden.count(key))
-        c.params[key] = value;
+    shapeDefaults(c, shape, overridden);
   }
   if (deriveParams)
     deriveParams(c, shape);

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,12 @@ struct KernelSpec {
   /// config. Unset for most kernels.
   std::function<void(dsl::Config &, const std::map<std::string, int64_t> &)>
       deriveParams;
-  /// Defaults that depend on the launch shape (e.g. a cluster size by V),
-  /// for the parameters `overrides` leave unset. Unset for most kernels.
-  std::function<void(dsl::Config &, const std::map<std::string, int64_t> &)>
+  /// Defaults that depend on the launch shape (e.g. a cluster size by V):
+  /// sets those parameters of the config (which holds the overrides) whose
+  /// names are not in the third argument, the overridden ones. Unset for
+  /// most kernels.
+  std::function<void(dsl::Config &, const std::map<std::string, int64_t> &,
+                     const std::set<std::string> &)>
       shapeDefaults;
 
   /// Default parameters for `dtype`, then each "NAME=VALUE" of `overrides`.

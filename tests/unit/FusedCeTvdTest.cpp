@@ -308,18 +308,29 @@ std::vector<std::vector<std::string>> allConfigs(const KernelSpec &spec) {
 TEST_P(CeTvdCompile, EveryConfigCompilesForSm90) {
   const KernelSpec &spec = findKernel(std::get<0>(GetParam()));
   DType dt = std::get<1>(GetParam());
-  size_t compiled = 0, expected = 1;
+  size_t compiled = 0, refused = 0, expected = 1;
   for (const ParamSpec &p : spec.params)
     expected *= p.candidates.size();
   for (const auto &overrides : allConfigs(spec)) {
-    dsl::Config c = spec.config(dt, overrides, {{"BT", 64}, {"V", 151936}});
+    dsl::Config c;
+    try {
+      c = spec.config(dt, overrides, {{"BT", 64}, {"V", 151936}});
+    } catch (const Error &e) {
+      // Only a shared-memory array too large for the shape is refused.
+      EXPECT_NE(std::string(e.what()).find("bytes of shared memory"),
+                std::string::npos)
+          << e.what();
+      ++refused;
+      continue;
+    }
     CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
     // A CUBIN means NVRTC's own ptxas accepted the PTX.
     ASSERT_FALSE(k.cubin.empty()) << spec.name << " " << c.str();
     EXPECT_EQ(k.threads, 32 * c.get("num_warps"));
     ++compiled;
   }
-  EXPECT_EQ(compiled, expected);
+  EXPECT_EQ(compiled + refused, expected);
+  EXPECT_LE(refused, expected / 8);
   EXPECT_GE(compiled, 16u);
 }
 
