@@ -60,10 +60,13 @@ __device__ __forceinline__ float tj_maximumf(float a, float b) {
 // e^x on the hardware ex2 unit, flushing results below 2^-126 to zero:
 // ex2.approx.ftz is one MUFU op, where __expf without -ftz adds a range
 // check and two rescaling multiplies around it.
-__device__ __forceinline__ float tj_fast_exp(float x) {
+__device__ __forceinline__ float tj_fast_exp2(float x) {
   float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+__device__ __forceinline__ float tj_fast_exp(float x) {
+  return tj_fast_exp2(x * 1.4426950408889634f);
 }
 __device__ __forceinline__ float tj_minimumf(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -822,7 +825,11 @@ void KernelEmitter::emit() {
   alignedVectors = func->hasAttr(attr::kAlignedVectors);
   std::string p = std::to_string(threads);
   line("// tilejit: " + kernelName + ", " + p + " threads");
-  std::string attrs = "__launch_bounds__(" + p + ")";
+  std::string attrs = "__launch_bounds__(" + p;
+  if (auto m = func->getAttrOfType<IntegerAttr>(attr::kMinProgramsPerSm);
+      m && m.getInt() > 0)
+    attrs += ", " + std::to_string(m.getInt());
+  attrs += ")";
   if (clusterSize > 1) {
     line("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900");
     line("#error \"" + kernelName +
@@ -1297,12 +1304,13 @@ bool KernelEmitter::emitMath(Operation *op) {
   if (it == kFloatFns.end())
     return false;
   const char *fn = it->second;
-  // fastmath<afn> on exp: the hardware ex2 approximation (as Triton's exp),
-  // with denormal results flushed to zero.
+  // fastmath<afn> on exp and exp2: the hardware ex2 approximation (as
+  // Triton's), with denormal results flushed to zero.
   if (auto fm = op->getAttrOfType<arith::FastMathFlagsAttr>("fastmath");
-      fm && opName == "math.exp" &&
-      arith::bitEnumContainsAll(fm.getValue(), arith::FastMathFlags::afn))
-    fn = "tj_fast_exp";
+      fm && arith::bitEnumContainsAll(fm.getValue(), arith::FastMathFlags::afn))
+    fn = opName == "math.exp"    ? "tj_fast_exp"
+         : opName == "math.exp2" ? "tj_fast_exp2"
+                                 : fn;
   requireFloat(rt, op);
   for (Value v : op->getOperands())
     if (elemType(v.getType()) != rt)

@@ -532,15 +532,16 @@ Value max(Value a, Value b) {
 Value min(Value a, Value b) {
   return binary<mlir::arith::MinimumFOp, mlir::arith::MinSIOp>(a, b, "min");
 }
-Value exp(Value a) {
-  // Approximate functions allowed: the GPU uses its ex2 unit, as Triton does.
+/// Approximate functions allowed (fastmath<afn>): the GPU uses its ex2 unit,
+/// as Triton does.
+template <typename Op> Value approximateMath(Value a, const char *name) {
   auto &k = a.builder().impl();
-  MValue x = asFloat32(k, k.use(a), "exp");
+  MValue x = asFloat32(k, k.use(a), name);
   return k.wrap(&a.builder(),
-                mlir::math::ExpOp::create(k.b, k.loc, x,
-                                          mlir::arith::FastMathFlags::afn));
+                Op::create(k.b, k.loc, x, mlir::arith::FastMathFlags::afn));
 }
-Value exp2(Value a) { return unaryMath<mlir::math::Exp2Op>(a, "exp2"); }
+Value exp(Value a) { return approximateMath<mlir::math::ExpOp>(a, "exp"); }
+Value exp2(Value a) { return approximateMath<mlir::math::Exp2Op>(a, "exp2"); }
 Value log(Value a) { return unaryMath<mlir::math::LogOp>(a, "log"); }
 Value abs(Value a) { return unaryMath<mlir::math::AbsFOp>(a, "abs"); }
 Value sqrt(Value a) { return unaryMath<mlir::math::SqrtOp>(a, "sqrt"); }
@@ -604,6 +605,14 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   k.func->setAttr(attr::kKernel, k.b.getUnitAttr());
   k.func->setAttr(attr::kNumWarps, k.b.getI64IntegerAttr(warps));
   k.func->setAttr(attr::kClusterSize, k.b.getI64IntegerAttr(clusterSize()));
+  if (config.params.count("min_programs_per_sm")) {
+    int64_t programs = config.get("min_programs_per_sm");
+    if (programs < 0)
+      throw Error(kernelName + ": min_programs_per_sm must be 0 (no minimum) "
+                  "or more, not " + std::to_string(programs));
+    k.func->setAttr(attr::kMinProgramsPerSm,
+                    k.b.getI64IntegerAttr(programs));
+  }
   k.func->setAttr(attr::kConstexprs, k.b.getDictionaryAttr(constexprs));
 }
 

@@ -119,11 +119,11 @@ struct RowStats {
 
 /// What the passes keep of the slice in shared memory (the reduced
 /// kernel's KEEP): with `studentCopy` set, pass 1 copies the student's
-/// slice there and pass 2 reads it back from there; `keep(tile, sign(p -
-/// q), p sign)` runs in pass 2 for each tile.
+/// slice there and pass 2 reads it back from there; `keep(tile, p, p
+/// sign(p - q))` runs in pass 2 for each tile.
 struct SliceKeeping {
   Value studentCopy;
-  std::function<void(const SliceTile &, Value sign, Value signedP)> keep;
+  std::function<void(const SliceTile &, Value p, Value signedP)> keep;
 };
 
 /// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
@@ -191,14 +191,13 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   forEachTile(
       k, r,
       [&](const SliceTile &x) {
-        Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
-        Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
-        Value p = exp(logP);
-        Value sign = signOfDifference(logP, logQ), signedP = p * sign;
-        absSum = absSum + abs(p - exp(logQ));
+        Value lp = log2SoftmaxAt(x.s, st.maxS, st.logSumS);
+        Value lq = log2SoftmaxAt(x.t, st.maxT, st.logSumT);
+        Value p = exp2(lp), signedP = signedBy(p, lp, lq);
+        absSum = absSum + abs(p - exp2(lq));
         sig = sig + signedP;
         if (keeping.keep)
-          keeping.keep(x, sign, signedP);
+          keeping.keep(x, p, signedP);
       },
       Walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy});
   auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
@@ -281,15 +280,16 @@ TileModule buildLossGrad(const Config &c) {
       [&] {
         // KEEP: the array holds the student's slice from pass 1 for pass 2,
         // then each element's p sign(p - q) from pass 2 for pass 3, at its
-        // place in the slice and read back by the lane that wrote it. |sign|
-        // counts the elements without a tie, where p sign gives p back.
-        Var untied = k.full(k.param("BLOCK_SIZE"), zero);
+        // place in the slice and read back by the lane that wrote it. p -
+        // |p sign| is exactly 0 except at a tie with p > 0, where p sign
+        // loses p: their sum is 0 if and only if there is none.
+        Var tieMass = k.full(k.param("BLOCK_SIZE"), zero);
         SliceKeeping keeping;
         if (kept.valid()) {
           keeping.studentCopy = kept;
-          keeping.keep = [&](const SliceTile &x, Value sign, Value signedP) {
+          keeping.keep = [&](const SliceTile &x, Value p, Value signedP) {
             k.store(kept, x.offs - r.start, signedP.to(kept.dtype()), x.mask);
-            untied = untied + abs(sign);
+            tieMass = tieMass + (p - abs(signedP));
           };
         }
         RowStats st = rowStats(k, r, keeping);
@@ -311,11 +311,10 @@ TileModule buildLossGrad(const Config &c) {
           forEachTile(k, r, [&](const SliceTile &x) {
             // One exp per element: the sign of p - q comes from the logs,
             // compared the way pass 2 compared them.
-            Value logP = logSoftmaxAt(x.s, st.maxS, st.logSumS);
-            Value logQ = logSoftmaxAt(x.t, st.maxT, st.logSumT);
-            Value c =
-                where(logP > logQ, cAbove, where(logP < logQ, cBelow, cTie));
-            k.store(g, x.offs, exp(logP) * c, x.mask);
+            Value lp = log2SoftmaxAt(x.s, st.maxS, st.logSumS);
+            Value lq = log2SoftmaxAt(x.t, st.maxT, st.logSumT);
+            Value c = where(lp > lq, cAbove, where(lp < lq, cBelow, cTie));
+            k.store(g, x.offs, exp2(lp) * c, x.mask);
           });
         };
         // From the kept p sign: p c(sign) = |p sign| cTie + gTvd / 2 p sign
@@ -331,24 +330,22 @@ TileModule buildLossGrad(const Config &c) {
               },
               Walk{/*backward=*/false, /*student=*/false, /*teacher=*/false});
         };
-        if (kept.valid()) {
-          Value slice =
-              max(r.end - r.start, k.constant(0, DType::I32)).to(DType::F32);
-          k.ifThen(untied.sum() == slice, gradFromKept, gradFromLogits);
-        } else {
+        if (kept.valid())
+          k.ifThen(tieMass.sum() == 0.0, gradFromKept, gradFromLogits);
+        else
           gradFromLogits();
-        }
         // The target's element, rewritten once by the program whose slice
         // holds it (after every lane's store above), with p_y - 1 formed
         // in fp32: exact for p_y >= 1/2, where p_y c - gCe would cancel.
         k.barrier();
         k.ifThen(
             r.y >= r.start.to(DType::I64) && r.y < r.end.to(DType::I64), [&] {
-              Value logP = logSoftmaxAt(st.targetLogit, st.maxS, st.logSumS);
-              Value logQ = logSoftmaxAt(k.load(r.t, r.y), st.maxT, st.logSumT);
-              Value p = exp(logP);
-              Value sign = signOfDifference(logP, logQ);
-              k.store(g, r.y, gCe * (p - 1.0) + half * p * (sign - st.sigma));
+              Value lp = log2SoftmaxAt(st.targetLogit, st.maxS, st.logSumS);
+              Value lq = log2SoftmaxAt(k.load(r.t, r.y), st.maxT, st.logSumT);
+              Value p = exp2(lp);
+              k.store(g, r.y,
+                      gCe * (p - 1.0) +
+                          half * (signedBy(p, lp, lq) - p * st.sigma));
             });
       },
       [&] {
@@ -547,6 +544,14 @@ KernelSpec fusedCeTvdLossGradSpec() {
                     "programs (blocks) per row; by default the largest of "
                     "2, 4, 8 that leaves each program 16000 or more "
                     "elements of V");
+  // Without a cap, ptxas gave the KEEP kernel 77 registers (3 programs per
+  // SM), which made it 12% slower than the same kernel at 64 (4 per SM, no
+  // spills): bench/results/2026-11-30-cetvd-session14.md, call 5.
+  params.push_back({"min_programs_per_sm",
+                    {4},
+                    4,
+                    "programs each SM must hold at once: caps the registers "
+                    "per thread (__launch_bounds__)"});
   params.push_back({"KEEP",
                     {0, 1},
                     1,

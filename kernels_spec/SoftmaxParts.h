@@ -92,24 +92,28 @@ inline std::pair<dsl::Value, dsl::Value> rowNormalizer(dsl::Value m,
   return {rowMax, (d * dsl::exp(m - safeShift(rowMax))).sum()};
 }
 
-/// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
-/// (small) log-sum, so logits sharing a huge offset keep their differences,
-/// which exp(x - lse) would round away. A row that is entirely -inf gives 0.
-inline dsl::Value logSoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
+constexpr double kLog2e = 1.4426950408889634;
+
+/// log2 softmax(x) = (x - m) log2(e) - log(d) log2(e): the row max m is
+/// subtracted first, so logits sharing a huge offset keep their
+/// differences (which exp(x - lse) would round away), then one multiply-add
+/// scales for exp2. A row that is entirely -inf gives -inf.
+inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m,
+                                dsl::Value logSum) {
   dsl::Value isEmpty = m == kNegInf;
-  return (x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) -
-         dsl::where(isEmpty, 0.0, logSum);
+  return (x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) * kLog2e -
+         dsl::where(isEmpty, 0.0, logSum * kLog2e);
 }
 inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
-  return dsl::exp(logSoftmaxAt(x, m, logSum));
+  return dsl::exp2(log2SoftmaxAt(x, m, logSum));
 }
 
-/// sign(p - q) from log p and log q (exp is monotonic): no exp needed, and
-/// 0 where both are -inf. Bit-identical logs (a teacher equal to the
+/// p sign(p - q), with the sign from log2 p and log2 q (exp2 is monotonic):
+/// 0 where the logs are equal, so bit-identical logs (a teacher equal to the
 /// student) give exactly 0. Two compares and two selects per element.
-inline dsl::Value signOfDifference(dsl::Value logP, dsl::Value logQ) {
-  dsl::Value zero = logP.builder().constant(0, DType::F32);
-  return dsl::where(logP > logQ, 1.0, dsl::where(logP < logQ, -1.0, zero));
+inline dsl::Value signedBy(dsl::Value p, dsl::Value log2P, dsl::Value log2Q) {
+  dsl::Value zero = p.builder().constant(0, DType::F32);
+  return dsl::where(log2P > log2Q, p, dsl::where(log2P < log2Q, -p, zero));
 }
 
 } // namespace tilejit

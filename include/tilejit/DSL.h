@@ -146,6 +146,9 @@ Value min(Value a, Value b);
 /// Triton's exp (relative error about 2^-21 + |a| 2^-24), with results below
 /// 2^-126 (a < -87.3) flushed to zero; the CPU interpreter uses libm.
 Value exp(Value a);
+/// 2^a. On the GPU one ex2.approx.ftz (as Triton's exp2: relative error
+/// about 2^-22), with results below 2^-126 flushed to zero; the CPU
+/// interpreter uses libm.
 Value exp2(Value a);
 Value log(Value a);
 Value abs(Value a);

@@ -547,6 +547,27 @@ TEST_F(CudaEmitterTest, KitchenSinkCompiles) {
       << cuda;
 }
 
+// exp2 with fastmath<afn> is one ex2.approx.ftz; a kernel's minimum
+// programs per SM is launch bounds' second argument (registers are capped
+// so that that many fit), which NVRTC and ptxas accept.
+TEST_F(CudaEmitterTest, FastExp2AndMinimumProgramsPerSm) {
+  const char *kernel = R"mlir(
+func.func @fast_exp2(%p: !tile.ptr<f32>)
+    attributes {tile.kernel, tile.num_warps = 2 : i64, simt.threads = 64 : i64,
+                tile.min_programs_per_sm = 3 : i64} {
+  %c0 = arith.constant 0 : i32
+  %x = simt.load %p[%c0] : !tile.ptr<f32>[i32] -> f32
+  %e = math.exp2 %x fastmath<afn> : f32
+  simt.store %p[%c0], %e : !tile.ptr<f32>[i32], f32
+  return
+}
+)mlir";
+  std::string cuda = emitAndCompile(kernel, "fast_exp2");
+  EXPECT_TRUE(contains(cuda, "__launch_bounds__(64, 3)")) << cuda;
+  EXPECT_TRUE(contains(cuda, "= tj_fast_exp2(v")) << cuda;
+  EXPECT_TRUE(contains(cuda, "asm(\"ex2.approx.ftz.f32 %0, %1;\""));
+}
+
 TEST_F(CudaEmitterTest, UnsupportedOpNamesKernelAndOp) {
   auto m = parse(R"mlir(
 func.func @still_tiled(%p: !tile.ptr<f32>)

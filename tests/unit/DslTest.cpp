@@ -58,6 +58,19 @@ TEST(Dsl, BuildsALoopWithACarriedVar) {
   EXPECT_NE(ir.find("iter_args"), std::string::npos) << ir;
 }
 
+// min_programs_per_sm becomes the kernel's minimum programs per SM (launch
+// bounds' second argument); a negative value is refused.
+TEST(Dsl, MinProgramsPerSmReachesTheKernel) {
+  Config c = config();
+  c.params["min_programs_per_sm"] = 3;
+  EXPECT_NE(rowSum(c).str().find("tile.min_programs_per_sm = 3"),
+            std::string::npos);
+  EXPECT_EQ(rowSum(config()).str().find("tile.min_programs_per_sm"),
+            std::string::npos);
+  c.params["min_programs_per_sm"] = -1;
+  expectError([&] { rowSum(c); }, {"row_sum", "min_programs_per_sm", "-1"});
+}
+
 TEST(Dsl, RowSumRunsInTheInterpreter) {
   const int64_t rows = 5, V = 1000; // V not a multiple of BLOCK_SIZE
   std::vector<float> x(rows * V), out(rows, -1.f);
