@@ -13,7 +13,8 @@
 // The reduced kernel adds pass 3 (the gradient). With KEEP, a shared array
 // of the slice holds the student from pass 1 for pass 2, then p sign(p - q)
 // from pass 2 for pass 3, so that pass 2 re-reads only the teacher and pass
-// 3 reads nothing (bench/results/2026-11-30-cetvd-session14.md).
+// 3 reads nothing unless the slice has a tie
+// (bench/results/2026-11-30-cetvd-session14.md).
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -22,6 +23,7 @@
 
 #include "tilejit/Error.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace tilejit::dsl;
@@ -86,8 +88,7 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
     for (size_t u = 0; u < offs.size(); ++u) {
       SliceTile x{offs[u], masks[u], Value(), Value()};
       if (walk.student && walk.studentCopy.valid())
-        x.s = k.load(walk.studentCopy, offs[u] - r.start, masks[u], kNegInf)
-                  .to(k.config().dtype);
+        x.s = k.load(walk.studentCopy, offs[u] - r.start, masks[u], kNegInf);
       else if (walk.student)
         x.s = k.load(r.s, offs[u], masks[u], kNegInf);
       if (walk.teacher)
@@ -117,8 +118,8 @@ struct RowStats {
   Value targetLogit; ///< the student's logit at y, as f32
 };
 
-/// What the passes keep of the slice in shared memory (the reduced
-/// kernel's KEEP): with `studentCopy` set, pass 1 copies the student's
+/// What the passes keep of the slice in shared memory (the cluster kernels'
+/// KEEP): with `studentCopy` set, pass 1 copies the student's
 /// slice there and pass 2 reads it back from there; `keep(tile, p, p
 /// sign(p - q))` runs in pass 2 for each tile.
 struct SliceKeeping {
@@ -185,8 +186,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   st.ce = st.logSumS - (d[2] - m[0]);
 
   // Pass 2 walks the slice backward: it meets pass 1's latest tiles first,
-  // and pass 3, forward again, meets pass 2's (fewer HBM re-reads, -1-2% on
-  // the H200: bench/results/2026-11-30-cetvd-session13.md).
+  // and a pass 3 that re-reads the inputs, forward again, meets pass 2's
+  // (fewer HBM re-reads, -1-2% on the H200:
+  // bench/results/2026-11-30-cetvd-session13.md).
   Var absSum = zero, sig = zero;
   forEachTile(
       k, r,
@@ -309,8 +311,8 @@ TileModule buildLossGrad(const Config &c) {
         Value cAbove = cTie + half, cBelow = cTie - half;
         auto gradFromLogits = [&] {
           forEachTile(k, r, [&](const SliceTile &x) {
-            // One exp per element: the sign of p - q comes from the logs,
-            // compared the way pass 2 compared them.
+            // One exp per element: the sign of p - q comes from log2 p and
+            // log2 q, compared the way pass 2 compared them.
             Value lp = log2SoftmaxAt(x.s, st.maxS, st.logSumS);
             Value lq = log2SoftmaxAt(x.t, st.maxT, st.logSumT);
             Value c = where(lp > lq, cAbove, where(lp < lq, cBelow, cTie));
@@ -418,14 +420,14 @@ const std::vector<DType> kDtypes = {DType::BF16, DType::F16, DType::F32};
 const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
 /// The cluster kernels' tuning space; the defaults are the fastest configs
-/// measured on the H200 at BT = 4096, V = 151936, bf16
-/// (bench/results/2026-11-30-cetvd-session13.md).
+/// measured on the H200 at BT = 4096, V = 151936, bf16. 16 warps per program
+/// never won in either kernel (bench/results/2026-11-30-cetvd-session13.md
+/// and -session14.md), so they are left to --set.
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
-                                     std::vector<int64_t> warps,
                                      const char *clusterHelp) {
   return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, clusterHelp},
           {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
-          {"num_warps", warps, 8, "warps per program"},
+          {"num_warps", {4, 8}, 8, "warps per program"},
           {"LANE_STATS",
            {0, 1, 2},
            2,
@@ -445,6 +447,10 @@ int64_t sliceOf(const dsl::Config &c, int64_t V) {
   return (slice + block - 1) / block * block;
 }
 
+/// Shared memory the cluster kernels take besides the KEEP array (block
+/// reductions and cluster slots: a few hundred bytes), rounded up.
+constexpr int64_t kStaticSharedBytes = 1024;
+
 /// Bytes of the KEEP array of a program of `c` for rows of V.
 int64_t keptBytes(const dsl::Config &c, int64_t V) {
   return sliceOf(c, V) * int64_t(dtypeSize(keptType(c.dtype)));
@@ -459,22 +465,32 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   int64_t V = v->second, bytes = keptBytes(c, V);
   c.params["SLICE"] = sliceOf(c, V);
   deriveAligned(c, shape);
-  if (c.get("KEEP") && bytes > kMaxSharedArrayBytes)
+  if (c.get("KEEP") && bytes > kMaxSharedArrayBytes - kStaticSharedBytes)
     throw Error("CE+TVD cluster kernels: KEEP=1 needs " +
                 std::to_string(bytes) +
                 " bytes of shared memory per program at V = " +
                 std::to_string(V) + ", CLUSTER_SIZE = " +
                 std::to_string(c.get("CLUSTER_SIZE")) + " (at most " +
-                std::to_string(kMaxSharedArrayBytes) +
+                std::to_string(kMaxSharedArrayBytes - kStaticSharedBytes) +
                 "); use a larger CLUSTER_SIZE or KEEP=0");
 }
 
 /// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
-/// the form that is right either way).
+/// the form that is right either way); min_programs_per_sm caps registers
+/// at 64 per thread unless the KEEP array already leaves fewer programs per
+/// SM. Uncapped, ptxas gave the KEEP kernel 77 registers (3 programs of 8
+/// warps per SM), 12% slower than at 64 (bench/results/
+/// 2026-11-30-cetvd-session14.md, calls 5 and 6).
 void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
   deriveSlice(c, shape);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
+  constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
+  int64_t programs = kRegistersPerSm / (64 * 32 * c.get("num_warps"));
+  if (c.get("KEEP")) // each program also reserves 1 KiB, plus its own slots
+    programs = std::min(programs, kSharedPerSm / (keptBytes(c, shape.at("V")) +
+                                                  2048));
+  c.params["min_programs_per_sm"] = std::max<int64_t>(1, programs);
 }
 
 /// Defaults by V, for what `overridden` leaves: CLUSTER_SIZE, the largest
@@ -495,7 +511,8 @@ void defaultsByVocab(dsl::Config &c,
     c.params["CLUSTER_SIZE"] = cluster;
   }
   if (!overridden.count("KEEP"))
-    c.params["KEEP"] = keptBytes(c, v->second) <= kMaxSharedArrayBytes;
+    c.params["KEEP"] = keptBytes(c, v->second) <=
+                       kMaxSharedArrayBytes - kStaticSharedBytes;
 }
 
 /// The cluster forward keeps its fixed defaults (2 programs per row, KEEP
@@ -518,12 +535,13 @@ std::vector<ParamSpec> singleProgramParams() {
 
 KernelSpec fusedCeTvdForwardClusterSpec() {
   std::vector<ParamSpec> params =
-      clusterParams(2, 2048, {4, 8, 16}, "programs (blocks) per row");
+      clusterParams(2, 2048, "programs (blocks) per row");
   params.push_back({"KEEP",
                     {0, 1},
                     0,
                     "1: a shared array keeps the student's slice from pass 1, "
-                    "so pass 2 re-reads only the teacher"});
+                    "so pass 2 re-reads only the teacher. By default 0, and "
+                    "in f32 1 where it fits, with CLUSTER_SIZE by V"});
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "(sm_90)",
@@ -537,29 +555,20 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
 }
 
 KernelSpec fusedCeTvdLossGradSpec() {
-  // 16 warps per program never won (bench/results/2026-11-30-cetvd-
-  // session13.md and -session14.md).
   std::vector<ParamSpec> params =
-      clusterParams(8, 2048, {4, 8},
+      clusterParams(8, 2048,
                     "programs (blocks) per row; by default the largest of "
                     "2, 4, 8 that leaves each program 16000 or more "
                     "elements of V");
-  // Without a cap, ptxas gave the KEEP kernel 77 registers (3 programs per
-  // SM), which made it 12% slower than the same kernel at 64 (4 per SM, no
-  // spills): bench/results/2026-11-30-cetvd-session14.md, call 5.
-  params.push_back({"min_programs_per_sm",
-                    {4},
-                    4,
-                    "programs each SM must hold at once: caps the registers "
-                    "per thread (__launch_bounds__)"});
   params.push_back({"KEEP",
                     {0, 1},
                     1,
                     "1: a shared array keeps the student's slice from pass 1 "
                     "(pass 2 re-reads only the teacher), then p sign(p - q) "
-                    "from pass 2 (pass 3 re-reads nothing unless the slice "
-                    "has a tie); 0: passes 2 and 3 re-read both inputs. By "
-                    "default 1 where the array fits in shared memory"});
+                    "from pass 2, rounded to the gradient's dtype (pass 3 "
+                    "re-reads nothing unless the slice has a tie); 0: passes "
+                    "2 and 3 re-read both inputs. By default 1 where the "
+                    "array fits in shared memory"});
   KernelSpec s{"fused_ce_tvd_loss_grad",
                "CE+TVD reduced loss terms and the student gradient in one "
                "launch, each row split over a cluster of programs (sm_90)",

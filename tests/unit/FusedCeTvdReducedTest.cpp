@@ -324,29 +324,29 @@ TEST(CeTvdReduced, SelfDistillationGivesExactlyZeroTvdAndGradient) {
   }
 }
 
-// KEEP=1 forms the gradient from p sign in shared memory, rounded to bf16,
-// except in programs whose slice has a tie (p == q), which re-read
-// the inputs: rows 0-2 below are self-distilled (all ties, so their TVD
-// gradient must stay exactly zero), rows 3-5 are not. Different bits from
-// KEEP=0 show the shared-memory path ran.
+// KEEP=1 forms the gradient from p sign in shared memory, rounded to bf16
+// before the gradient's own rounding, except in programs whose slice has a
+// tie (p == q), which re-read the inputs. Rows 0-2 below are self-distilled
+// (every element ties), rows 3-5 are not; both programs of each row own
+// elements. The tied rows must match KEEP=0 bit for bit (the same re-read
+// on the same statistics), the others must differ (the kept path ran).
 TEST(CeTvdReduced, KeptSignedPMatchesWithAndWithoutTies) {
-  ref::CeTvdInputs in = smallBatch(DType::BF16);
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(6, 3000, DType::BF16, 9);
   size_t rowBytes = in.V * dtypeSize(in.dtype);
   std::copy(in.student.begin(), in.student.begin() + 3 * rowBytes,
             in.teacher.begin());
-  in.target.assign(in.BT, 1);
   CeTvdReducedOptions o = smallOptions();
-  o.alpha = 0;
+  o.alpha = 0.7;
   o.overrides.push_back("KEEP=0");
   CeTvdReducedOutputs reread = runCeTvdReducedCpu(in, o);
   o.overrides.back() = "KEEP=1";
   CeTvdReducedOutputs kept = runCeTvdReducedCpu(in, o);
   CeTvdCheck check = checkCeTvdReduced(in, o, kept);
   EXPECT_TRUE(check.passed) << check.summary;
-  auto untied = kept.grad.begin() + 3 * rowBytes;
-  EXPECT_TRUE(
-      std::all_of(kept.grad.begin(), untied, [](uint8_t b) { return b == 0; }));
-  EXPECT_FALSE(std::equal(untied, kept.grad.end(),
+  auto firstUntiedRow = kept.grad.begin() + 3 * rowBytes;
+  EXPECT_TRUE(std::equal(kept.grad.begin(), firstUntiedRow,
+                         reread.grad.begin()));
+  EXPECT_FALSE(std::equal(firstUntiedRow, kept.grad.end(),
                           reread.grad.begin() + 3 * rowBytes));
 }
 
@@ -371,6 +371,40 @@ TEST(CeTvdReduced, KeepOnlyWhereItsArrayFits) {
   EXPECT_EQ(keep(DType::F32, {}, 500000), 0); // 8 programs of 63488
   EXPECT_EQ(keep(DType::BF16, {}, 500000), 1);
   EXPECT_EQ(keep(DType::BF16, {"KEEP=0"}, 32000), 0);
+}
+
+// Registers are capped at 64 per thread (launch bounds' programs per SM)
+// unless the KEEP array already holds fewer programs per SM.
+TEST(CeTvdReduced, RegisterCapFollowsWarpsAndTheKeepArray) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
+  auto programs = [&](DType dt, std::vector<std::string> overrides) {
+    return spec.config(dt, overrides, {{"V", 151936}})
+        .get("min_programs_per_sm");
+  };
+  EXPECT_EQ(programs(DType::BF16, {}), 4);                // 40 KiB array
+  EXPECT_EQ(programs(DType::BF16, {"num_warps=4"}), 5);   // by the array
+  EXPECT_EQ(programs(DType::F32, {}), 2);                 // 80 KiB array
+  EXPECT_EQ(programs(DType::F32, {"KEEP=0", "num_warps=4"}), 8);
+  EXPECT_EQ(programs(DType::BF16, {"num_warps=32"}), 1);
+}
+
+TEST(CeTvdReduced, BadInputsAreClearErrors) {
+  ref::CeTvdInputs in = smallBatch();
+  in.target[3] = in.V; // out of range, not ignore_index
+  try {
+    runCeTvdReducedCpu(in, smallOptions());
+    FAIL() << "an out-of-range target must be reported";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("at row 3"), std::string::npos)
+        << e.what();
+  }
+  ref::CeTvdInputs shortTargets = smallBatch();
+  shortTargets.target.pop_back();
+  EXPECT_THROW(runCeTvdReducedCpu(shortTargets, smallOptions()), Error);
+  CeTvdReducedOptions typo = smallOptions();
+  typo.overrides.push_back("CLUSTER=4");
+  EXPECT_THROW(runCeTvdReducedCpu(smallBatch(), typo), Error);
+  EXPECT_THROW(parseReduction("avg"), Error);
 }
 
 // shared/cases/numerics.json "mean-over-valid-rows": uniform logits over 8
