@@ -487,9 +487,9 @@ void deriveLossGrad(dsl::Config &c,
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
   constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
   int64_t programs = kRegistersPerSm / (64 * 32 * c.get("num_warps"));
-  if (c.get("KEEP")) // each program also reserves 1 KiB, plus its own slots
+  if (c.get("KEEP")) // each program also reserves 1 KiB for the system
     programs = std::min(programs, kSharedPerSm / (keptBytes(c, shape.at("V")) +
-                                                  2048));
+                                                  kStaticSharedBytes + 1024));
   c.params["min_programs_per_sm"] = std::max<int64_t>(1, programs);
 }
 
