@@ -92,20 +92,26 @@ inline std::pair<dsl::Value, dsl::Value> rowNormalizer(dsl::Value m,
   return {rowMax, (d * dsl::exp(m - safeShift(rowMax))).sum()};
 }
 
+/// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
+/// (small) log-sum, so logits sharing a huge offset keep their differences,
+/// which exp(x - lse) would round away. A row that is entirely -inf gives 0.
+inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
+  dsl::Value isEmpty = m == kNegInf;
+  return dsl::exp((x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) -
+                  dsl::where(isEmpty, 0.0, logSum));
+}
+
 constexpr double kLog2e = 1.4426950408889634;
 
-/// log2 softmax(x) = (x - m) log2(e) - log(d) log2(e): the row max m is
-/// subtracted first, so logits sharing a huge offset keep their
-/// differences (which exp(x - lse) would round away), then one multiply-add
-/// scales for exp2. A row that is entirely -inf gives -inf.
+/// log2 softmax(x) = (x - m) log2(e) - log(d) log2(e), the same max shift
+/// first, then one multiply-add that scales for exp2 (the cluster kernels'
+/// pass 2: one instruction less per element than softmaxAt). A row that is
+/// entirely -inf gives -inf.
 inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m,
                                 dsl::Value logSum) {
   dsl::Value isEmpty = m == kNegInf;
   return (x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) * kLog2e -
          dsl::where(isEmpty, 0.0, logSum * kLog2e);
-}
-inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
-  return dsl::exp2(log2SoftmaxAt(x, m, logSum));
 }
 
 /// p sign(p - q), with the sign from log2 p and log2 q (exp2 is monotonic):
