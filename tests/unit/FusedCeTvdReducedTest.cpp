@@ -473,6 +473,83 @@ TEST(CeTvdReduced, TvdTiesUseThreeWaySign) {
         << "v " << v;
 }
 
+/// One f32 row of logits for student and teacher, with target y.
+ref::CeTvdInputs oneF32Row(const std::vector<double> &s,
+                           const std::vector<double> &t, int64_t y) {
+  ref::CeTvdInputs in;
+  in.BT = 1;
+  in.V = s.size();
+  in.dtype = DType::F32;
+  in.student.resize(in.V * 4);
+  in.teacher.resize(in.V * 4);
+  for (int64_t v = 0; v < in.V; ++v) {
+    storeFromDouble(in.student.data(), DType::F32, v, s[v]);
+    storeFromDouble(in.teacher.data(), DType::F32, v, t[v]);
+  }
+  in.target = {y};
+  return in;
+}
+
+// numerics.json's edge rows through the cluster kernels (their pass 2 works
+// in log2 units): the reduced loss + gradient with KEEP 0 and 1, and the
+// cluster forward with its backward.
+TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
+  for (const char *id : {"ce-all-neg-inf-but-target", "ce-all-very-negative"}) {
+    json::Object c = numericsCase(id);
+    ref::CeTvdInputs in =
+        oneF32Row(numbers((*c.getArray("student"))[0]),
+                  numbers((*c.getArray("teacher"))[0]),
+                  *(*c.getArray("target"))[0].getAsInteger());
+    const json::Object &expect = *c.getObject("expect");
+    double ce = number((*expect.getArray("ce"))[0]);
+    double tvd = number((*expect.getArray("tvd"))[0]);
+    std::vector<double> grad =
+        numbers((*expect.getArray("grad_student_with_g_ce_1_g_tvd_1"))[0]);
+    auto expectGrad = [&](const std::vector<uint8_t> &g) {
+      for (size_t v = 0; v < grad.size(); ++v)
+        EXPECT_NEAR(loadAsDouble(g.data(), DType::F32, v), grad[v],
+                    1e-2 * std::fabs(grad[v]) + 1e-7)
+            << id << " v " << v;
+    };
+    for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+      SCOPED_TRACE(std::string(id) + " " + keep);
+      CeTvdReducedOptions o = smallOptions();
+      o.overrides.push_back(keep);
+      o.alpha = 1;
+      o.beta = 1;
+      o.mean = false;
+      CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+      EXPECT_NEAR(out.ce[0], ce, 1e-6);
+      EXPECT_NEAR(out.tvd[0], tvd, 1e-6);
+      expectGrad(out.grad);
+    }
+    CeTvdRunOptions o;
+    o.forwardKernel = forwardKernelFor("cluster");
+    o.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4",
+                   "KEEP=1"};
+    CeTvdOutputs out = runCeTvdCpu(in, {1.f}, {1.f}, o);
+    EXPECT_NEAR(out.ce[0], ce, 1e-6) << id;
+    EXPECT_NEAR(out.tvd[0], tvd, 1e-6) << id;
+    expectGrad(out.grad);
+  }
+  json::Object c = numericsCase("large-common-offset");
+  const json::Object &expect = *c.getObject("expect");
+  std::vector<double> ce = numbers(*expect.get("ce"));
+  std::vector<double> grad0 = numbers(*expect.get("grad_row0"));
+  for (size_t r = 0; r < 2; ++r) {
+    std::vector<double> s = numbers((*c.getArray("logits"))[r]);
+    CeTvdReducedOptions o = smallOptions();
+    o.beta = 0;
+    o.mean = false;
+    CeTvdReducedOutputs out = runCeTvdReducedCpu(oneF32Row(s, s, 0), o);
+    EXPECT_NEAR(out.ce[0], ce[r], 1e-6) << "row " << r;
+    if (r == 0)
+      for (size_t v = 0; v < grad0.size(); ++v)
+        EXPECT_NEAR(loadAsDouble(out.grad.data(), DType::F32, v), grad0[v],
+                    1e-6);
+  }
+}
+
 TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
   for (DType dt : {DType::BF16, DType::F32}) {
     ref::CeTvdInputs in = ref::makeCeTvdInputs(9, 5001, dt, 4);
