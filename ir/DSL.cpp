@@ -608,10 +608,11 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   if (config.params.count("min_programs_per_sm")) {
     int64_t programs = config.get("min_programs_per_sm");
     if (programs < 0)
-      throw Error(kernelName + ": min_programs_per_sm must be 0 (no minimum) "
-                  "or more, not " + std::to_string(programs));
-    k.func->setAttr(attr::kMinProgramsPerSm,
-                    k.b.getI64IntegerAttr(programs));
+      throw Error(kernelName +
+                  ": min_programs_per_sm must be 0 (no minimum) "
+                  "or more, not " +
+                  std::to_string(programs));
+    k.func->setAttr(attr::kMinProgramsPerSm, k.b.getI64IntegerAttr(programs));
   }
   k.func->setAttr(attr::kConstexprs, k.b.getDictionaryAttr(constexprs));
 }

@@ -326,8 +326,8 @@ TileModule buildLossGrad(const Config &c) {
           forEachTile(
               k, r,
               [&](const SliceTile &x) {
-                Value u = k.load(kept, x.offs - r.start, x.mask, 0.0)
-                              .to(DType::F32);
+                Value u =
+                    k.load(kept, x.offs - r.start, x.mask, 0.0).to(DType::F32);
                 k.store(g, x.offs, abs(u) * cTie + half * u, x.mask);
               },
               Walk{/*backward=*/false, /*student=*/false, /*teacher=*/false});
@@ -466,13 +466,13 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   c.params["SLICE"] = sliceOf(c, V);
   deriveAligned(c, shape);
   if (c.get("KEEP") && bytes > kMaxSharedArrayBytes - kStaticSharedBytes)
-    throw Error("CE+TVD cluster kernels: KEEP=1 needs " +
-                std::to_string(bytes) +
-                " bytes of shared memory per program at V = " +
-                std::to_string(V) + ", CLUSTER_SIZE = " +
-                std::to_string(c.get("CLUSTER_SIZE")) + " (at most " +
-                std::to_string(kMaxSharedArrayBytes - kStaticSharedBytes) +
-                "); use a larger CLUSTER_SIZE or KEEP=0");
+    throw Error(
+        "CE+TVD cluster kernels: KEEP=1 needs " + std::to_string(bytes) +
+        " bytes of shared memory per program at V = " + std::to_string(V) +
+        ", CLUSTER_SIZE = " + std::to_string(c.get("CLUSTER_SIZE")) +
+        " (at most " +
+        std::to_string(kMaxSharedArrayBytes - kStaticSharedBytes) +
+        "); use a larger CLUSTER_SIZE or KEEP=0");
 }
 
 /// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
@@ -511,8 +511,8 @@ void defaultsByVocab(dsl::Config &c,
     c.params["CLUSTER_SIZE"] = cluster;
   }
   if (!overridden.count("KEEP"))
-    c.params["KEEP"] = keptBytes(c, v->second) <=
-                       kMaxSharedArrayBytes - kStaticSharedBytes;
+    c.params["KEEP"] =
+        keptBytes(c, v->second) <= kMaxSharedArrayBytes - kStaticSharedBytes;
 }
 
 /// The cluster forward keeps its fixed defaults (2 programs per row, KEEP

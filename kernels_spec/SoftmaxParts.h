@@ -107,8 +107,7 @@ constexpr double kLog2e = 1.4426950408889634;
 /// first, then one multiply-add that scales for exp2 (the cluster kernels'
 /// pass 2: one instruction less per element than softmaxAt). A row that is
 /// entirely -inf gives -inf.
-inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m,
-                                dsl::Value logSum) {
+inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
   dsl::Value isEmpty = m == kNegInf;
   return (x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) * kLog2e -
          dsl::where(isEmpty, 0.0, logSum * kLog2e);

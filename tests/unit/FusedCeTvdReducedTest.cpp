@@ -231,7 +231,8 @@ TEST(CeTvdClusterForward, DefaultsFollowTheVocabInF32) {
     dsl::Config c = spec.config(dt, {}, {{"V", V}});
     return std::make_pair(c.get("CLUSTER_SIZE"), c.get("KEEP"));
   };
-  EXPECT_EQ(config(DType::BF16, 151936), std::make_pair(int64_t(2), int64_t(0)));
+  EXPECT_EQ(config(DType::BF16, 151936),
+            std::make_pair(int64_t(2), int64_t(0)));
   EXPECT_EQ(config(DType::F32, 151936), std::make_pair(int64_t(8), int64_t(1)));
   EXPECT_EQ(config(DType::F32, 32000), std::make_pair(int64_t(2), int64_t(1)));
   EXPECT_EQ(config(DType::F32, 500000), std::make_pair(int64_t(8), int64_t(0)));
@@ -344,8 +345,8 @@ TEST(CeTvdReduced, KeptSignedPMatchesWithAndWithoutTies) {
   CeTvdCheck check = checkCeTvdReduced(in, o, kept);
   EXPECT_TRUE(check.passed) << check.summary;
   auto firstUntiedRow = kept.grad.begin() + 3 * rowBytes;
-  EXPECT_TRUE(std::equal(kept.grad.begin(), firstUntiedRow,
-                         reread.grad.begin()));
+  EXPECT_TRUE(
+      std::equal(kept.grad.begin(), firstUntiedRow, reread.grad.begin()));
   EXPECT_FALSE(std::equal(firstUntiedRow, kept.grad.end(),
                           reread.grad.begin() + 3 * rowBytes));
 }
@@ -367,7 +368,7 @@ TEST(CeTvdReduced, KeepOnlyWhereItsArrayFits) {
   }
   EXPECT_EQ(keep(DType::F32, {"CLUSTER_SIZE=2"}, 151936), 0);
   EXPECT_EQ(keep(DType::BF16, {"CLUSTER_SIZE=2"}, 151936), 1);
-  EXPECT_EQ(keep(DType::F32, {}, 151936), 1);  // 8 programs of 20480
+  EXPECT_EQ(keep(DType::F32, {}, 151936), 1); // 8 programs of 20480
   EXPECT_EQ(keep(DType::F32, {}, 500000), 0); // 8 programs of 63488
   EXPECT_EQ(keep(DType::BF16, {}, 500000), 1);
   EXPECT_EQ(keep(DType::BF16, {"KEEP=0"}, 32000), 0);
@@ -381,9 +382,9 @@ TEST(CeTvdReduced, RegisterCapFollowsWarpsAndTheKeepArray) {
     return spec.config(dt, overrides, {{"V", 151936}})
         .get("min_programs_per_sm");
   };
-  EXPECT_EQ(programs(DType::BF16, {}), 4);                // 40 KiB array
-  EXPECT_EQ(programs(DType::BF16, {"num_warps=4"}), 5);   // by the array
-  EXPECT_EQ(programs(DType::F32, {}), 2);                 // 80 KiB array
+  EXPECT_EQ(programs(DType::BF16, {}), 4);              // 40 KiB array
+  EXPECT_EQ(programs(DType::BF16, {"num_warps=4"}), 5); // by the array
+  EXPECT_EQ(programs(DType::F32, {}), 2);               // 80 KiB array
   EXPECT_EQ(programs(DType::F32, {"KEEP=0", "num_warps=4"}), 8);
   EXPECT_EQ(programs(DType::BF16, {"num_warps=32"}), 1);
 }
@@ -496,10 +497,9 @@ ref::CeTvdInputs oneF32Row(const std::vector<double> &s,
 TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
   for (const char *id : {"ce-all-neg-inf-but-target", "ce-all-very-negative"}) {
     json::Object c = numericsCase(id);
-    ref::CeTvdInputs in =
-        oneF32Row(numbers((*c.getArray("student"))[0]),
-                  numbers((*c.getArray("teacher"))[0]),
-                  *(*c.getArray("target"))[0].getAsInteger());
+    ref::CeTvdInputs in = oneF32Row(numbers((*c.getArray("student"))[0]),
+                                    numbers((*c.getArray("teacher"))[0]),
+                                    *(*c.getArray("target"))[0].getAsInteger());
     const json::Object &expect = *c.getObject("expect");
     double ce = number((*expect.getArray("ce"))[0]);
     double tvd = number((*expect.getArray("tvd"))[0]);
@@ -578,76 +578,62 @@ TEST_P(CeTvdReducedGpu, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CeTvdReducedGpu,
-    ::testing::Values(Case{7, 1, DType::F32, true, false, {}},
-                      Case{16, 151937, DType::BF16, true, true, {}},
-                      Case{16,
-                           30001,
-                           DType::F16,
-                           false,
-                           false,
-                           {"CLUSTER_SIZE=16", "num_warps=16"}},
-                      Case{32,
-                           32000,
-                           DType::BF16,
-                           true,
-                           false,
-                           {"CLUSTER_SIZE=2", "LANE_STATS=0"}},
-                      Case{16,
-                           151937,
-                           DType::BF16,
-                           true,
-                           true,
-                           {"UNROLL=4", "CLUSTER_SIZE=8"}},
-                      Case{8,
-                           151936,
-                           DType::F32,
-                           false,
-                           false,
-                           {"UNROLL=1", "CLUSTER_SIZE=16"}},
-                      Case{16,
-                           151937,
-                           DType::BF16,
-                           true,
-                           true,
-                           {"LANE_STATS=2", "CLUSTER_SIZE=4", "num_warps=4",
-                            "BLOCK_SIZE=1024"}},
-                      Case{16,
-                           128256,
-                           DType::F32,
-                           false,
-                           false,
-                           {"LANE_STATS=2", "CLUSTER_SIZE=8"}},
-                      // Without KEEP (on by default where it fits).
-                      Case{16,
-                           151937,
-                           DType::BF16,
-                           true,
-                           true,
-                           {"KEEP=0", "CLUSTER_SIZE=8"}},
-                      Case{16,
-                           151936,
-                           DType::BF16,
-                           false,
-                           false,
-                           {"KEEP=0", "CLUSTER_SIZE=4", "UNROLL=1"}},
-                      Case{8,
-                           32001,
-                           DType::F32,
-                           true,
-                           false,
-                           {"KEEP=0", "CLUSTER_SIZE=4", "UNROLL=1"}},
-                      Case{8,
-                           128256,
-                           DType::F32,
-                           true,
-                           true,
-                           {"KEEP=1", "CLUSTER_SIZE=16"}},
-                      Case{16,
-                           32000,
-                           DType::F16,
-                           false,
-                           true,
-                           {"KEEP=1", "CLUSTER_SIZE=2"}}),
+    ::testing::Values(
+        Case{7, 1, DType::F32, true, false, {}},
+        Case{16, 151937, DType::BF16, true, true, {}},
+        Case{16,
+             30001,
+             DType::F16,
+             false,
+             false,
+             {"CLUSTER_SIZE=16", "num_warps=16"}},
+        Case{32,
+             32000,
+             DType::BF16,
+             true,
+             false,
+             {"CLUSTER_SIZE=2", "LANE_STATS=0"}},
+        Case{16,
+             151937,
+             DType::BF16,
+             true,
+             true,
+             {"UNROLL=4", "CLUSTER_SIZE=8"}},
+        Case{8,
+             151936,
+             DType::F32,
+             false,
+             false,
+             {"UNROLL=1", "CLUSTER_SIZE=16"}},
+        Case{16,
+             151937,
+             DType::BF16,
+             true,
+             true,
+             {"LANE_STATS=2", "CLUSTER_SIZE=4", "num_warps=4",
+              "BLOCK_SIZE=1024"}},
+        Case{16,
+             128256,
+             DType::F32,
+             false,
+             false,
+             {"LANE_STATS=2", "CLUSTER_SIZE=8"}},
+        // Without KEEP (on by default where it fits).
+        Case{16, 151937, DType::BF16, true, true, {"KEEP=0", "CLUSTER_SIZE=8"}},
+        Case{16,
+             151936,
+             DType::BF16,
+             false,
+             false,
+             {"KEEP=0", "CLUSTER_SIZE=4", "UNROLL=1"}},
+        Case{8,
+             32001,
+             DType::F32,
+             true,
+             false,
+             {"KEEP=0", "CLUSTER_SIZE=4", "UNROLL=1"}},
+        Case{8, 128256, DType::F32, true, true, {"KEEP=1", "CLUSTER_SIZE=16"}},
+        Case{16, 32000, DType::F16, false, true, {"KEEP=1", "CLUSTER_SIZE=2"}}),
     [](const auto &info) { return caseName(info.param); });
 
 } // namespace
