@@ -450,19 +450,8 @@ TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
 // 1], the two tied entries take sign 0 (numerics.json "tvd-ties").
 TEST(CeTvdReduced, TvdTiesUseThreeWaySign) {
   json::Object c = numericsCase("tvd-ties");
-  ref::CeTvdInputs in;
-  in.BT = 1;
-  std::vector<double> s = numbers((*c.getArray("student"))[0]);
-  std::vector<double> t = numbers((*c.getArray("teacher"))[0]);
-  in.V = s.size();
-  in.dtype = DType::F32;
-  in.student.resize(in.V * 4);
-  in.teacher.resize(in.V * 4);
-  for (int64_t v = 0; v < in.V; ++v) {
-    storeFromDouble(in.student.data(), DType::F32, v, s[v]);
-    storeFromDouble(in.teacher.data(), DType::F32, v, t[v]);
-  }
-  in.target = {0};
+  ref::CeTvdInputs in = oneRow(numbers((*c.getArray("student"))[0]),
+                               numbers((*c.getArray("teacher"))[0]), 0);
   CeTvdReducedOptions o = smallOptions();
   o.alpha = 0;
   o.mean = false;
@@ -474,32 +463,15 @@ TEST(CeTvdReduced, TvdTiesUseThreeWaySign) {
         << "v " << v;
 }
 
-/// One f32 row of logits for student and teacher, with target y.
-ref::CeTvdInputs oneF32Row(const std::vector<double> &s,
-                           const std::vector<double> &t, int64_t y) {
-  ref::CeTvdInputs in;
-  in.BT = 1;
-  in.V = s.size();
-  in.dtype = DType::F32;
-  in.student.resize(in.V * 4);
-  in.teacher.resize(in.V * 4);
-  for (int64_t v = 0; v < in.V; ++v) {
-    storeFromDouble(in.student.data(), DType::F32, v, s[v]);
-    storeFromDouble(in.teacher.data(), DType::F32, v, t[v]);
-  }
-  in.target = {y};
-  return in;
-}
-
 // numerics.json's edge rows through the cluster kernels (their pass 2 works
 // in log2 units): the reduced loss + gradient with KEEP 0 and 1, and the
 // cluster forward with its backward.
 TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
   for (const char *id : {"ce-all-neg-inf-but-target", "ce-all-very-negative"}) {
     json::Object c = numericsCase(id);
-    ref::CeTvdInputs in = oneF32Row(numbers((*c.getArray("student"))[0]),
-                                    numbers((*c.getArray("teacher"))[0]),
-                                    *(*c.getArray("target"))[0].getAsInteger());
+    ref::CeTvdInputs in = oneRow(numbers((*c.getArray("student"))[0]),
+                                 numbers((*c.getArray("teacher"))[0]),
+                                 *(*c.getArray("target"))[0].getAsInteger());
     const json::Object &expect = *c.getObject("expect");
     double ce = number((*expect.getArray("ce"))[0]);
     double tvd = number((*expect.getArray("tvd"))[0]);
@@ -541,7 +513,7 @@ TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
     CeTvdReducedOptions o = smallOptions();
     o.beta = 0;
     o.mean = false;
-    CeTvdReducedOutputs out = runCeTvdReducedCpu(oneF32Row(s, s, 0), o);
+    CeTvdReducedOutputs out = runCeTvdReducedCpu(oneRow(s, s, 0), o);
     EXPECT_NEAR(out.ce[0], ce[r], 1e-6) << "row " << r;
     if (r == 0)
       for (size_t v = 0; v < grad0.size(); ++v)

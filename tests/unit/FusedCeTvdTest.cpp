@@ -98,24 +98,6 @@ INSTANTIATE_TEST_SUITE_P(
               {"LANE_STATS=2", "BLOCK_SIZE=1024", "num_warps=16"}}),
     [](const auto &info) { return shapeName(info.param); });
 
-/// A one-row f32 problem from explicit logits.
-ref::CeTvdInputs oneRow(const std::vector<double> &s,
-                        const std::vector<double> &t, int64_t target,
-                        DType dtype = DType::F32) {
-  ref::CeTvdInputs in;
-  in.BT = 1;
-  in.V = s.size();
-  in.dtype = dtype;
-  in.student.resize(in.V * dtypeSize(dtype));
-  in.teacher.resize(in.V * dtypeSize(dtype));
-  for (int64_t v = 0; v < in.V; ++v) {
-    storeFromDouble(in.student.data(), dtype, v, s[v]);
-    storeFromDouble(in.teacher.data(), dtype, v, t[v]);
-  }
-  in.target = {target};
-  return in;
-}
-
 double gradAt(const CeTvdOutputs &out, DType dtype, int64_t i) {
   return loadAsDouble(out.grad.data(), dtype, i);
 }

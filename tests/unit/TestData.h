@@ -9,6 +9,9 @@
 #ifndef TILEJIT_TESTS_UNIT_TESTDATA_H
 #define TILEJIT_TESTS_UNIT_TESTDATA_H
 
+#include "kernels_spec/reference/Inputs.h"
+#include "tilejit/HostFloat.h"
+
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
@@ -90,6 +93,24 @@ inline json::Object numericsCase(const std::string &id) {
     if (*c.getAsObject()->getString("id") == id)
       return *c.getAsObject();
   throw std::runtime_error("numerics.json has no case " + id);
+}
+
+/// A one-row CE+TVD problem from explicit logits (a numerics.json row).
+inline ref::CeTvdInputs oneRow(const std::vector<double> &s,
+                               const std::vector<double> &t, int64_t target,
+                               DType dtype = DType::F32) {
+  ref::CeTvdInputs in;
+  in.BT = 1;
+  in.V = s.size();
+  in.dtype = dtype;
+  in.student.resize(in.V * dtypeSize(dtype));
+  in.teacher.resize(in.V * dtypeSize(dtype));
+  for (int64_t v = 0; v < in.V; ++v) {
+    storeFromDouble(in.student.data(), dtype, v, s[v]);
+    storeFromDouble(in.teacher.data(), dtype, v, t[v]);
+  }
+  in.target = {target};
+  return in;
 }
 
 } // namespace testdata
