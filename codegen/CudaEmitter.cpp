@@ -180,6 +180,86 @@ __device__ __forceinline__ void tj_cluster_reduce(T *slot, T (&v)[N]) {
     v[i] = acc;
   }
 }
+// The same combine for a tile.cluster_reduce that runs at most once per
+// kernel (not in a loop), without a cluster barrier: thread 0 pushes the
+// block's values into slot row `rank` of every block with st.async, each
+// store completing bytes on that block's mbarrier `bar` (phase 0); every
+// thread waits on its own mbarrier, then reads the C rows in rank order.
+// No release fence waits for this block's outstanding memory operations,
+// and no block reads another's shared memory, so none waits for its peers
+// before exiting. `bar` was initialized by tj_cluster_mbarriers_init.
+template <int C, typename Op, int N, typename T>
+__device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
+                                                      unsigned long long *bar,
+                                                      T (&v)[N]) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
+  unsigned barAddr = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(barAddr), "r"(unsigned(C * N * sizeof(T))) : "memory");
+    unsigned rank;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    unsigned row = static_cast<unsigned>(
+        __cvta_generic_to_shared(slots + rank * N));
+#pragma unroll
+    for (unsigned r = 0; r < C; ++r) {
+      unsigned remoteBar, remoteRow;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                   : "=r"(remoteBar) : "r"(barAddr), "r"(r));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                   : "=r"(remoteRow) : "r"(row), "r"(r));
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if constexpr (sizeof(T) == 4) {
+          unsigned bits;
+          memcpy(&bits, &v[i], 4);
+          asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes"
+                       ".b32 [%0], %1, [%2];"
+                       :: "r"(remoteRow + 4 * i), "r"(bits), "r"(remoteBar)
+                       : "memory");
+        } else {
+          unsigned long long bits;
+          memcpy(&bits, &v[i], 8);
+          asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes"
+                       ".b64 [%0], %1, [%2];"
+                       :: "r"(remoteRow + 8 * i), "l"(bits), "r"(remoteBar)
+                       : "memory");
+        }
+      }
+    }
+  }
+  unsigned done;
+  do {
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
+                 "p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done) : "r"(barAddr) : "memory");
+  } while (!done);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    T acc = slots[i];
+#pragma unroll
+    for (int r = 1; r < C; ++r)
+      acc = Op::apply(acc, slots[r * N + i]);
+    v[i] = acc;
+  }
+}
+// Thread 0 initializes the K mbarriers of tj_cluster_reduce_once (one
+// arrival each); the cluster barrier makes them visible to every block
+// before any block stores to them.
+template <int K>
+__device__ __forceinline__ void tj_cluster_mbarriers_init(unsigned long long *bars) {
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"
+                   :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(bars + k)))
+                   : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\t"
+               "barrier.cluster.wait.aligned;" ::: "memory");
+}
 #endif
 
 // tile.dot: element e of a thread's part of a tile is tile element
@@ -418,6 +498,9 @@ private:
   int64_t clusterSize = 1;
   bool alignedVectors = false; // attr::kAlignedVectors: no alignment checks
   unsigned clusterOps = 0;     // tile.cluster_reduce ops printed so far
+  // tile.cluster_reduce ops outside loops, each with its own mbarrier
+  // (tj_cluster_reduce_once), and how many of those were printed so far.
+  unsigned clusterMbarriers = 0, clusterOnceOps = 0;
   int indent = 0;
   unsigned nextId = 0;
   llvm::DenseMap<Value, std::string> names;
@@ -870,8 +953,20 @@ void KernelEmitter::emit() {
       bytes && bytes.getInt() > 0)
     line("extern __shared__ __align__(16) unsigned char tj_smem[]; // " +
          std::to_string(bytes.getInt()) + " bytes, set at launch");
+  if (clusterSize > 1) {
+    func.walk([&](tile::ClusterReduceOp op) {
+      if (!op->getParentOfType<LoopLikeOpInterface>())
+        ++clusterMbarriers;
+    });
+    if (clusterMbarriers > 0) {
+      std::string k = std::to_string(clusterMbarriers);
+      line("__shared__ __align__(8) unsigned long long tj_cluster_bar[" + k +
+           "];");
+      line("tj_cluster_mbarriers_init<" + k + ">(tj_cluster_bar);");
+    }
+  }
   emitBlock(body, {}, {});
-  if (clusterOps > 0)
+  if (clusterOps > clusterMbarriers)
     line("tj_cluster_sync(); // no block exits while others read its slots");
   --indent;
   line("}");
@@ -1688,17 +1783,27 @@ void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
   std::vector<std::string> srcs;
   for (Value src : op.getSrcs())
     srcs.push_back(name(src, op));
-  const char *combine = combinerName(op.getKind());
-  line("__shared__ " + t + " " + id + "_slot[" + n + "];");
+  std::string combiner =
+      std::to_string(clusterSize) + ", " + combinerName(op.getKind());
   line(t + " " + id + "[" + n + "] = {" + llvm::join(srcs, ", ") + "};");
-  locate(op);
-  stmt("tj_cluster_reduce<" + std::to_string(clusterSize) + ", " + combine +
-       ">(" + id + "_slot, " + id + ");");
+  // In a loop the slots are written again next iteration: the barrier form,
+  // which waits until every block has read them.
+  bool inLoop = op->getParentOfType<LoopLikeOpInterface>() != nullptr;
+  if (inLoop) {
+    line("__shared__ " + t + " " + id + "_slot[" + n + "];");
+    locate(op);
+    stmt("tj_cluster_reduce<" + combiner + ">(" + id + "_slot, " + id + ");");
+  } else {
+    line("__shared__ " + t + " " + id + "_slots[" +
+         std::to_string(clusterSize * op.getSrcs().size()) + "];");
+    locate(op);
+    stmt("tj_cluster_reduce_once<" + combiner + ">(" + id +
+         "_slots, tj_cluster_bar + " + std::to_string(clusterOnceOps++) + ", " +
+         id + ");");
+  }
   for (auto [i, res] : llvm::enumerate(op.getResults()))
     line(t + " " + bind(res) + " = " + id + "[" + std::to_string(i) + "];");
-  // In a loop the slot is written again next iteration: wait until every
-  // block has read it.
-  if (op->getParentOfType<LoopLikeOpInterface>())
+  if (inLoop)
     line("tj_cluster_sync();");
 }
 

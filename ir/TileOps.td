@@ -167,7 +167,10 @@ def Tile_ClusterReduceOp : Tile_Op<"cluster_reduce"> {
     several programs and still be reduced on chip). Each operand is combined
     over the programs of the cluster in program order, so every program gets
     bit-identical results. Every program of the cluster must reach the op
-    (it is a cluster-wide barrier); operands must be uniform in a program.
+    (each waits for the values of all the others); operands must be uniform
+    in a program. Outside loops the CUDA code pushes the values to every
+    program's mbarrier (st.async) and needs no cluster barrier; in a loop it
+    also waits at one until every program has read the round's values.
   }];
   let arguments = (ins ReduceKind:$kind, Variadic<AnyTypeOf<[I32, I64, F32]>>:$srcs);
   let results = (outs Variadic<AnyTypeOf<[I32, I64, F32]>>:$results);

@@ -574,7 +574,9 @@ double measureCopyBandwidth(size_t bytes, int iterations) {
     if (i > 0)
       ms.push_back(t);
   }
-  return 2.0 * bytes / (medianOf(ms) * 1e-3);
+  // The fastest copy: a ceiling, and steadier than the median from one
+  // process to the next (3.83-4.24 TB/s medians on one H200, stop 15).
+  return 2.0 * bytes / (*std::min_element(ms.begin(), ms.end()) * 1e-3);
 }
 
 Stream::Stream() {

@@ -179,7 +179,8 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 void synchronize();
 
 /// Device-to-device copy bandwidth in bytes/s (bytes read + written, as
-/// ../shared/anchors.md counts it): median of `iterations` copies of `bytes`.
+/// ../shared/anchors.md counts it): the fastest of `iterations` copies of
+/// `bytes`.
 double measureCopyBandwidth(size_t bytes, int iterations = 10);
 
 /// A blocking stream (CU_STREAM_DEFAULT): ordered with the legacy default

@@ -48,6 +48,28 @@ TileModule clusterKernel(int64_t cluster, bool diverge = false) {
   return k.finish();
 }
 
+/// out[pid] = the sum over i < 3 of the cluster's sum of (pid + i + 1): a
+/// cluster_reduce in a loop, which the CUDA code must not let a block run
+/// again before every block has read the previous round's slots.
+TileModule clusterLoopKernel(int64_t cluster) {
+  KernelBuilder k("cluster_loop", clusterConfig(cluster));
+  Value out = k.pointerArg("out", DType::F32);
+  Value pid = k.programId(0);
+  Var acc = k.constant(0, DType::F32);
+  k.forRange(0, k.constant(3, DType::I32), 1, [&](Value i) {
+    Value x = (pid + i + 1.0).to(DType::F32);
+    acc = acc + k.clusterReduce(KernelBuilder::ClusterOp::Sum, {x})[0];
+  });
+  k.store(out, pid, acc);
+  return k.finish();
+}
+
+/// What clusterLoopKernel writes for program p.
+float clusterLoopExpected(int64_t C, int64_t p) {
+  int64_t first = p / C * C + 1, last = first + C - 1;
+  return float(3 * (first + last) * C / 2 + 3 * C);
+}
+
 TEST(Cluster, ReduceCombinesTheProgramsOfEachCluster) {
   const int64_t C = 4, programs = 8;
   TileModule m = clusterKernel(C);
@@ -105,11 +127,24 @@ TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
   CompiledKernel k = compile(clusterKernel(4), {"sm_90", Stage::Ptx, {}});
   EXPECT_EQ(k.clusterSize, 4);
   EXPECT_NE(k.cuda.find("__cluster_dims__(4, 1, 1)"), std::string::npos);
-  EXPECT_NE(k.cuda.find("tj_cluster_reduce<4, tj_sum_op>"), std::string::npos);
-  EXPECT_NE(k.ptx.find("mapa.shared::cluster"), std::string::npos);
-  EXPECT_NE(k.ptx.find("barrier.cluster.arrive"), std::string::npos);
+  // Reductions outside loops: pushed to every block's mbarrier, and no
+  // cluster barrier but the one after the mbarriers' initialization.
+  EXPECT_NE(k.cuda.find("tj_cluster_reduce_once<4, tj_sum_op>"),
+            std::string::npos);
+  EXPECT_NE(k.ptx.find("st.async.shared::cluster.mbarrier"), std::string::npos);
+  EXPECT_NE(k.ptx.find("mbarrier.try_wait.parity.acquire.cluster"),
+            std::string::npos);
+  EXPECT_EQ(k.ptx.find("barrier.cluster.arrive.release"), std::string::npos);
   std::string log;
   EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log)) << log;
+  // In a loop: the barrier form, reading the peers' slots (DSMEM).
+  CompiledKernel loop =
+      compile(clusterLoopKernel(4), {"sm_90", Stage::Ptx, {}});
+  EXPECT_NE(loop.cuda.find("tj_cluster_reduce<4, tj_sum_op>"),
+            std::string::npos);
+  EXPECT_NE(loop.ptx.find("ld.shared::cluster"), std::string::npos);
+  EXPECT_NE(loop.ptx.find("barrier.cluster.arrive.release"), std::string::npos);
+  EXPECT_TRUE(nvrtc::ptxasAccepts(loop.ptx, "sm_90", &log)) << log;
   // Clusters need sm_90: an older target gets our message, not a crash.
   try {
     compile(clusterKernel(4), {"sm_80", Stage::Ptx, {}});
@@ -147,6 +182,46 @@ TEST(ClusterGpu, ReduceMatchesTheInterpreter) {
       EXPECT_EQ(got[4 * p], float((first + last) * C / 2)) << C << " " << p;
       EXPECT_EQ(got[4 * p + 2], float(last)) << C << " " << p;
       EXPECT_EQ(got[4 * p + 3], float(first)) << C << " " << p;
+    }
+  }
+}
+
+/// clusterLoopKernel in the interpreter.
+std::vector<float> interpretClusterLoop(int64_t C, int64_t programs) {
+  TileModule m = clusterLoopKernel(C);
+  optimizeTile(m);
+  std::vector<float> out(programs, -1.f);
+  interpret(m.operation(), "cluster_loop", {programs, 1, 1},
+            {InterpBuffer{out.data(), DType::F32, programs}});
+  return out;
+}
+
+TEST(Cluster, ReduceInALoopCombinesEachRound) {
+  std::vector<float> got = interpretClusterLoop(4, 8);
+  for (int64_t p = 0; p < 8; ++p)
+    EXPECT_EQ(got[p], clusterLoopExpected(4, p)) << p;
+}
+
+TEST(ClusterGpu, ReduceInALoopMatchesTheInterpreter) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  for (int64_t C : {2, 8}) {
+    const int64_t programs = 4 * C;
+    std::vector<float> want = interpretClusterLoop(C, programs);
+    cuda::Device device = cuda::Device::open();
+    CompiledKernel k =
+        compile(clusterLoopKernel(C), {device.archString(), Stage::Cubin, {}});
+    LoadedKernels loaded;
+    cuda::DeviceBuffer out(programs * sizeof(float));
+    CUdeviceptr p0 = out.ptr();
+    std::vector<void *> args = {&p0};
+    cuda::launch(loaded.function(k), {unsigned(programs)},
+                 {unsigned(k.threads)}, 0, nullptr, args);
+    cuda::synchronize();
+    std::vector<float> got(programs);
+    out.copyToHost(got.data(), got.size() * sizeof(float));
+    for (int64_t p = 0; p < programs; ++p) {
+      EXPECT_EQ(want[p], clusterLoopExpected(C, p)) << C << " " << p;
+      EXPECT_EQ(got[p], clusterLoopExpected(C, p)) << C << " " << p;
     }
   }
 }
