@@ -180,6 +180,12 @@ __device__ __forceinline__ void tj_cluster_reduce(T *slot, T (&v)[N]) {
     v[i] = acc;
   }
 }
+// Waits once at the cluster barrier of tj_cluster_mbarriers_init.
+__device__ __forceinline__ void tj_cluster_init_wait(bool &waited) {
+  if (!waited)
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  waited = true;
+}
 // The same combine for a tile.cluster_reduce that runs at most once per
 // kernel (not in a loop), without a cluster barrier: thread 0 pushes the
 // block's values into slot row `rank` of every block with st.async, each
@@ -187,12 +193,15 @@ __device__ __forceinline__ void tj_cluster_reduce(T *slot, T (&v)[N]) {
 // thread waits on its own mbarrier, then reads the C rows in rank order.
 // No release fence waits for this block's outstanding memory operations,
 // and no block reads another's shared memory, so none waits for its peers
-// before exiting. `bar` was initialized by tj_cluster_mbarriers_init.
+// before exiting. `bar` was initialized by tj_cluster_mbarriers_init; the
+// first combine waits for every block to have done that (`initWaited`).
 template <int C, typename Op, int N, typename T>
 __device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
                                                       unsigned long long *bar,
+                                                      bool &initWaited,
                                                       T (&v)[N]) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
+  tj_cluster_init_wait(initWaited);
   unsigned barAddr = static_cast<unsigned>(__cvta_generic_to_shared(bar));
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
@@ -245,8 +254,10 @@ __device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
   }
 }
 // Thread 0 initializes the K mbarriers of tj_cluster_reduce_once (one
-// arrival each); the cluster barrier makes them visible to every block
-// before any block stores to them.
+// arrival each) and every thread arrives at a cluster barrier, whose wait
+// (tj_cluster_init_wait, before the first store to a peer, or at the end
+// for a block that made none) makes them visible to every block. The loads
+// before the first combine run meanwhile.
 template <int K>
 __device__ __forceinline__ void tj_cluster_mbarriers_init(unsigned long long *bars) {
   if (threadIdx.x == 0) {
@@ -257,10 +268,19 @@ __device__ __forceinline__ void tj_cluster_mbarriers_init(unsigned long long *ba
                    : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\t"
-               "barrier.cluster.wait.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 #endif
+
+// Element e of a bf16 array as f32, from the 32-bit word holding it and
+// its neighbour: a shift for the low half, a mask for the high one (one
+// instruction each, where __bfloat162float of the extracted high half
+// takes two). The array has an even length.
+__device__ __forceinline__ float tj_bf16_at(const __nv_bfloat16 *x, int e) {
+  unsigned w;
+  memcpy(&w, x + (e & ~1), 4);
+  return __uint_as_float(e & 1 ? w & 0xffff0000u : w << 16);
+}
 
 // tile.dot: element e of a thread's part of a tile is tile element
 // (e / VEC) * P * VEC + threadIdx.x * VEC + e % VEC (tile-assign-layout).
@@ -954,8 +974,11 @@ void KernelEmitter::emit() {
     line("extern __shared__ __align__(16) unsigned char tj_smem[]; // " +
          std::to_string(bytes.getInt()) + " bytes, set at launch");
   if (clusterSize > 1) {
+    bool inLoops = false;
     func.walk([&](tile::ClusterReduceOp op) {
-      if (!op->getParentOfType<LoopLikeOpInterface>())
+      if (op->getParentOfType<LoopLikeOpInterface>())
+        inLoops = true;
+      else
         ++clusterMbarriers;
     });
     if (clusterMbarriers > 0) {
@@ -963,11 +986,18 @@ void KernelEmitter::emit() {
       line("__shared__ __align__(8) unsigned long long tj_cluster_bar[" + k +
            "];");
       line("tj_cluster_mbarriers_init<" + k + ">(tj_cluster_bar);");
+      line("bool tj_cluster_init_waited = false;");
+      // The barrier form arrives at the same cluster barrier: finish this
+      // phase first.
+      if (inLoops)
+        line("tj_cluster_init_wait(tj_cluster_init_waited);");
     }
   }
   emitBlock(body, {}, {});
   if (clusterOps > clusterMbarriers)
     line("tj_cluster_sync(); // no block exits while others read its slots");
+  if (clusterMbarriers > 0)
+    line("tj_cluster_init_wait(tj_cluster_init_waited);");
   --indent;
   line("}");
 }
@@ -1124,6 +1154,10 @@ bool KernelEmitter::emitArith(Operation *op) {
       })
       .Case<arith::MinNumFOp>([&](auto) {
         floatCall("fminf");
+        return true;
+      })
+      .Case<math::CopySignOp>([&](auto) {
+        floatCall("copysignf");
         return true;
       })
       .Case<arith::NegFOp>([&](auto) {
@@ -1296,6 +1330,15 @@ bool KernelEmitter::emitArith(Operation *op) {
       .Case<arith::ExtFOp, arith::TruncFOp>([&](auto) {
         requireFloat(at, op);
         requireFloat(rt, op);
+        // bf16 pairs widen from their 32-bit word (tj_bf16_at).
+        auto k = vecLen(op->getOperand(0).getType(), op);
+        if (at.isBF16() && rt.isF32() && k && *k % 2 == 0) {
+          std::string x = name(op->getOperand(0), op);
+          define(op, res, [&](const std::string &e) {
+            return "tj_bf16_at(" + x + ", " + e + ")";
+          });
+          return true;
+        }
         define(op, res, [&](const std::string &e) {
           return fromF32(toF32(r(op, 0, e), at), rt);
         });
@@ -1798,8 +1841,8 @@ void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
          std::to_string(clusterSize * op.getSrcs().size()) + "];");
     locate(op);
     stmt("tj_cluster_reduce_once<" + combiner + ">(" + id +
-         "_slots, tj_cluster_bar + " + std::to_string(clusterOnceOps++) + ", " +
-         id + ");");
+         "_slots, tj_cluster_bar + " + std::to_string(clusterOnceOps++) +
+         ", tj_cluster_init_waited, " + id + ");");
   }
   for (auto [i, res] : llvm::enumerate(op.getResults()))
     line(t + " " + bind(res) + " = " + id + "[" + std::to_string(i) + "];");

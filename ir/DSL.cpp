@@ -532,6 +532,17 @@ Value max(Value a, Value b) {
 Value min(Value a, Value b) {
   return binary<mlir::arith::MinimumFOp, mlir::arith::MinSIOp>(a, b, "min");
 }
+Value minNum(Value a, Value b) {
+  return binary<mlir::arith::MinNumFOp, mlir::arith::MinSIOp>(a, b, "minNum");
+}
+Value copysign(Value a, Value b) {
+  auto &k = builderOf(a, b).impl();
+  if (!elementOf(k.use(a).getType()).isFloat() ||
+      !elementOf(k.use(b).getType()).isFloat())
+    k.fail("'copysign' needs float operands");
+  return binary<mlir::math::CopySignOp, mlir::math::CopySignOp>(a, b,
+                                                                "copysign");
+}
 /// Approximate functions allowed (fastmath<afn>): the GPU uses its ex2 unit,
 /// as Triton does.
 template <typename Op> Value approximateMath(Value a, const char *name) {

@@ -120,11 +120,11 @@ struct RowStats {
 
 /// What the passes keep of the slice in shared memory (the cluster kernels'
 /// KEEP): with `studentCopy` set, pass 1 copies the student's
-/// slice there and pass 2 reads it back from there; `keep(tile, p, p
-/// sign(p - q))` runs in pass 2 for each tile.
+/// slice there and pass 2 reads it back from there; `keep(tile, p sign(p -
+/// q), log2 p - log2 q)` runs in pass 2 for each tile.
 struct SliceKeeping {
   Value studentCopy;
-  std::function<void(const SliceTile &, Value p, Value signedP)> keep;
+  std::function<void(const SliceTile &, Value signedP, Value log2Gap)> keep;
 };
 
 /// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
@@ -133,7 +133,6 @@ struct SliceKeeping {
 RowStats rowStats(KernelBuilder &k, const RowSlice &r,
                   const SliceKeeping &keeping = {}) {
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value zero = k.full(BLOCK, k.constant(0, DType::F32));
   Value copy = keeping.studentCopy;
   auto copyStudent = [&](const SliceTile &x) {
     if (copy.valid())
@@ -189,17 +188,22 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // and a pass 3 that re-reads the inputs, forward again, meets pass 2's
   // (fewer HBM re-reads, -1-2% on the H200:
   // bench/results/2026-11-30-cetvd-session13.md).
-  Var absSum = zero, sig = zero;
+  // Its sums are kept per thread's vector group: one register per thread
+  // each, not one per element.
+  const int64_t cols = k.threadGroup(BLOCK, k.config().dtype);
+  Value groupZero = k.full(BLOCK / cols, k.constant(0, DType::F32));
+  Var absSum = groupZero, sig = groupZero;
   forEachTile(
       k, r,
       [&](const SliceTile &x) {
         Value lp = log2SoftmaxAt(x.s, st.maxS, st.logSumS);
         Value lq = log2SoftmaxAt(x.t, st.maxT, st.logSumT);
-        Value p = exp2(lp), signedP = signedBy(p, lp, lq);
-        absSum = absSum + abs(p - exp2(lq));
-        sig = sig + signedP;
+        Value p = exp2(lp), gap = lp - lq;
+        Value signedP = signedByDifference(p, gap);
+        absSum = absSum + abs(p - exp2(lq)).sumRows(cols);
+        sig = sig + signedP.sumRows(cols);
         if (keeping.keep)
-          keeping.keep(x, p, signedP);
+          keeping.keep(x, signedP, gap);
       },
       Walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy});
   auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
@@ -282,16 +286,19 @@ TileModule buildLossGrad(const Config &c) {
       [&] {
         // KEEP: the array holds the student's slice from pass 1 for pass 2,
         // then each element's p sign(p - q) from pass 2 for pass 3, at its
-        // place in the slice and read back by the lane that wrote it. p -
-        // |p sign| is exactly 0 except at a tie with p > 0, where p sign
-        // loses p: their sum is 0 if and only if there is none.
-        Var tieMass = k.full(k.param("BLOCK_SIZE"), zero);
+        // place in the slice and read back by the lane that wrote it. A tie
+        // (log2 p = log2 q, sign 0) loses p: the smallest |log2 p - log2 q|
+        // of the slice is 0 if and only if there is one (minNum skips the
+        // NaN gaps of -inf logits, where p = 0 anyway).
+        Var tieGap = k.full(
+            k.param("BLOCK_SIZE"),
+            k.constant(std::numeric_limits<double>::infinity(), DType::F32));
         SliceKeeping keeping;
         if (kept.valid()) {
           keeping.studentCopy = kept;
-          keeping.keep = [&](const SliceTile &x, Value p, Value signedP) {
+          keeping.keep = [&](const SliceTile &x, Value signedP, Value gap) {
             k.store(kept, x.offs - r.start, signedP.to(kept.dtype()), x.mask);
-            tieMass = tieMass + (p - abs(signedP));
+            tieGap = minNum(tieGap, abs(gap));
           };
         }
         RowStats st = rowStats(k, r, keeping);
@@ -333,7 +340,7 @@ TileModule buildLossGrad(const Config &c) {
               Walk{/*backward=*/false, /*student=*/false, /*teacher=*/false});
         };
         if (kept.valid())
-          k.ifThen(tieMass.sum() == 0.0, gradFromKept, gradFromLogits);
+          k.ifThen(tieGap.min() > 0.0, gradFromKept, gradFromLogits);
         else
           gradFromLogits();
         // The target's element, rewritten once by the program whose slice

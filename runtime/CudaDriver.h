@@ -180,7 +180,7 @@ void synchronize();
 
 /// Device-to-device copy bandwidth in bytes/s (bytes read + written, as
 /// ../shared/anchors.md counts it): the fastest of `iterations` copies of
-/// `bytes`.
+/// `bytes`, in each of three fresh pairs of buffers.
 double measureCopyBandwidth(size_t bytes, int iterations = 10);
 
 /// A blocking stream (CU_STREAM_DEFAULT): ordered with the legacy default

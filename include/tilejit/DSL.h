@@ -142,6 +142,11 @@ TILEJIT_DSL_SCALAR_OVERLOADS(!=)
 
 Value max(Value a, Value b); // NaN-propagating, as torch.maximum
 Value min(Value a, Value b);
+/// The smaller of a and b, or the other one where one is NaN (C's fminf,
+/// torch.fmin).
+Value minNum(Value a, Value b);
+/// |a| with the sign bit of b (floats; C's copysignf).
+Value copysign(Value a, Value b);
 /// e^a. On the GPU the hardware ex2 approximation of 2^(a log2 e), as
 /// Triton's exp (relative error about 2^-21 + |a| 2^-24), with results below
 /// 2^-126 (a < -87.3) flushed to zero; the CPU interpreter uses libm.

@@ -48,9 +48,10 @@ TileModule clusterKernel(int64_t cluster, bool diverge = false) {
   return k.finish();
 }
 
-/// out[pid] = the sum over i < 3 of the cluster's sum of (pid + i + 1): a
-/// cluster_reduce in a loop, which the CUDA code must not let a block run
-/// again before every block has read the previous round's slots.
+/// out[pid] = the sum over i < 3 of the cluster's sum of (pid + i + 1), plus
+/// the cluster's max of pid + 1: a cluster_reduce in a loop, which the CUDA
+/// code must not let a block run again before every block has read the
+/// previous round's slots, and one outside it (the mbarrier form).
 TileModule clusterLoopKernel(int64_t cluster) {
   KernelBuilder k("cluster_loop", clusterConfig(cluster));
   Value out = k.pointerArg("out", DType::F32);
@@ -60,14 +61,16 @@ TileModule clusterLoopKernel(int64_t cluster) {
     Value x = (pid + i + 1.0).to(DType::F32);
     acc = acc + k.clusterReduce(KernelBuilder::ClusterOp::Sum, {x})[0];
   });
-  k.store(out, pid, acc);
+  Value last = k.clusterReduce(KernelBuilder::ClusterOp::Max,
+                               {(pid + 1.0).to(DType::F32)})[0];
+  k.store(out, pid, acc + last);
   return k.finish();
 }
 
 /// What clusterLoopKernel writes for program p.
 float clusterLoopExpected(int64_t C, int64_t p) {
   int64_t first = p / C * C + 1, last = first + C - 1;
-  return float(3 * (first + last) * C / 2 + 3 * C);
+  return float(3 * (first + last) * C / 2 + 3 * C + last);
 }
 
 TEST(Cluster, ReduceCombinesTheProgramsOfEachCluster) {
@@ -144,6 +147,7 @@ TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
             std::string::npos);
   EXPECT_NE(loop.ptx.find("ld.shared::cluster"), std::string::npos);
   EXPECT_NE(loop.ptx.find("barrier.cluster.arrive.release"), std::string::npos);
+  EXPECT_NE(loop.ptx.find("st.async.shared::cluster"), std::string::npos);
   EXPECT_TRUE(nvrtc::ptxasAccepts(loop.ptx, "sm_90", &log)) << log;
   // Clusters need sm_90: an older target gets our message, not a crash.
   try {

@@ -5,7 +5,8 @@
 // the GPU uses one max.NaN/min.NaN instruction (sm_80 and newer). Both must
 // give the same values, signed zeros included, on the cases that tell the
 // definitions apart (a NaN matches any NaN: payloads are not compared).
-// The pre-sm_80 fallback in the prelude is not run by these tests.
+// The pre-sm_80 fallback in the prelude is not run by these tests. minNum
+// (fminf: NaN loses) and copysign go through the same kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Cache.h"
@@ -18,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -29,7 +31,8 @@ namespace {
 
 constexpr int64_t kLanes = 32;
 
-/// out[0..n) = max(a, b), out[n..2n) = min(a, b), one program of 32 lanes.
+/// out[0..n) = max(a, b), out[n..2n) = min(a, b), out[2n..3n) = minNum(a,
+/// b), out[3n..4n) = copysign(a, b), one program of 32 lanes.
 TileModule minMaxKernel() {
   Config c;
   c.params = {{"num_warps", 1}};
@@ -40,6 +43,8 @@ TileModule minMaxKernel() {
   Value x = k.load(a, i), y = k.load(b, i);
   k.store(out, i, max(x, y));
   k.store(out, i + double(kLanes), min(x, y));
+  k.store(out, i + double(2 * kLanes), minNum(x, y));
+  k.store(out, i + double(3 * kLanes), copysign(x, y));
   return k.finish();
 }
 
@@ -62,13 +67,17 @@ uint32_t bits(float f) {
   return u;
 }
 
-/// Same value, with the sign of zero; any NaN matches any NaN.
+/// Same value, with the sign of zero (except where `anyZeroSign`); any NaN
+/// matches any NaN.
 void expectSameBits(const std::vector<float> &got,
-                    const std::vector<float> &want) {
+                    const std::vector<float> &want,
+                    const std::vector<bool> &anyZeroSign = {}) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t j = 0; j < got.size(); ++j) {
     if (std::isnan(want[j]))
       EXPECT_TRUE(std::isnan(got[j])) << j;
+    else if (j < anyZeroSign.size() && anyZeroSign[j])
+      EXPECT_EQ(got[j], want[j]) << j;
     else
       EXPECT_EQ(bits(got[j]), bits(want[j])) << j << ": " << got[j];
   }
@@ -76,19 +85,24 @@ void expectSameBits(const std::vector<float> &got,
 
 std::vector<float> onInterpreter(std::vector<float> a, std::vector<float> b) {
   TileModule m = minMaxKernel();
-  std::vector<float> out(2 * kLanes, 1.f);
+  std::vector<float> out(4 * kLanes, 1.f);
   interpret(m.operation(), m.kernelName(), {1, 1, 1},
             {InterpBuffer{a.data(), DType::F32, kLanes},
              InterpBuffer{b.data(), DType::F32, kLanes},
-             InterpBuffer{out.data(), DType::F32, 2 * kLanes}});
+             InterpBuffer{out.data(), DType::F32, 4 * kLanes}});
   return out;
 }
 
-TEST(MinMax, InterpreterFollowsIeeeMaximumAndMinimum) {
+TEST(MinMax, InterpreterFollowsIeeeMaximumMinimumMinNumAndCopysign) {
   std::vector<float> a, b;
   specialPairs(a, b);
-  std::vector<float> want(2 * kLanes);
+  std::vector<float> want(4 * kLanes);
+  // minNum leaves the sign of a zero result open (IEEE 754-2008 minNum).
+  std::vector<bool> anyZeroSign(4 * kLanes, false);
   for (int64_t j = 0; j < kLanes; ++j) {
+    want[2 * kLanes + j] = std::fmin(a[j], b[j]);
+    anyZeroSign[2 * kLanes + j] = true;
+    want[3 * kLanes + j] = std::copysign(a[j], b[j]);
     bool nan = std::isnan(a[j]) || std::isnan(b[j]);
     bool bothZero = a[j] == 0.f && b[j] == 0.f;
     float qnan = std::numeric_limits<float>::quiet_NaN();
@@ -101,7 +115,7 @@ TEST(MinMax, InterpreterFollowsIeeeMaximumAndMinimum) {
         : bothZero ? (std::signbit(a[j]) || std::signbit(b[j]) ? -0.f : 0.f)
                    : std::min(a[j], b[j]);
   }
-  expectSameBits(onInterpreter(a, b), want);
+  expectSameBits(onInterpreter(a, b), want, anyZeroSign);
 }
 
 TEST(MinMaxGpu, MatchesTheInterpreter) {
@@ -112,7 +126,7 @@ TEST(MinMaxGpu, MatchesTheInterpreter) {
   CompiledKernel k =
       compile(minMaxKernel(), {device.archString(), Stage::Cubin, {}});
   LoadedKernels loaded;
-  cuda::DeviceBuffer da(kLanes * 4), db(kLanes * 4), dout(2 * kLanes * 4);
+  cuda::DeviceBuffer da(kLanes * 4), db(kLanes * 4), dout(4 * kLanes * 4);
   da.copyFromHost(a.data(), kLanes * 4);
   db.copyFromHost(b.data(), kLanes * 4);
   dout.memset(0);
@@ -121,9 +135,12 @@ TEST(MinMaxGpu, MatchesTheInterpreter) {
   cuda::launch(loaded.function(k), {1}, {unsigned(k.threads)}, 0, nullptr,
                args);
   cuda::synchronize();
-  std::vector<float> got(2 * kLanes);
+  std::vector<float> got(4 * kLanes);
   dout.copyToHost(got.data(), got.size() * 4);
-  expectSameBits(got, onInterpreter(a, b));
+  std::vector<bool> anyZeroSign(4 * kLanes, false);
+  std::fill(anyZeroSign.begin() + 2 * kLanes, anyZeroSign.begin() + 3 * kLanes,
+            true);
+  expectSameBits(got, onInterpreter(a, b), anyZeroSign);
 }
 
 } // namespace
