@@ -504,7 +504,11 @@ void deriveLossGrad(dsl::Config &c,
 /// of 2, 4 and 8 that leaves each program a slice of at least 16000
 /// elements (measured on the H200: 8 at V = 151936 and 128256, 2 at V =
 /// 32000, where 8 programs of 4000 elements ran 1.6x slower); KEEP on where
-/// its array fits (bench/results/2026-11-30-cetvd-session14.md).
+/// its array fits (bench/results/2026-11-30-cetvd-session14.md). Both
+/// cluster kernels take them. Since the combines need no cluster barrier,
+/// the bf16 forward is faster this way than with its former fixed 2
+/// programs and no KEEP at every shape measured (0.929 to 0.896 ms at BT
+/// 4096, V 151936: bench/results/2026-11-30-cetvd-session15.md).
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
                      const std::set<std::string> &overridden) {
@@ -522,16 +526,9 @@ void defaultsByVocab(dsl::Config &c,
         keptBytes(c, v->second) <= kMaxSharedArrayBytes - kStaticSharedBytes;
 }
 
-/// The cluster forward keeps its fixed defaults (2 programs per row, KEEP
-/// off: 0.95 ms against 1.10 ms with 8 and KEEP in bf16) except in f32,
-/// where the student's slice kept for pass 2 paid (1.59 to 1.33 ms at V =
-/// 128256): defaultsByVocab there.
-void forwardDefaults(dsl::Config &c,
-                     const std::map<std::string, int64_t> &shape,
-                     const std::set<std::string> &overridden) {
-  if (c.dtype == DType::F32)
-    defaultsByVocab(c, shape, overridden);
-}
+constexpr const char *kClusterHelp =
+    "programs (blocks) per row; by default the largest of 2, 4, 8 that "
+    "leaves each program 16000 or more elements of V";
 
 std::vector<ParamSpec> singleProgramParams() {
   return {{"BLOCK_SIZE", {1024}, 1024, "rows per tile"},
@@ -541,14 +538,13 @@ std::vector<ParamSpec> singleProgramParams() {
 } // namespace
 
 KernelSpec fusedCeTvdForwardClusterSpec() {
-  std::vector<ParamSpec> params =
-      clusterParams(2, 2048, "programs (blocks) per row");
+  std::vector<ParamSpec> params = clusterParams(8, 2048, kClusterHelp);
   params.push_back({"KEEP",
                     {0, 1},
-                    0,
+                    1,
                     "1: a shared array keeps the student's slice from pass 1, "
-                    "so pass 2 re-reads only the teacher. By default 0, and "
-                    "in f32 1 where it fits, with CLUSTER_SIZE by V"});
+                    "so pass 2 re-reads only the teacher; by default 1 where "
+                    "it fits in shared memory"});
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "(sm_90)",
@@ -556,17 +552,13 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
                kDtypes,
                buildForwardCluster,
                kTuneKey};
-  s.shapeDefaults = forwardDefaults;
+  s.shapeDefaults = defaultsByVocab;
   s.deriveParams = deriveSlice;
   return s;
 }
 
 KernelSpec fusedCeTvdLossGradSpec() {
-  std::vector<ParamSpec> params =
-      clusterParams(8, 2048,
-                    "programs (blocks) per row; by default the largest of "
-                    "2, 4, 8 that leaves each program 16000 or more "
-                    "elements of V");
+  std::vector<ParamSpec> params = clusterParams(8, 2048, kClusterHelp);
   params.push_back({"KEEP",
                     {0, 1},
                     1,

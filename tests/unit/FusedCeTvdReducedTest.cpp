@@ -224,15 +224,16 @@ TEST(CeTvdReduced, DefaultClusterFollowsTheVocab) {
   EXPECT_EQ(cluster(32000, {"CLUSTER_SIZE=16"}), 16);
 }
 
-// The cluster forward follows V only in f32, with KEEP where it fits.
-TEST(CeTvdClusterForward, DefaultsFollowTheVocabInF32) {
+// The cluster forward follows V in every dtype, with KEEP where it fits.
+TEST(CeTvdClusterForward, DefaultsFollowTheVocab) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_fwd_cluster");
   auto config = [&](DType dt, int64_t V) {
     dsl::Config c = spec.config(dt, {}, {{"V", V}});
     return std::make_pair(c.get("CLUSTER_SIZE"), c.get("KEEP"));
   };
   EXPECT_EQ(config(DType::BF16, 151936),
-            std::make_pair(int64_t(2), int64_t(0)));
+            std::make_pair(int64_t(8), int64_t(1)));
+  EXPECT_EQ(config(DType::BF16, 32000), std::make_pair(int64_t(2), int64_t(1)));
   EXPECT_EQ(config(DType::F32, 151936), std::make_pair(int64_t(8), int64_t(1)));
   EXPECT_EQ(config(DType::F32, 32000), std::make_pair(int64_t(2), int64_t(1)));
   EXPECT_EQ(config(DType::F32, 500000), std::make_pair(int64_t(8), int64_t(0)));
