@@ -372,9 +372,10 @@ private:
 
 } // namespace
 
-std::vector<std::string> tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
-                                             const CeTvdReducedOptions &options,
-                                             bool retune, std::string *table) {
+std::vector<std::string> tuneCeTvdReducedGpu(
+    const ref::CeTvdInputs &in, const CeTvdReducedOptions &options,
+    bool retune, std::string *table,
+    const std::function<void(const std::string &)> &progress) {
   validate(in, options);
   CeTvdReducedOutputs scratch;
   GpuRun run(in, options, scratch);
@@ -385,6 +386,7 @@ std::vector<std::string> tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
   TuningDatabase db = TuningDatabase::fromEnvironment();
   TuningKey key = ceTvdTuningKey(kLossGrad, in, id);
   TuneOptions topts;
+  topts.progress = progress;
   bool fromDb = false;
   TuningEntry e = lookupOrTune(
       db, key,

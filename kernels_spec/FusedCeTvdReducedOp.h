@@ -17,6 +17,8 @@
 
 #include "kernels_spec/FusedCeTvdOp.h"
 
+#include <functional>
+
 namespace tilejit {
 
 struct CeTvdReducedOptions {
@@ -64,11 +66,13 @@ CeTvdCheck checkCeTvdReduced(const ref::CeTvdInputs &in,
 
 /// Tunes fused_ce_tvd_loss_grad for in's shape on the GPU (or returns the
 /// stored entry) and stores the winner in the tuning database. Returns the
-/// winner as overrides; `table` (if given) receives one line per candidate.
-std::vector<std::string> tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
-                                             const CeTvdReducedOptions &options,
-                                             bool retune,
-                                             std::string *table = nullptr);
+/// winner as overrides; `table` (if given) receives one line per candidate,
+/// and `progress` (if given) a line per step as the tuner goes (compiling,
+/// then each candidate's time or why it was skipped).
+std::vector<std::string> tuneCeTvdReducedGpu(
+    const ref::CeTvdInputs &in, const CeTvdReducedOptions &options,
+    bool retune, std::string *table = nullptr,
+    const std::function<void(const std::string &)> &progress = nullptr);
 
 } // namespace tilejit
 

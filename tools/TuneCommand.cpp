@@ -133,7 +133,10 @@ int runTuneCommand() {
     ro.mean = parseReduction(tuneReduction);
     ro.arch = tuneArch;
     std::string table;
-    auto best = tuneCeTvdReducedGpu(in, ro, tuneRetune, &table);
+    auto best = tuneCeTvdReducedGpu(
+        in, ro, tuneRetune, &table, [](const std::string &line) {
+          std::cerr << "tune: fused_ce_tvd_loss_grad: " << line << "\n";
+        });
     std::printf("%s  winner:", table.c_str());
     for (const std::string &b : best)
       std::printf(" %s", b.c_str());
