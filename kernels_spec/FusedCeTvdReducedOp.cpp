@@ -372,10 +372,11 @@ private:
 
 } // namespace
 
-std::vector<std::string> tuneCeTvdReducedGpu(
-    const ref::CeTvdInputs &in, const CeTvdReducedOptions &options,
-    bool retune, std::string *table,
-    const std::function<void(const std::string &)> &progress) {
+std::vector<std::string>
+tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
+                    const CeTvdReducedOptions &options, bool retune,
+                    std::string *table,
+                    const std::function<void(const std::string &)> &progress) {
   validate(in, options);
   CeTvdReducedOutputs scratch;
   GpuRun run(in, options, scratch);

@@ -70,8 +70,8 @@ CeTvdCheck checkCeTvdReduced(const ref::CeTvdInputs &in,
 /// and `progress` (if given) a line per step as the tuner goes (compiling,
 /// then each candidate's time or why it was skipped).
 std::vector<std::string> tuneCeTvdReducedGpu(
-    const ref::CeTvdInputs &in, const CeTvdReducedOptions &options,
-    bool retune, std::string *table = nullptr,
+    const ref::CeTvdInputs &in, const CeTvdReducedOptions &options, bool retune,
+    std::string *table = nullptr,
     const std::function<void(const std::string &)> &progress = nullptr);
 
 } // namespace tilejit
