@@ -183,7 +183,7 @@ __device__ __forceinline__ void tj_cluster_reduce(T *slot, T (&v)[N]) {
 // Waits once at the cluster barrier of tj_cluster_mbarriers_init.
 __device__ __forceinline__ void tj_cluster_init_wait(bool &waited) {
   if (!waited)
-    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait;" ::: "memory");
   waited = true;
 }
 // The same combine for a tile.cluster_reduce that runs at most once per
@@ -257,7 +257,8 @@ __device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
 // arrival each) and every thread arrives at a cluster barrier, whose wait
 // (tj_cluster_init_wait, before the first store to a peer, or at the end
 // for a block that made none) makes them visible to every block. The loads
-// before the first combine run meanwhile.
+// before the first combine run meanwhile. A kernel that also combines in a
+// loop waits at once, since the barrier form arrives at the same barrier.
 template <int K>
 __device__ __forceinline__ void tj_cluster_mbarriers_init(unsigned long long *bars) {
   if (threadIdx.x == 0) {
@@ -442,6 +443,11 @@ template <int PENDING> __device__ __forceinline__ void tj_copy_wait() {
 //===----------------------------------------------------------------------===//
 // Literals
 //===----------------------------------------------------------------------===//
+
+/// A cluster_reduce outside loops: tj_cluster_reduce_once, on an mbarrier.
+bool runsOnce(tile::ClusterReduceOp op) {
+  return !op->getParentOfType<LoopLikeOpInterface>();
+}
 
 /// The prelude's combiner struct of a reduction.
 const char *combinerName(ReduceKind kind) {
@@ -976,10 +982,10 @@ void KernelEmitter::emit() {
   if (clusterSize > 1) {
     bool inLoops = false;
     func.walk([&](tile::ClusterReduceOp op) {
-      if (op->getParentOfType<LoopLikeOpInterface>())
-        inLoops = true;
-      else
+      if (runsOnce(op))
         ++clusterMbarriers;
+      else
+        inLoops = true;
     });
     if (clusterMbarriers > 0) {
       std::string k = std::to_string(clusterMbarriers);
@@ -994,8 +1000,6 @@ void KernelEmitter::emit() {
     }
   }
   emitBlock(body, {}, {});
-  if (clusterOps > clusterMbarriers)
-    line("tj_cluster_sync(); // no block exits while others read its slots");
   if (clusterMbarriers > 0)
     line("tj_cluster_init_wait(tj_cluster_init_waited);");
   --indent;
@@ -1830,8 +1834,8 @@ void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
       std::to_string(clusterSize) + ", " + combinerName(op.getKind());
   line(t + " " + id + "[" + n + "] = {" + llvm::join(srcs, ", ") + "};");
   // In a loop the slots are written again next iteration: the barrier form,
-  // which waits until every block has read them.
-  bool inLoop = op->getParentOfType<LoopLikeOpInterface>() != nullptr;
+  // which waits until every block has read them (so none exits early).
+  bool inLoop = !runsOnce(op);
   if (inLoop) {
     line("__shared__ " + t + " " + id + "_slot[" + n + "];");
     locate(op);

@@ -169,7 +169,8 @@ def Tile_ClusterReduceOp : Tile_Op<"cluster_reduce"> {
     bit-identical results. Every program of the cluster must reach the op
     (each waits for the values of all the others); operands must be uniform
     in a program. Outside loops the CUDA code pushes the values to every
-    program's mbarrier (st.async) and needs no cluster barrier; in a loop it
+    program's mbarrier (st.async) and needs no cluster barrier of its own
+    (one at the kernel's start covers the mbarriers' setup); in a loop it
     also waits at one until every program has read the round's values.
   }];
   let arguments = (ins ReduceKind:$kind, Variadic<AnyTypeOf<[I32, I64, F32]>>:$srcs);

@@ -166,8 +166,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     slice[1] = {mT, dT};
   }
   // The target logit, read once by the cluster's first program. No program
-  // writes a gradient before the cluster reductions below, so an in-place
-  // run cannot have overwritten it.
+  // writes a gradient before the cluster reductions below, and the first
+  // program's share of them carries this value, so an in-place run cannot
+  // have overwritten it.
   Value sy = k.load(r.s, r.y, r.rank == 0.0, 0.0).to(DType::F32);
   auto m = k.clusterReduce(CO::Max, {slice[0].first, slice[1].first});
   auto rescaled = [&](int i) {
@@ -188,8 +189,8 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // and a pass 3 that re-reads the inputs, forward again, meets pass 2's
   // (fewer HBM re-reads, -1-2% on the H200:
   // bench/results/2026-11-30-cetvd-session13.md).
-  // Its sums are kept per thread's vector group: one register per thread
-  // each, not one per element.
+  // Its sums are kept per thread's vector group (tile-assign-layout's
+  // groups), not per element: fewer registers, and no spills.
   const int64_t cols = k.threadGroup(BLOCK, k.config().dtype);
   Value groupZero = k.full(BLOCK / cols, k.constant(0, DType::F32));
   Var absSum = groupZero, sig = groupZero;
@@ -289,7 +290,8 @@ TileModule buildLossGrad(const Config &c) {
         // place in the slice and read back by the lane that wrote it. A tie
         // (log2 p = log2 q, sign 0) loses p: the smallest |log2 p - log2 q|
         // of the slice is 0 if and only if there is one (minNum skips the
-        // NaN gaps of -inf logits, where p = 0 anyway).
+        // NaN gaps of -inf logits, where p = 0 anyway). A tie whose p has
+        // underflowed to 0 also takes the re-reading path, needlessly.
         Var tieGap = k.full(
             k.param("BLOCK_SIZE"),
             k.constant(std::numeric_limits<double>::infinity(), DType::F32));
@@ -319,7 +321,8 @@ TileModule buildLossGrad(const Config &c) {
         auto gradFromLogits = [&] {
           forEachTile(k, r, [&](const SliceTile &x) {
             // One exp per element: the sign of p - q comes from log2 p and
-            // log2 q, compared the way pass 2 compared them.
+            // log2 q (pass 2 took it from their difference, which has the
+            // same sign: it is never subnormal, see signedByDifference).
             Value lp = log2SoftmaxAt(x.s, st.maxS, st.logSumS);
             Value lq = log2SoftmaxAt(x.t, st.maxT, st.logSumT);
             Value c = where(lp > lq, cAbove, where(lp < lq, cBelow, cTie));
@@ -353,8 +356,8 @@ TileModule buildLossGrad(const Config &c) {
               Value lq = log2SoftmaxAt(k.load(r.t, r.y), st.maxT, st.logSumT);
               Value p = exp2(lp);
               k.store(g, r.y,
-                      gCe * (p - 1.0) +
-                          half * (signedBy(p, lp, lq) - p * st.sigma));
+                      gCe * (p - 1.0) + half * (signedByDifference(p, lp - lq) -
+                                                p * st.sigma));
             });
       },
       [&] {

@@ -114,17 +114,16 @@ inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
 }
 
 /// p sign(p - q) from d = log2 p - log2 q (exp2 is monotonic): p with the
-/// sign of d, and 0 where d is exactly 0, so bit-identical logs (a teacher
-/// equal to the student) give exactly 0. A subtract, a compare, a sign copy
-/// and a select per element. d is never subnormal (log2 p is 0 or at least
-/// about 1e-7 in size), so flushing subnormals cannot turn a difference
-/// into a tie.
+/// sign of d where |d| > 0, else 0, so bit-identical logs (a teacher equal
+/// to the student) give exactly 0. A subtract, a compare, a sign copy and a
+/// select per element. Two -inf logits give d = NaN (-inf - -inf); the
+/// ordered compare turns it into 0, as the compares of log2 p and log2 q
+/// did, and no NaN reaches a result. d is never subnormal (log2 p is 0 or
+/// at least about 1e-7 in size), so flushing subnormals cannot turn a
+/// difference into a tie.
 inline dsl::Value signedByDifference(dsl::Value p, dsl::Value d) {
-  return dsl::where(d != 0.0, dsl::copysign(p, d),
+  return dsl::where(dsl::abs(d) > 0.0, dsl::copysign(p, d),
                     p.builder().constant(0, DType::F32));
-}
-inline dsl::Value signedBy(dsl::Value p, dsl::Value log2P, dsl::Value log2Q) {
-  return signedByDifference(p, log2P - log2Q);
 }
 
 } // namespace tilejit

@@ -17,12 +17,13 @@ namespace {
 
 Config clusterConfig(int64_t cluster) {
   Config c;
-  c.params = {{"CLUSTER_SIZE", cluster}, {"num_warps", 1}};
+  c.params = {{"CLUSTER_SIZE", cluster}, {"num_warps", 2}};
   return c;
 }
 
-/// Each program contributes (pid + 1) as f32 and i32; program pid writes
-/// the cluster's sum, max and min at out[3 pid ...]. With `diverge`, only
+/// Each program contributes (pid + 1) as f32, i32 and i64; program pid
+/// writes the cluster's f32 sum, 2 x sum, max and min at out[4 pid ...] and
+/// the i32 sum plus the i64 sum (2 x sum) at iout[pid]. With `diverge`, only
 /// even programs reach the reduction (a bug the interpreter must report).
 TileModule clusterKernel(int64_t cluster, bool diverge = false) {
   KernelBuilder k("cluster_sums", clusterConfig(cluster));
@@ -35,11 +36,13 @@ TileModule clusterKernel(int64_t cluster, bool diverge = false) {
     auto m = k.clusterReduce(KernelBuilder::ClusterOp::Max, {x});
     auto n = k.clusterReduce(KernelBuilder::ClusterOp::Min, {x});
     auto i = k.clusterReduce(KernelBuilder::ClusterOp::Sum, {pid + 1.0});
+    auto l = k.clusterReduce(KernelBuilder::ClusterOp::Sum,
+                             {(pid + 1.0).to(DType::I64)});
     k.store(out, pid * 4.0, s[0]);
     k.store(out, pid * 4.0 + 1.0, s[1]);
     k.store(out, pid * 4.0 + 2.0, m[0]);
     k.store(out, pid * 4.0 + 3.0, n[0]);
-    k.store(iout, pid, i[0]);
+    k.store(iout, pid, i[0] + l[0].to(DType::I32));
   };
   if (diverge)
     k.ifThen(pid - (pid / 2.0) * 2.0 == 0.0, body);
@@ -89,7 +92,7 @@ TEST(Cluster, ReduceCombinesTheProgramsOfEachCluster) {
     EXPECT_EQ(out[4 * p + 1], 2 * sum) << "program " << p;
     EXPECT_EQ(out[4 * p + 2], float(last)) << "program " << p;
     EXPECT_EQ(out[4 * p + 3], float(first)) << "program " << p;
-    EXPECT_EQ(iout[p], int32_t(sum)) << "program " << p;
+    EXPECT_EQ(iout[p], 2 * int32_t(sum)) << "program " << p;
   }
 }
 
@@ -181,11 +184,15 @@ TEST(ClusterGpu, ReduceMatchesTheInterpreter) {
     cuda::synchronize();
     std::vector<float> got(4 * programs);
     out.copyToHost(got.data(), got.size() * sizeof(float));
+    std::vector<int32_t> igot(programs);
+    iout.copyToHost(igot.data(), igot.size() * sizeof(int32_t));
     for (int64_t p = 0; p < programs; ++p) {
       int64_t first = p / C * C + 1, last = first + C - 1;
       EXPECT_EQ(got[4 * p], float((first + last) * C / 2)) << C << " " << p;
+      EXPECT_EQ(got[4 * p + 1], float((first + last) * C)) << C << " " << p;
       EXPECT_EQ(got[4 * p + 2], float(last)) << C << " " << p;
       EXPECT_EQ(got[4 * p + 3], float(first)) << C << " " << p;
+      EXPECT_EQ(igot[p], int32_t((first + last) * C)) << C << " " << p;
     }
   }
 }
