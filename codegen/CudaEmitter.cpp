@@ -140,13 +140,20 @@ __device__ __forceinline__ void tj_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\n\t"
                "barrier.cluster.wait.acquire;" ::: "memory");
 }
+// The shared::cluster address of shared::cta address `addr` in the block
+// of rank `rank` in this cluster.
+__device__ __forceinline__ unsigned tj_mapa(unsigned addr, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
 // Reads `*local` of the block of rank `rank` in this cluster (DSMEM).
 template <typename T>
 __device__ __forceinline__ T tj_dsmem_load(const T *local, unsigned rank) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
-  unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local)), remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote) : "r"(addr), "r"(rank));
+  unsigned remote = tj_mapa(
+      static_cast<unsigned>(__cvta_generic_to_shared(local)), rank);
   T v;
   if constexpr (sizeof(T) == 4) {
     unsigned bits;
@@ -212,11 +219,7 @@ __device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
         __cvta_generic_to_shared(slots + rank * N));
 #pragma unroll
     for (unsigned r = 0; r < C; ++r) {
-      unsigned remoteBar, remoteRow;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                   : "=r"(remoteBar) : "r"(barAddr), "r"(r));
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                   : "=r"(remoteRow) : "r"(row), "r"(r));
+      unsigned remoteBar = tj_mapa(barAddr, r), remoteRow = tj_mapa(row, r);
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         if constexpr (sizeof(T) == 4) {

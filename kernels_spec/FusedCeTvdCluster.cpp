@@ -461,6 +461,9 @@ int64_t sliceOf(const dsl::Config &c, int64_t V) {
 /// reductions and cluster slots: a few hundred bytes), rounded up.
 constexpr int64_t kStaticSharedBytes = 1024;
 
+/// The largest KEEP array a program can have.
+constexpr int64_t kMaxKeptBytes = kMaxSharedArrayBytes - kStaticSharedBytes;
+
 /// Bytes of the KEEP array of a program of `c` for rows of V.
 int64_t keptBytes(const dsl::Config &c, int64_t V) {
   return sliceOf(c, V) * int64_t(dtypeSize(keptType(c.dtype)));
@@ -475,13 +478,12 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   int64_t V = v->second, bytes = keptBytes(c, V);
   c.params["SLICE"] = sliceOf(c, V);
   deriveAligned(c, shape);
-  if (c.get("KEEP") && bytes > kMaxSharedArrayBytes - kStaticSharedBytes)
+  if (c.get("KEEP") && bytes > kMaxKeptBytes)
     throw Error(
         "CE+TVD cluster kernels: KEEP=1 needs " + std::to_string(bytes) +
         " bytes of shared memory per program at V = " + std::to_string(V) +
         ", CLUSTER_SIZE = " + std::to_string(c.get("CLUSTER_SIZE")) +
-        " (at most " +
-        std::to_string(kMaxSharedArrayBytes - kStaticSharedBytes) +
+        " (at most " + std::to_string(kMaxKeptBytes) +
         "); use a larger CLUSTER_SIZE or KEEP=0");
 }
 
@@ -525,8 +527,7 @@ void defaultsByVocab(dsl::Config &c,
     c.params["CLUSTER_SIZE"] = cluster;
   }
   if (!overridden.count("KEEP"))
-    c.params["KEEP"] =
-        keptBytes(c, v->second) <= kMaxSharedArrayBytes - kStaticSharedBytes;
+    c.params["KEEP"] = keptBytes(c, v->second) <= kMaxKeptBytes;
 }
 
 constexpr const char *kClusterHelp =

@@ -166,22 +166,31 @@ TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
   EXPECT_EQ(one.cuda.find("__cluster_dims__"), std::string::npos);
 }
 
+/// Compiles `m` for this GPU and runs `programs` programs of it, whose
+/// pointer arguments are `buffers` in order.
+void runOnGpu(const TileModule &m, int64_t programs,
+              const std::vector<const cuda::DeviceBuffer *> &buffers) {
+  cuda::Device device = cuda::Device::open();
+  CompiledKernel k = compile(m, {device.archString(), Stage::Cubin, {}});
+  LoadedKernels loaded;
+  std::vector<CUdeviceptr> ptrs;
+  for (const cuda::DeviceBuffer *b : buffers)
+    ptrs.push_back(b->ptr());
+  std::vector<void *> args;
+  for (CUdeviceptr &p : ptrs)
+    args.push_back(&p);
+  cuda::launch(loaded.function(k), {unsigned(programs)}, {unsigned(k.threads)},
+               0, nullptr, args);
+  cuda::synchronize();
+}
+
 TEST(ClusterGpu, ReduceMatchesTheInterpreter) {
   TILEJIT_SKIP_WITHOUT_GPU();
   for (int64_t C : {2, 4, 8, 16}) {
     const int64_t programs = 2 * C;
-    cuda::Device device = cuda::Device::open();
-    CompiledKernel k =
-        compile(clusterKernel(C), {device.archString(), Stage::Cubin, {}});
-    LoadedKernels loaded;
-    const cuda::Function &f = loaded.function(k);
     cuda::DeviceBuffer out(4 * programs * sizeof(float)),
         iout(programs * sizeof(int32_t));
-    CUdeviceptr p0 = out.ptr(), p1 = iout.ptr();
-    std::vector<void *> args = {&p0, &p1};
-    cuda::launch(f, {unsigned(programs)}, {unsigned(k.threads)}, 0, nullptr,
-                 args);
-    cuda::synchronize();
+    runOnGpu(clusterKernel(C), programs, {&out, &iout});
     std::vector<float> got(4 * programs);
     out.copyToHost(got.data(), got.size() * sizeof(float));
     std::vector<int32_t> igot(programs);
@@ -218,16 +227,8 @@ TEST(ClusterGpu, ReduceInALoopMatchesTheInterpreter) {
   for (int64_t C : {2, 8}) {
     const int64_t programs = 4 * C;
     std::vector<float> want = interpretClusterLoop(C, programs);
-    cuda::Device device = cuda::Device::open();
-    CompiledKernel k =
-        compile(clusterLoopKernel(C), {device.archString(), Stage::Cubin, {}});
-    LoadedKernels loaded;
     cuda::DeviceBuffer out(programs * sizeof(float));
-    CUdeviceptr p0 = out.ptr();
-    std::vector<void *> args = {&p0};
-    cuda::launch(loaded.function(k), {unsigned(programs)},
-                 {unsigned(k.threads)}, 0, nullptr, args);
-    cuda::synchronize();
+    runOnGpu(clusterLoopKernel(C), programs, {&out});
     std::vector<float> got(programs);
     out.copyToHost(got.data(), got.size() * sizeof(float));
     for (int64_t p = 0; p < programs; ++p) {
