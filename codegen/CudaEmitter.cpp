@@ -1796,7 +1796,8 @@ bool KernelEmitter::emitSimt(Operation *op) {
   }
   if (auto w = dyn_cast<tile::CopyWaitOp>(op)) {
     stmt("tj_copy_wait<" + std::to_string(w.getPending()) + ">();");
-    stmt("__syncthreads();");
+    if (!w.getLaneOnly())
+      stmt("__syncthreads();");
     return true;
   }
   if (auto ap = dyn_cast<tile::AddPtrOp>(op)) {

@@ -979,14 +979,23 @@ void KernelBuilder::commitCopies(SourceLoc loc) {
   impl_->statement<tile::CopyCommitOp>(loc);
 }
 
-void KernelBuilder::waitCopies(int64_t pending, SourceLoc loc) {
-  auto &k = *impl_;
-  k.at(loc);
+static void createCopyWait(KernelBuilder::Impl &k, int64_t pending,
+                           bool laneOnly) {
   k.checkOpen();
   if (pending < 0 || pending > 7)
     k.fail("waitCopies(" + std::to_string(pending) +
            "): pending must be 0 to 7");
-  tile::CopyWaitOp::create(k.b, k.loc, pending);
+  tile::CopyWaitOp::create(k.b, k.loc, pending, laneOnly);
+}
+
+void KernelBuilder::waitCopies(int64_t pending, SourceLoc loc) {
+  impl_->at(loc);
+  createCopyWait(*impl_, pending, /*laneOnly=*/false);
+}
+
+void KernelBuilder::waitOwnCopies(int64_t pending, SourceLoc loc) {
+  impl_->at(loc);
+  createCopyWait(*impl_, pending, /*laneOnly=*/true);
 }
 
 /// Current values of `vars`, as the operands of a yield.

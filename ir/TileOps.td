@@ -236,9 +236,12 @@ def Tile_CopyWaitOp : Tile_Op<"copy_wait"> {
   let description = [{
     After it, every lane of the program sees the data of every completed
     group (it ends with a tile.barrier, so use it under conditions that are
-    uniform in the program only).
+    uniform in the program only). With `lane_only` there is no barrier:
+    each lane sees what its own copies wrote, which is enough where every
+    lane reads back only the elements it copied.
   }];
-  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<7>]>:$pending);
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<7>]>:$pending,
+                       UnitAttr:$lane_only);
   let assemblyFormat = "attr-dict";
 }
 

@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 using namespace tilejit::dsl;
 
@@ -73,7 +74,31 @@ struct Walk {
   bool backward = false;
   bool student = true, teacher = true;
   Value studentCopy;
+  /// With studentCopy set and copyAhead = A > 0 (forward walks only), the
+  /// walk fills studentCopy itself: cp.async copies each step's student
+  /// tiles A steps before the step reads them back, so that A steps' loads
+  /// are in flight without holding registers.
+  int64_t copyAhead = 0;
 };
+
+/// Copies the student's tiles of the step starting at `first` (an i32
+/// scalar; a step past the slice's end copies nothing) into `copy`, the
+/// slice's shared array, as one cp.async group.
+void copyStudentStep(KernelBuilder &k, const RowSlice &r, Value copy,
+                     Value first) {
+  const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
+  auto copies = [&](bool masked) {
+    for (int64_t u = 0; u < UNROLL; ++u) {
+      Value offs = first + double(u * BLOCK) + k.arange(BLOCK);
+      k.copyAsync(copy, offs - r.start, r.s, offs,
+                  masked ? Mask(offs < r.end) : std::nullopt);
+    }
+  };
+  k.ifThen(
+      first + double(UNROLL * BLOCK) <= r.end, [&] { copies(false); },
+      [&] { copies(true); });
+  k.commitCopies();
+}
 
 /// body(tile) for each tile of this program's slice, UNROLL tiles per loop
 /// step: the whole steps unmasked, then the partial one masked. A step
@@ -82,8 +107,23 @@ struct Walk {
 void forEachTile(KernelBuilder &k, const RowSlice &r,
                  const std::function<void(const SliceTile &)> &body,
                  Walk walk = {}) {
+  const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
+  const int64_t ahead = walk.studentCopy.valid() ? walk.copyAhead : 0;
+  std::optional<Var> aheadFirst; // the next step to copy
+  if (ahead) {
+    for (int64_t j = 0; j < ahead; ++j)
+      copyStudentStep(k, r, walk.studentCopy,
+                      r.start + double(j * UNROLL * BLOCK));
+    aheadFirst.emplace(r.start + double(ahead * UNROLL * BLOCK));
+  }
   auto step = [&](const std::vector<Value> &offs,
                   const std::vector<Mask> &masks) {
+    if (ahead) {
+      // This step's group is the (ahead + 1)-th newest once the next is in.
+      copyStudentStep(k, r, walk.studentCopy, *aheadFirst);
+      *aheadFirst = *aheadFirst + double(UNROLL * BLOCK);
+      k.waitOwnCopies(ahead);
+    }
     std::vector<SliceTile> tiles;
     for (size_t u = 0; u < offs.size(); ++u) {
       SliceTile x{offs[u], masks[u], Value(), Value()};
@@ -98,11 +138,12 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
     for (const SliceTile &t : tiles)
       body(t);
   };
-  const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
   if (walk.backward)
     k.forTilesBackward(r.start, r.end, BLOCK, UNROLL, step);
   else
     k.forTiles(r.start, r.end, BLOCK, UNROLL, step);
+  if (ahead) // the groups left are past the end: empty
+    k.waitOwnCopies(0);
 }
 
 /// The row's bad target is reported once, by the cluster's first program.
@@ -134,8 +175,16 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
                   const SliceKeeping &keeping = {}) {
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   Value copy = keeping.studentCopy;
+  // COPY_AHEAD: pass 1's walk copies the student into the array itself.
+  // (bf16 and f32; f16's array is f32, which a copy cannot convert to).
+  Walk pass1;
+  if (copy.valid() && copy.dtype() == k.config().dtype &&
+      k.param("COPY_AHEAD")) {
+    pass1.studentCopy = copy;
+    pass1.copyAhead = k.param("COPY_AHEAD");
+  }
   auto copyStudent = [&](const SliceTile &x) {
-    if (copy.valid())
+    if (copy.valid() && !pass1.studentCopy.valid())
       k.store(copy, x.offs - r.start, x.s.to(copy.dtype()), x.mask);
   };
   // This program's (max, sum-exp) of its slice: per lane (LANE_STATS = 1),
@@ -146,22 +195,28 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
     Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
     Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
-    forEachTile(k, r, [&](const SliceTile &x) {
-      copyStudent(x);
-      stateUpdate(mS, dS, x.s.to(DType::F32), cols);
-      stateUpdate(mT, dT, x.t.to(DType::F32), cols);
-    });
+    forEachTile(
+        k, r,
+        [&](const SliceTile &x) {
+          copyStudent(x);
+          stateUpdate(mS, dS, x.s.to(DType::F32), cols);
+          stateUpdate(mT, dT, x.t.to(DType::F32), cols);
+        },
+        pass1);
     slice[0] = rowNormalizer(mS, dS);
     slice[1] = rowNormalizer(mT, dT);
   } else {
     Value negInf = k.constant(kNegInf, DType::F32);
     Value scalarZero = k.constant(0, DType::F32);
     Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
-    forEachTile(k, r, [&](const SliceTile &x) {
-      copyStudent(x);
-      tileUpdate(mS, dS, x.s.to(DType::F32));
-      tileUpdate(mT, dT, x.t.to(DType::F32));
-    });
+    forEachTile(
+        k, r,
+        [&](const SliceTile &x) {
+          copyStudent(x);
+          tileUpdate(mS, dS, x.s.to(DType::F32));
+          tileUpdate(mT, dT, x.t.to(DType::F32));
+        },
+        pass1);
     slice[0] = {mS, dS};
     slice[1] = {mT, dT};
   }
@@ -432,8 +487,15 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// The cluster kernels' tuning space; the defaults are the fastest configs
 /// measured on the H200 at BT = 4096, V = 151936, bf16. 16 warps per program
 /// never won in either kernel (bench/results/2026-11-30-cetvd-session13.md
-/// and -session14.md), so they are left to --set.
+/// and -session14.md), so they are left to --set; LANE_STATS 0 and 1 and
+/// UNROLL 1 never won either, so the tuner keeps their defaults. maxnreg 48
+/// fits 5 programs of 8 warps per SM (the KEEP array allows 5 at V =
+/// 151936), and COPY_AHEAD frees the registers that pass 1 held the
+/// student's loads in: together, 1.207 to 1.131 ms for the reduced loss +
+/// gradient, where either alone gained nothing or lost
+/// (bench/results/2026-11-30-cetvd-session16.md, calls 2 and 3).
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
+                                     int64_t copyAhead,
                                      const char *clusterHelp) {
   return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, clusterHelp},
           {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
@@ -442,12 +504,26 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            {0, 1, 2},
            2,
            "pass 1 keeps softmax state per lane (1), per thread's vector "
-           "group (2), or reduces across the block every tile (0)"},
+           "group (2), or reduces across the block every tile (0)",
+           /*tuned=*/false},
           {"UNROLL",
            {1, 2},
            2,
            "tiles per loop step, whose loads are all in flight before the "
-           "step's math"}};
+           "step's math",
+           /*tuned=*/false},
+          {"COPY_AHEAD",
+           {0, 1, 2},
+           copyAhead,
+           "with KEEP, pass 1 copies the student's tiles into the KEEP "
+           "array this many loop steps before it reads them (cp.async), "
+           "without holding registers (bf16, f32); 0: loads them through "
+           "registers"},
+          {"maxnreg",
+           {48, 64},
+           48,
+           "registers per thread at most: the launch bounds ask for as many "
+           "programs per SM as this and the KEEP array allow"}};
 }
 
 /// Each program's share of a row of V, a whole number of tiles.
@@ -469,6 +545,21 @@ int64_t keptBytes(const dsl::Config &c, int64_t V) {
   return sliceOf(c, V) * int64_t(dtypeSize(keptType(c.dtype)));
 }
 
+/// min_programs_per_sm (the launch bounds' minimum blocks): as many programs
+/// per SM as `maxnreg` registers per thread and the KEEP array allow, so
+/// that ptxas keeps under the registers that many programs leave. Uncapped,
+/// ptxas gave the KEEP kernel 77 registers (3 programs of 8 warps per SM),
+/// 12% slower than at 64 (bench/results/2026-11-30-cetvd-session14.md).
+void deriveProgramsPerSm(dsl::Config &c, int64_t V) {
+  constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
+  int64_t programs =
+      kRegistersPerSm / (c.get("maxnreg") * 32 * c.get("num_warps"));
+  if (c.get("KEEP")) // each program also reserves 1 KiB for the system
+    programs = std::min(
+        programs, kSharedPerSm / (keptBytes(c, V) + kStaticSharedBytes + 1024));
+  c.params["min_programs_per_sm"] = std::max<int64_t>(1, programs);
+}
+
 /// SLICE, each program's share of a row; refuses a KEEP array that does
 /// not fit in a block's shared memory.
 void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
@@ -485,24 +576,15 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
         ", CLUSTER_SIZE = " + std::to_string(c.get("CLUSTER_SIZE")) +
         " (at most " + std::to_string(kMaxKeptBytes) +
         "); use a larger CLUSTER_SIZE or KEEP=0");
+  deriveProgramsPerSm(c, V);
 }
 
 /// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
-/// the form that is right either way); min_programs_per_sm caps registers
-/// at 64 per thread unless the KEEP array already leaves fewer programs per
-/// SM. Uncapped, ptxas gave the KEEP kernel 77 registers (3 programs of 8
-/// warps per SM), 12% slower than at 64 (bench/results/
-/// 2026-11-30-cetvd-session14.md, calls 5 and 6).
+/// the form that is right either way).
 void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
   deriveSlice(c, shape);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
-  constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
-  int64_t programs = kRegistersPerSm / (64 * 32 * c.get("num_warps"));
-  if (c.get("KEEP")) // each program also reserves 1 KiB for the system
-    programs = std::min(programs, kSharedPerSm / (keptBytes(c, shape.at("V")) +
-                                                  kStaticSharedBytes + 1024));
-  c.params["min_programs_per_sm"] = std::max<int64_t>(1, programs);
 }
 
 /// Defaults by V, for what `overridden` leaves: CLUSTER_SIZE, the largest
@@ -542,7 +624,10 @@ std::vector<ParamSpec> singleProgramParams() {
 } // namespace
 
 KernelSpec fusedCeTvdForwardClusterSpec() {
-  std::vector<ParamSpec> params = clusterParams(8, 2048, kClusterHelp);
+  // No COPY_AHEAD by default: without a pass 3 the forward fits 48
+  // registers anyway, and copying ahead was slower there (0.880 ms against
+  // 0.907-0.965; bench/results/2026-11-30-cetvd-session16.md, call 3).
+  std::vector<ParamSpec> params = clusterParams(8, 2048, 0, kClusterHelp);
   params.push_back({"KEEP",
                     {0, 1},
                     1,
@@ -562,7 +647,7 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
 }
 
 KernelSpec fusedCeTvdLossGradSpec() {
-  std::vector<ParamSpec> params = clusterParams(8, 2048, kClusterHelp);
+  std::vector<ParamSpec> params = clusterParams(8, 2048, 1, kClusterHelp);
   params.push_back({"KEEP",
                     {0, 1},
                     1,

@@ -264,6 +264,12 @@ public:
   /// flight, then barrier(): every lane sees what the finished groups
   /// copied. Call it under uniform conditions only.
   void waitCopies(int64_t pending = 0, SourceLoc loc = SourceLoc::here());
+  /// waitCopies without the barrier: each lane sees only what its own
+  /// copies wrote. Enough where every lane reads back only the elements it
+  /// copied (destination offsets of the same tile shape as the later
+  /// loads': the same lane owns the same element), and then it may be
+  /// called under any condition.
+  void waitOwnCopies(int64_t pending = 0, SourceLoc loc = SourceLoc::here());
   /// acc + a b: `a` holds an M x K and `b` a K x N matrix, row-major
   /// (element (i, j) of an R x C matrix is tile element i * C + j), both
   /// bf16 or both f16; `acc` and the result are M x N f32 tiles. Products

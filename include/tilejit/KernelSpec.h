@@ -19,6 +19,9 @@ struct ParamSpec {
   std::vector<int64_t> candidates;
   int64_t defaultValue;
   std::string help;
+  /// false: the autotuner keeps the default (a parameter whose other
+  /// candidates never won where measured); --set still takes any of them.
+  bool tuned = true;
 };
 
 /// A launch-time shape argument that selects a tuning entry. Shapes that
@@ -67,7 +70,8 @@ struct KernelSpec {
   std::vector<std::string>
   ownOverrides(const std::vector<std::string> &overrides) const;
 
-  /// Every combination of the parameters' candidate values, in a fixed order.
+  /// Every combination of the tuned parameters' candidate values (the
+  /// others at their defaults), in a fixed order.
   std::vector<std::map<std::string, int64_t>> candidateConfigs() const;
 
   /// The shape part of a tuning key, e.g. "BT=4096,V=151936" (tuneKey order,

@@ -28,12 +28,14 @@ func.func @copy_through_shared(%p: !tile.ptr<f32>) attributes {tile.kernel, tile
 // CHECK:         simt.copy_async %{{.*}}[%{{.*}}], %arg0[%{{.*}}] : !tile.ptr<f32>[vector<2xi32>], !tile.ptr<f32>[vector<2xi32>]
 // CHECK:         tile.copy_commit
 // CHECK:         tile.copy_wait {pending = 0 : i64}
+// CHECK:         tile.copy_wait {lane_only, pending = 0 : i64}
 func.func @copy_async(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64, tile.shared_bytes = 1024 : i64} {
   %s = tile.shared_alloc {offset = 0 : i64, size = 256 : i64} : !tile.ptr<f32>
   %r = tile.arange : tensor<256xi32>
   tile.copy_async %s[%r], %p[%r] : !tile.ptr<f32>[tensor<256xi32>], !tile.ptr<f32>[tensor<256xi32>]
   tile.copy_commit
   tile.copy_wait {pending = 0 : i64}
+  tile.copy_wait {lane_only, pending = 0 : i64}
   %y = tile.load %s[%r] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
   tile.store %p[%r], %y : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
   return

@@ -166,11 +166,11 @@ TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
   EXPECT_EQ(one.cuda.find("__cluster_dims__"), std::string::npos);
 }
 
-/// Compiles `m` for this GPU and runs `programs` programs of it, whose
-/// pointer arguments are `buffers` in order.
-void runOnGpu(const TileModule &m, int64_t programs,
+/// Compiles `m` for `device` and runs `programs` programs of it, whose
+/// pointer arguments are `buffers` in order. The device (its context) must
+/// outlive the buffers, so the caller opens it first.
+void runOnGpu(const cuda::Device &device, const TileModule &m, int64_t programs,
               const std::vector<const cuda::DeviceBuffer *> &buffers) {
-  cuda::Device device = cuda::Device::open();
   CompiledKernel k = compile(m, {device.archString(), Stage::Cubin, {}});
   LoadedKernels loaded;
   std::vector<CUdeviceptr> ptrs;
@@ -186,11 +186,12 @@ void runOnGpu(const TileModule &m, int64_t programs,
 
 TEST(ClusterGpu, ReduceMatchesTheInterpreter) {
   TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
   for (int64_t C : {2, 4, 8, 16}) {
     const int64_t programs = 2 * C;
     cuda::DeviceBuffer out(4 * programs * sizeof(float)),
         iout(programs * sizeof(int32_t));
-    runOnGpu(clusterKernel(C), programs, {&out, &iout});
+    runOnGpu(device, clusterKernel(C), programs, {&out, &iout});
     std::vector<float> got(4 * programs);
     out.copyToHost(got.data(), got.size() * sizeof(float));
     std::vector<int32_t> igot(programs);
@@ -224,11 +225,12 @@ TEST(Cluster, ReduceInALoopCombinesEachRound) {
 
 TEST(ClusterGpu, ReduceInALoopMatchesTheInterpreter) {
   TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
   for (int64_t C : {2, 8}) {
     const int64_t programs = 4 * C;
     std::vector<float> want = interpretClusterLoop(C, programs);
     cuda::DeviceBuffer out(programs * sizeof(float));
-    runOnGpu(clusterLoopKernel(C), programs, {&out});
+    runOnGpu(device, clusterLoopKernel(C), programs, {&out});
     std::vector<float> got(programs);
     out.copyToHost(got.data(), got.size() * sizeof(float));
     for (int64_t p = 0; p < programs; ++p) {

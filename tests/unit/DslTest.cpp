@@ -374,6 +374,44 @@ TEST(Dsl, WaitCopiesLeavesTheNewestGroupsInFlight) {
   EXPECT_TRUE(std::isnan(out[256]));
 }
 
+// waitOwnCopies retires groups as waitCopies does, without the barrier
+// (each lane reads back only what it copied).
+TEST(Dsl, WaitOwnCopiesHasNoBarrier) {
+  auto build = [](bool own) {
+    KernelBuilder k("own_copies", config());
+    Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+    Value buf = k.sharedArray(256, DType::F32);
+    Value r = k.arange(256);
+    k.copyAsync(buf, r, x, r);
+    k.commitCopies();
+    if (own)
+      k.waitOwnCopies(0);
+    else
+      k.waitCopies(0);
+    k.store(y, r, k.load(buf, r) * 2.0);
+    return k.finish();
+  };
+  TileModule m = build(true);
+  optimizeTile(m);
+  std::vector<float> x(256), y(256, -1.f);
+  std::iota(x.begin(), x.end(), 1.f);
+  interpret(m.operation(), "own_copies", {1, 1, 1},
+            {InterpBuffer{x.data(), DType::F32, 256},
+             InterpBuffer{y.data(), DType::F32, 256}});
+  for (int i = 0; i < 256; ++i)
+    EXPECT_EQ(y[i], 2 * x[i]) << i;
+  CompileOptions upToCuda;
+  upToCuda.upTo = Stage::Cuda;
+  const std::string wait = "tj_copy_wait<0>();";
+  for (bool own : {true, false}) {
+    std::string cuda = compile(build(own), upToCuda).cuda;
+    size_t at = cuda.find(wait);
+    ASSERT_NE(at, std::string::npos);
+    size_t next = cuda.find_first_not_of(" \n", at + wait.size());
+    EXPECT_EQ(cuda.compare(next, 16, "__syncthreads();") == 0, !own) << own;
+  }
+}
+
 TEST(Dsl, AsyncCopyMisuseIsAnError) {
   auto run = [](bool commit, bool wait) {
     KernelBuilder k("copy_misuse", config());

@@ -204,7 +204,30 @@ INSTANTIATE_TEST_SUITE_P(
              true,
              true,
              {"KEEP=1", "LANE_STATS=1", "UNROLL=2", "CLUSTER_SIZE=2",
-              "BLOCK_SIZE=1024", "num_warps=4"}}),
+              "BLOCK_SIZE=1024", "num_warps=4"}},
+        // COPY_AHEAD: pass 1's copies run 1 or 2 steps ahead over 5 steps,
+        // the last one partial; with KEEP=0 it has no array to fill.
+        Case{6,
+             20001,
+             DType::BF16,
+             true,
+             true,
+             {"COPY_AHEAD=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{6,
+             20000,
+             DType::F32,
+             false,
+             false,
+             {"COPY_AHEAD=1", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
+        Case{6,
+             20000,
+             DType::BF16,
+             false,
+             true,
+             {"COPY_AHEAD=2", "KEEP=0", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}}),
     [](const auto &info) { return caseName(info.param); });
 
 // The default cluster follows V (slices of at least 16000 elements); a
@@ -375,19 +398,24 @@ TEST(CeTvdReduced, KeepOnlyWhereItsArrayFits) {
   EXPECT_EQ(keep(DType::BF16, {"KEEP=0"}, 32000), 0);
 }
 
-// Registers are capped at 64 per thread (launch bounds' programs per SM)
-// unless the KEEP array already holds fewer programs per SM.
+// The launch bounds ask for as many programs per SM as maxnreg registers
+// per thread and the KEEP array allow, in both cluster kernels.
 TEST(CeTvdReduced, RegisterCapFollowsWarpsAndTheKeepArray) {
-  const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
-  auto programs = [&](DType dt, std::vector<std::string> overrides) {
-    return spec.config(dt, overrides, {{"V", 151936}})
-        .get("min_programs_per_sm");
-  };
-  EXPECT_EQ(programs(DType::BF16, {}), 4);              // 40 KiB array
-  EXPECT_EQ(programs(DType::BF16, {"num_warps=4"}), 5); // by the array
-  EXPECT_EQ(programs(DType::F32, {}), 2);               // 80 KiB array
-  EXPECT_EQ(programs(DType::F32, {"KEEP=0", "num_warps=4"}), 8);
-  EXPECT_EQ(programs(DType::BF16, {"num_warps=32"}), 1);
+  for (const char *name :
+       {"fused_ce_tvd_loss_grad", "fused_ce_tvd_fwd_cluster"}) {
+    const KernelSpec &spec = findKernel(name);
+    auto programs = [&](DType dt, std::vector<std::string> overrides) {
+      return spec.config(dt, overrides, {{"V", 151936}})
+          .get("min_programs_per_sm");
+    };
+    EXPECT_EQ(programs(DType::BF16, {}), 5);              // 48 registers
+    EXPECT_EQ(programs(DType::BF16, {"maxnreg=64"}), 4);  // 64 registers
+    EXPECT_EQ(programs(DType::BF16, {"num_warps=4"}), 5); // by the array
+    EXPECT_EQ(programs(DType::F32, {}), 2);               // 80 KiB array
+    EXPECT_EQ(programs(DType::F32, {"KEEP=0", "num_warps=4"}), 10);
+    EXPECT_EQ(programs(DType::F32, {"KEEP=0", "num_warps=4", "maxnreg=64"}), 8);
+    EXPECT_EQ(programs(DType::BF16, {"num_warps=32"}), 1);
+  }
 }
 
 TEST(CeTvdReduced, BadInputsAreClearErrors) {
