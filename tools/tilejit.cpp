@@ -180,7 +180,8 @@ static int listKernels() {
                 << p.help << "; candidates:";
       for (int64_t c : p.candidates)
         std::cout << " " << c;
-      std::cout << ")\n";
+      std::cout << (p.tuned ? "" : "; not tuned: the tuner keeps the default")
+                << ")\n";
     }
   }
   std::cout << "operations for `tilejit run`: fused_ce_tvd (fwd + bwd), "

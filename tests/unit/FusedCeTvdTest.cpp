@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 using namespace tilejit;
 using namespace tilejit::testdata;
@@ -265,6 +266,23 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
   ref::CeTvdInputs in = ref::makeCeTvdInputs(2, 100, DType::F32, 1);
   std::vector<float> g(2, 1.f);
   EXPECT_THROW(runCeTvdCpu(in, g, g, {{"BLOK_SIZE=1024"}}), Error);
+}
+
+// The tuner tries every combination of the tuned parameters' candidates and
+// keeps the untuned ones (LANE_STATS, UNROLL) at their defaults.
+TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
+  auto configs = spec.candidateConfigs();
+  EXPECT_EQ(configs.size(), 4u * 2 * 2 * 3 * 2 * 2);
+  std::set<int64_t> copyAhead;
+  for (const auto &c : configs) {
+    EXPECT_EQ(c.at("LANE_STATS"), 2);
+    EXPECT_EQ(c.at("UNROLL"), 2);
+    copyAhead.insert(c.at("COPY_AHEAD"));
+  }
+  EXPECT_EQ(copyAhead, (std::set<int64_t>{0, 1, 2}));
+  // --set still takes an untuned candidate.
+  EXPECT_EQ(spec.config(DType::BF16, {"LANE_STATS=0"}).get("LANE_STATS"), 0);
 }
 
 // Every configuration the autotuner tries, and every other candidate of an
