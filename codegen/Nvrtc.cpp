@@ -341,7 +341,7 @@ std::string nvrtcVersion() {
 }
 
 bool ptxasAccepts(const std::string &ptx, const std::string &arch,
-                  std::string *log) {
+                  std::string *log, bool verbose) {
   std::string scratch;
   std::string &out = log ? *log : scratch;
   std::string searched;
@@ -353,9 +353,11 @@ bool ptxasAccepts(const std::string &ptx, const std::string &arch,
   }
   try {
     TempFile file(".ptx", ptx.data(), ptx.size());
-    int status = runTool(
-        ptxas, {"-arch=" + realArch(arch), file.path(), "-o", "/dev/null"},
-        &out);
+    std::vector<std::string> args = {"-arch=" + realArch(arch), file.path(),
+                                     "-o", "/dev/null"};
+    if (verbose)
+      args.push_back("-v");
+    int status = runTool(ptxas, args, &out);
     return status == 0;
   } catch (const Error &e) {
     out = e.what();

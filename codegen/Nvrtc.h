@@ -45,9 +45,10 @@ std::string nvrtcVersion();
 /// Runs `ptxas -arch=<sm arch> <file> -o /dev/null` on `ptx`; true when
 /// ptxas accepts it. *log (if given) receives ptxas's output, or why ptxas
 /// could not be run (e.g. not found in $CUDA_HOME/bin, /usr/local/cuda/bin
-/// or PATH). `arch` may be "sm_90" or "compute_90".
+/// or PATH). `arch` may be "sm_90" or "compute_90". With `verbose` (-v) the
+/// log also has each function's registers and spill bytes.
 bool ptxasAccepts(const std::string &ptx, const std::string &arch,
-                  std::string *log = nullptr);
+                  std::string *log = nullptr, bool verbose = false);
 
 /// SASS listing of `cubin` from `cuobjdump --dump-sass` (or `nvdisasm` when
 /// cuobjdump is missing). Throws tilejit::Error if neither tool is found or

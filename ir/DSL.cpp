@@ -983,8 +983,8 @@ static void createCopyWait(KernelBuilder::Impl &k, int64_t pending,
                            bool laneOnly) {
   k.checkOpen();
   if (pending < 0 || pending > 7)
-    k.fail("waitCopies(" + std::to_string(pending) +
-           "): pending must be 0 to 7");
+    k.fail(std::string(laneOnly ? "waitOwnCopies(" : "waitCopies(") +
+           std::to_string(pending) + "): pending must be 0 to 7");
   tile::CopyWaitOp::create(k.b, k.loc, pending, laneOnly);
 }
 

@@ -238,7 +238,8 @@ def Tile_CopyWaitOp : Tile_Op<"copy_wait"> {
     group (it ends with a tile.barrier, so use it under conditions that are
     uniform in the program only). With `lane_only` there is no barrier:
     each lane sees what its own copies wrote, which is enough where every
-    lane reads back only the elements it copied.
+    lane reads back only the elements it copied (the load's offset at each
+    tile index equal to the copy's destination offset there).
   }];
   let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<7>]>:$pending,
                        UnitAttr:$lane_only);

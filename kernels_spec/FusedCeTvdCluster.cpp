@@ -83,10 +83,13 @@ struct Walk {
 
 /// Copies the student's tiles of the step starting at `first` (an i32
 /// scalar; a step past the slice's end copies nothing) into `copy`, the
-/// slice's shared array, as one cp.async group.
+/// slice's shared array, as one cp.async group. The offsets are forTiles',
+/// so each element lands from the lane that will load it.
 void copyStudentStep(KernelBuilder &k, const RowSlice &r, Value copy,
                      Value first) {
   const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
+  // Each branch forms its offsets itself: formed once before the branch,
+  // they change the PTX of the kernel timed in session 16.
   auto copies = [&](bool masked) {
     for (int64_t u = 0; u < UNROLL; ++u) {
       Value offs = first + double(u * BLOCK) + k.arange(BLOCK);
@@ -109,6 +112,8 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
                  Walk walk = {}) {
   const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
   const int64_t ahead = walk.studentCopy.valid() ? walk.copyAhead : 0;
+  if (ahead && walk.backward)
+    throw Error("CE+TVD cluster kernels: copies ahead need a forward walk");
   std::optional<Var> aheadFirst; // the next step to copy
   if (ahead) {
     for (int64_t j = 0; j < ahead; ++j)
@@ -175,11 +180,10 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
                   const SliceKeeping &keeping = {}) {
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   Value copy = keeping.studentCopy;
-  // COPY_AHEAD: pass 1's walk copies the student into the array itself.
-  // (bf16 and f32; f16's array is f32, which a copy cannot convert to).
+  // COPY_AHEAD: pass 1's walk copies the student into the array itself
+  // (deriveSlice leaves it on only where it applies).
   Walk pass1;
-  if (copy.valid() && copy.dtype() == k.config().dtype &&
-      k.param("COPY_AHEAD")) {
+  if (copy.valid() && k.param("COPY_AHEAD")) {
     pass1.studentCopy = copy;
     pass1.copyAhead = k.param("COPY_AHEAD");
   }
@@ -488,9 +492,9 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// measured on the H200 at BT = 4096, V = 151936, bf16. 16 warps per program
 /// never won in either kernel (bench/results/2026-11-30-cetvd-session13.md
 /// and -session14.md), so they are left to --set; LANE_STATS 0 and 1 and
-/// UNROLL 1 never won either, so the tuner keeps their defaults. maxnreg 48
-/// fits 5 programs of 8 warps per SM (the KEEP array allows 5 at V =
-/// 151936), and COPY_AHEAD frees the registers that pass 1 held the
+/// UNROLL 1 never won either, so the tuner keeps their defaults.
+/// REGISTER_BUDGET 48 fits 5 programs of 8 warps per SM (the KEEP array allows
+/// 5 at V = 151936), and COPY_AHEAD frees the registers that pass 1 held the
 /// student's loads in: together, 1.207 to 1.131 ms for the reduced loss +
 /// gradient, where either alone gained nothing or lost
 /// (bench/results/2026-11-30-cetvd-session16.md, calls 2 and 3).
@@ -519,11 +523,14 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            "array this many loop steps before it reads them (cp.async), "
            "without holding registers (bf16, f32); 0: loads them through "
            "registers"},
-          {"maxnreg",
+          {"REGISTER_BUDGET",
            {48, 64},
-           48,
-           "registers per thread at most: the launch bounds ask for as many "
-           "programs per SM as this and the KEEP array allow"}};
+           64,
+           "registers per thread the launch bounds plan for: as many "
+           "programs per SM as this and the KEEP array allow (ptxas may "
+           "use more where the array allows fewer). By default 48 for bf16 "
+           "rows of a multiple of 16 bytes, where 5 programs per SM fit "
+           "without spills; 64 otherwise"}};
 }
 
 /// Each program's share of a row of V, a whole number of tiles.
@@ -546,14 +553,14 @@ int64_t keptBytes(const dsl::Config &c, int64_t V) {
 }
 
 /// min_programs_per_sm (the launch bounds' minimum blocks): as many programs
-/// per SM as `maxnreg` registers per thread and the KEEP array allow, so
-/// that ptxas keeps under the registers that many programs leave. Uncapped,
+/// per SM as REGISTER_BUDGET registers per thread and the KEEP array allow,
+/// so that ptxas keeps under the registers that many programs leave. Uncapped,
 /// ptxas gave the KEEP kernel 77 registers (3 programs of 8 warps per SM),
 /// 12% slower than at 64 (bench/results/2026-11-30-cetvd-session14.md).
 void deriveProgramsPerSm(dsl::Config &c, int64_t V) {
   constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
   int64_t programs =
-      kRegistersPerSm / (c.get("maxnreg") * 32 * c.get("num_warps"));
+      kRegistersPerSm / (c.get("REGISTER_BUDGET") * 32 * c.get("num_warps"));
   if (c.get("KEEP")) // each program also reserves 1 KiB for the system
     programs = std::min(
         programs, kSharedPerSm / (keptBytes(c, V) + kStaticSharedBytes + 1024));
@@ -561,7 +568,9 @@ void deriveProgramsPerSm(dsl::Config &c, int64_t V) {
 }
 
 /// SLICE, each program's share of a row; refuses a KEEP array that does
-/// not fit in a block's shared memory.
+/// not fit in a block's shared memory; ALIGNED; COPY_AHEAD 0 where it has
+/// no effect (no KEEP, or f16, whose f32 array a copy cannot fill), so that
+/// configs print what runs; min_programs_per_sm.
 void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   auto v = shape.find("V");
   if (v == shape.end() || v->second <= 0)
@@ -576,6 +585,8 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
         ", CLUSTER_SIZE = " + std::to_string(c.get("CLUSTER_SIZE")) +
         " (at most " + std::to_string(kMaxKeptBytes) +
         "); use a larger CLUSTER_SIZE or KEEP=0");
+  if (!c.get("KEEP") || keptType(c.dtype) != c.dtype)
+    c.params["COPY_AHEAD"] = 0;
   deriveProgramsPerSm(c, V);
 }
 
@@ -587,7 +598,7 @@ void deriveLossGrad(dsl::Config &c,
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
 }
 
-/// Defaults by V, for what `overridden` leaves: CLUSTER_SIZE, the largest
+/// Defaults by shape, for what `overridden` leaves: CLUSTER_SIZE, the largest
 /// of 2, 4 and 8 that leaves each program a slice of at least 16000
 /// elements (measured on the H200: 8 at V = 151936 and 128256, 2 at V =
 /// 32000, where 8 programs of 4000 elements ran 1.6x slower); KEEP on where
@@ -596,6 +607,9 @@ void deriveLossGrad(dsl::Config &c,
 /// the bf16 forward is faster this way than with its former fixed 2
 /// programs and no KEEP at every shape measured (0.929 to 0.896 ms at BT
 /// 4096, V 151936: bench/results/2026-11-30-cetvd-session15.md).
+/// REGISTER_BUDGET 48 for bf16 with aligned rows, measured faster in both
+/// kernels (bench/results/2026-11-30-cetvd-session16.md); 64 elsewhere,
+/// where 48 made ptxas spill (f16, f32 at small V, unaligned bf16).
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
                      const std::set<std::string> &overridden) {
@@ -610,6 +624,9 @@ void defaultsByVocab(dsl::Config &c,
   }
   if (!overridden.count("KEEP"))
     c.params["KEEP"] = keptBytes(c, v->second) <= kMaxKeptBytes;
+  if (!overridden.count("REGISTER_BUDGET"))
+    c.params["REGISTER_BUDGET"] =
+        c.dtype == DType::BF16 && rowsAreAligned(c, shape) ? 48 : 64;
 }
 
 constexpr const char *kClusterHelp =

@@ -142,12 +142,18 @@ void setSwitchFromProblem(dsl::Config &c,
   c.params[name] = it == problem.end() ? absent : it->second != 0;
 }
 
+bool rowsAreAligned(const dsl::Config &c,
+                    const std::map<std::string, int64_t> &problem) {
+  if (auto a = problem.find("ALIGNED"); a != problem.end())
+    return a->second != 0;
+  auto v = problem.find("V");
+  return v != problem.end() &&
+         v->second * int64_t(dtypeSize(c.dtype)) % 16 == 0;
+}
+
 void deriveAligned(dsl::Config &c,
                    const std::map<std::string, int64_t> &problem) {
-  auto v = problem.find("V");
-  bool wholeRows =
-      v != problem.end() && v->second * int64_t(dtypeSize(c.dtype)) % 16 == 0;
-  setSwitchFromProblem(c, problem, "ALIGNED", wholeRows);
+  c.params["ALIGNED"] = rowsAreAligned(c, problem);
 }
 
 void applyAligned(dsl::KernelBuilder &k) {

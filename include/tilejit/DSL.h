@@ -266,9 +266,10 @@ public:
   void waitCopies(int64_t pending = 0, SourceLoc loc = SourceLoc::here());
   /// waitCopies without the barrier: each lane sees only what its own
   /// copies wrote. Enough where every lane reads back only the elements it
-  /// copied (destination offsets of the same tile shape as the later
-  /// loads': the same lane owns the same element), and then it may be
-  /// called under any condition.
+  /// copied: where the later load's offset at each tile index equals the
+  /// copy's destination offset at that index, in tiles of one size (a lane
+  /// owns the same indices of every tile of a size). Then it may be called
+  /// under any condition. The interpreter cannot check this ownership.
   void waitOwnCopies(int64_t pending = 0, SourceLoc loc = SourceLoc::here());
   /// acc + a b: `a` holds an M x K and `b` a K x N matrix, row-major
   /// (element (i, j) of an R x C matrix is tile element i * C + j), both

@@ -85,11 +85,14 @@ void setSwitchFromProblem(dsl::Config &c,
                           const std::map<std::string, int64_t> &problem,
                           const std::string &name, bool absent);
 
-/// For a deriveParams: sets switch ALIGNED from the problem's entry of that
-/// name, or, when there is none, to whether rows of V elements of c.dtype
-/// are whole multiples of 16 bytes (rows V apart from a cudaMalloc base, as
-/// the ops lay them out). Kernels that see ALIGNED = 1 call
-/// KernelBuilder::assumeAlignedVectors.
+/// The problem's entry ALIGNED, or, when there is none, whether rows of V
+/// elements of c.dtype are whole multiples of 16 bytes (rows V apart from a
+/// cudaMalloc base, as the ops lay them out).
+bool rowsAreAligned(const dsl::Config &c,
+                    const std::map<std::string, int64_t> &problem);
+
+/// For a deriveParams: sets switch ALIGNED to rowsAreAligned. Kernels that
+/// see ALIGNED = 1 call KernelBuilder::assumeAlignedVectors.
 void deriveAligned(dsl::Config &c,
                    const std::map<std::string, int64_t> &problem);
 
