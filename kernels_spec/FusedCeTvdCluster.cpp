@@ -14,7 +14,9 @@
 // of the slice holds the student from pass 1 for pass 2, then p sign(p - q)
 // from pass 2 for pass 3, so that pass 2 re-reads only the teacher and pass
 // 3 reads nothing unless the slice has a tie
-// (bench/results/2026-11-30-cetvd-session14.md).
+// (bench/results/2026-11-30-cetvd-session14.md). With COPY_AHEAD, pass 1
+// fills the array with cp.async copies issued loop steps ahead, which hold
+// no registers (bench/results/2026-11-30-cetvd-session16.md).
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -88,8 +90,8 @@ struct Walk {
 void copyStudentStep(KernelBuilder &k, const RowSlice &r, Value copy,
                      Value first) {
   const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
-  // Each branch forms its offsets itself: formed once before the branch,
-  // they change the PTX of the kernel timed in session 16.
+  // Each branch forms its own offsets, as in the kernel timed on the H200
+  // (offsets hoisted above the branch give different PTX).
   auto copies = [&](bool masked) {
     for (int64_t u = 0; u < UNROLL; ++u) {
       Value offs = first + double(u * BLOCK) + k.arange(BLOCK);
