@@ -1,6 +1,5 @@
 //===- ClusterTest.cpp - tile.cluster_reduce: DSL, interpreter, CUDA ------===//
 #include "codegen/Nvrtc.h"
-#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/DSL.h"
@@ -164,24 +163,6 @@ TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
   // A cluster of one program needs no cluster hardware.
   CompiledKernel one = compile(clusterKernel(1), {"sm_80", Stage::Ptx, {}});
   EXPECT_EQ(one.cuda.find("__cluster_dims__"), std::string::npos);
-}
-
-/// Compiles `m` for `device` and runs `programs` programs of it, whose
-/// pointer arguments are `buffers` in order. The device (its context) must
-/// outlive the buffers, so the caller opens it first.
-void runOnGpu(const cuda::Device &device, const TileModule &m, int64_t programs,
-              const std::vector<const cuda::DeviceBuffer *> &buffers) {
-  CompiledKernel k = compile(m, {device.archString(), Stage::Cubin, {}});
-  LoadedKernels loaded;
-  std::vector<CUdeviceptr> ptrs;
-  for (const cuda::DeviceBuffer *b : buffers)
-    ptrs.push_back(b->ptr());
-  std::vector<void *> args;
-  for (CUdeviceptr &p : ptrs)
-    args.push_back(&p);
-  cuda::launch(loaded.function(k), {unsigned(programs)}, {unsigned(k.threads)},
-               0, nullptr, args);
-  cuda::synchronize();
 }
 
 TEST(ClusterGpu, ReduceMatchesTheInterpreter) {

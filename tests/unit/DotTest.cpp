@@ -1,6 +1,5 @@
 //===- DotTest.cpp - tile.dot: DSL, interpreter, CUDA, GPU ----------------===//
 #include "codegen/Nvrtc.h"
-#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/DSL.h"
@@ -125,17 +124,10 @@ TEST(DotGpu, MatchesFp64) {
   cuda::Device device = cuda::Device::open();
   for (DType dt : {DType::BF16, DType::F16}) {
     Matrices m = makeMatrices(dt);
-    CompiledKernel k =
-        compile(matmulKernel(dt), {device.archString(), Stage::Cubin, {}});
-    LoadedKernels loaded;
-    const cuda::Function &f = loaded.function(k);
     cuda::DeviceBuffer da(m.a.size()), db(m.b.size()), dc(M * N * 4);
     da.copyFromHost(m.a.data(), m.a.size());
     db.copyFromHost(m.b.data(), m.b.size());
-    CUdeviceptr pa = da.ptr(), pb = db.ptr(), pc = dc.ptr();
-    std::vector<void *> args = {&pa, &pb, &pc};
-    cuda::launch(f, {1}, {unsigned(k.threads)}, 0, nullptr, args);
-    cuda::synchronize();
+    runOnGpu(device, matmulKernel(dt), 1, {&da, &db, &dc});
     std::vector<float> c(M * N);
     dc.copyToHost(c.data(), c.size() * 4);
     expectClose(c, m.want);

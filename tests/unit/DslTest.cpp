@@ -316,8 +316,9 @@ TEST(Dsl, SharedArraysArePerProgramAndSeenAfterABarrier) {
 }
 
 /// y[0, 256) = the shared array read before the copy's wait, y[256, 512) =
-/// read after it; x copied in with copyAsync.
-TileModule copyThenWait() {
+/// read after it; x copied in with copyAsync. Each lane reads back what it
+/// copied, so the wait may be waitOwnCopies (`ownWait`).
+TileModule copyThenWait(bool ownWait = false) {
   KernelBuilder k("copy_wait", config());
   Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
   Value buf = k.sharedArray(256, DType::F32);
@@ -325,13 +326,18 @@ TileModule copyThenWait() {
   k.copyAsync(buf, r, x, r);
   k.commitCopies();
   k.store(y, r, k.load(buf, r)); // too early: a race on the GPU
-  k.waitCopies(0);
+  if (ownWait)
+    k.waitOwnCopies(0);
+  else
+    k.waitCopies(0);
   k.store(y, 256.0 + r, k.load(buf, r));
   return k.finish();
 }
 
-TEST(Dsl, AsyncCopiesLandAtTheirWait) {
-  TileModule m = copyThenWait();
+/// copyThenWait(ownWait) in the interpreter: the data is there only after
+/// the wait.
+void expectCopiesLandAtTheWait(bool ownWait) {
+  TileModule m = copyThenWait(ownWait);
   optimizeTile(m);
   std::vector<float> x(256), y(512, -1.f);
   std::iota(x.begin(), x.end(), 1.f);
@@ -342,6 +348,10 @@ TEST(Dsl, AsyncCopiesLandAtTheirWait) {
     EXPECT_TRUE(std::isnan(y[i])) << "read before the wait, " << i;
     EXPECT_EQ(y[256 + i], x[i]) << i;
   }
+}
+
+TEST(Dsl, AsyncCopiesLandAtTheirWait) {
+  expectCopiesLandAtTheWait(/*ownWait=*/false);
   // Each thread's group of 2 adjacent f32 becomes one 8-byte cp.async;
   // commit and wait are the group ops.
   CompiledKernel c = compile(copyThenWait(), {"sm_90", Stage::Ptx, {}});
@@ -377,34 +387,12 @@ TEST(Dsl, WaitCopiesLeavesTheNewestGroupsInFlight) {
 // waitOwnCopies retires groups as waitCopies does, without the barrier
 // (each lane reads back only what it copied).
 TEST(Dsl, WaitOwnCopiesHasNoBarrier) {
-  auto build = [](bool own) {
-    KernelBuilder k("own_copies", config());
-    Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
-    Value buf = k.sharedArray(256, DType::F32);
-    Value r = k.arange(256);
-    k.copyAsync(buf, r, x, r);
-    k.commitCopies();
-    if (own)
-      k.waitOwnCopies(0);
-    else
-      k.waitCopies(0);
-    k.store(y, r, k.load(buf, r) * 2.0);
-    return k.finish();
-  };
-  TileModule m = build(true);
-  optimizeTile(m);
-  std::vector<float> x(256), y(256, -1.f);
-  std::iota(x.begin(), x.end(), 1.f);
-  interpret(m.operation(), "own_copies", {1, 1, 1},
-            {InterpBuffer{x.data(), DType::F32, 256},
-             InterpBuffer{y.data(), DType::F32, 256}});
-  for (int i = 0; i < 256; ++i)
-    EXPECT_EQ(y[i], 2 * x[i]) << i;
+  expectCopiesLandAtTheWait(/*ownWait=*/true);
   CompileOptions upToCuda;
   upToCuda.upTo = Stage::Cuda;
   const std::string wait = "tj_copy_wait<0>();";
   for (bool own : {true, false}) {
-    std::string cuda = compile(build(own), upToCuda).cuda;
+    std::string cuda = compile(copyThenWait(own), upToCuda).cuda;
     size_t at = cuda.find(wait);
     ASSERT_NE(at, std::string::npos);
     size_t next = cuda.find_first_not_of(" \n", at + wait.size());

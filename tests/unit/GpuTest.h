@@ -2,11 +2,14 @@
 #ifndef TILEJIT_TESTS_UNIT_GPUTEST_H
 #define TILEJIT_TESTS_UNIT_GPUTEST_H
 
+#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 /// Ends the current test (or SetUp) as skipped, saying why, when there is no
 /// usable GPU and driver. CI has none; the GPU machine runs these tests.
@@ -16,5 +19,27 @@
     if (!::tilejit::cuda::driverAvailable(&tilejitWhyNoGpu))                   \
       GTEST_SKIP() << "no GPU: " << tilejitWhyNoGpu;                           \
   } while (false)
+
+/// Compiles `m` for `device` and runs `programs` programs of it, whose
+/// arguments are the pointers of `buffers` in order, then waits for it. The
+/// device (its context) must outlive the buffers, so the caller opens it
+/// first.
+inline void
+runOnGpu(const ::tilejit::cuda::Device &device, const ::tilejit::TileModule &m,
+         int64_t programs,
+         const std::vector<const ::tilejit::cuda::DeviceBuffer *> &buffers) {
+  using namespace ::tilejit;
+  CompiledKernel k = compile(m, {device.archString(), Stage::Cubin, {}});
+  LoadedKernels loaded;
+  std::vector<CUdeviceptr> ptrs;
+  for (const cuda::DeviceBuffer *b : buffers)
+    ptrs.push_back(b->ptr());
+  std::vector<void *> args;
+  for (CUdeviceptr &p : ptrs)
+    args.push_back(&p);
+  cuda::launch(loaded.function(k), {unsigned(programs)}, {unsigned(k.threads)},
+               size_t(k.dynamicSharedBytes), nullptr, args);
+  cuda::synchronize();
+}
 
 #endif // TILEJIT_TESTS_UNIT_GPUTEST_H

@@ -9,7 +9,6 @@
 // (fminf: NaN loses) and copysign go through the same kernel.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/DSL.h"
@@ -123,18 +122,11 @@ TEST(MinMaxGpu, MatchesTheInterpreter) {
   std::vector<float> a, b;
   specialPairs(a, b);
   cuda::Device device = cuda::Device::open();
-  CompiledKernel k =
-      compile(minMaxKernel(), {device.archString(), Stage::Cubin, {}});
-  LoadedKernels loaded;
   cuda::DeviceBuffer da(kLanes * 4), db(kLanes * 4), dout(4 * kLanes * 4);
   da.copyFromHost(a.data(), kLanes * 4);
   db.copyFromHost(b.data(), kLanes * 4);
   dout.memset(0);
-  CUdeviceptr pa = da.ptr(), pb = db.ptr(), po = dout.ptr();
-  std::vector<void *> args = {&pa, &pb, &po};
-  cuda::launch(loaded.function(k), {1}, {unsigned(k.threads)}, 0, nullptr,
-               args);
-  cuda::synchronize();
+  runOnGpu(device, minMaxKernel(), 1, {&da, &db, &dout});
   std::vector<float> got(4 * kLanes);
   dout.copyToHost(got.data(), got.size() * 4);
   std::vector<bool> anyZeroSign(4 * kLanes, false);
