@@ -430,6 +430,18 @@ __device__ __forceinline__ void tj_copy_async(T *dst, const T *src) {
   tj_vstore<BYTES>(dst, src);
 #endif
 }
+// tile.prefetch_l2: the whole 16-byte units of [p, p + n) into L2.
+template <typename T>
+__device__ __forceinline__ void tj_prefetch_l2(const T *p, long long n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned long long lo = (reinterpret_cast<unsigned long long>(p) + 15) & ~15ull;
+  unsigned long long hi =
+      reinterpret_cast<unsigned long long>(p + (n > 0 ? n : 0)) & ~15ull;
+  if (hi > lo)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
+                 :: "l"(lo), "r"(static_cast<unsigned>(hi - lo)) : "memory");
+#endif
+}
 __device__ __forceinline__ void tj_copy_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -1788,6 +1800,13 @@ bool KernelEmitter::emitSimt(Operation *op) {
                  ref(cp.getDstOffsets(), "tj_g", op) + ", " + addr + ");";
         },
         element, cp.getDst(), cp.getDstOffsets());
+    return true;
+  }
+  if (auto pf = dyn_cast<tile::PrefetchL2Op>(op)) {
+    // One lane asks; the copy engine fetches the range.
+    stmt("if (threadIdx.x == 0) tj_prefetch_l2(" + name(pf.getPtr(), op) +
+         " + " + name(pf.getOffset(), op) + ", " + name(pf.getCount(), op) +
+         ");");
     return true;
   }
   if (isa<tile::CopyCommitOp>(op)) {

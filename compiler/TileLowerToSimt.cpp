@@ -436,7 +436,7 @@ struct TileLowerToSimtPass
     // Scalars and pointers only: the emitter prints them as they are.
     target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp, tile::ClusterReduceOp,
                       tile::SharedAllocOp, tile::BarrierOp, tile::CopyCommitOp,
-                      tile::CopyWaitOp>();
+                      tile::CopyWaitOp, tile::PrefetchL2Op>();
     target.addDynamicallyLegalDialect<arith::ArithDialect, math::MathDialect>(
         [](Operation *op) { return !hasTensorType(op); });
 

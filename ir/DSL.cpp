@@ -543,6 +543,16 @@ Value copysign(Value a, Value b) {
   return binary<mlir::math::CopySignOp, mlir::math::CopySignOp>(a, b,
                                                                 "copysign");
 }
+Value fma(Value a, Value b, Value c) {
+  KernelBuilder &kb = builderOf(a, b);
+  auto &k = kb.impl();
+  MValue x = asFloat32(k, k.use(a), "fma"), y = asFloat32(k, k.use(b), "fma"),
+         z = asFloat32(k, k.use(c), "fma");
+  std::tie(x, y) = promote(k, x, y, "fma");
+  std::tie(x, z) = promote(k, x, z, "fma");
+  std::tie(y, z) = promote(k, y, z, "fma");
+  return k.wrap(&kb, mlir::math::FmaOp::create(k.b, k.loc, x, y, z));
+}
 /// Approximate functions allowed (fastmath<afn>): the GPU uses its ex2 unit,
 /// as Triton does.
 template <typename Op> Value approximateMath(Value a, const char *name) {
@@ -973,6 +983,20 @@ void KernelBuilder::copyAsync(Value dst, Value dstOffsets, Value src,
     k.fail("copyAsync() offsets have different tile sizes");
   MValue m = mask ? maskFor(k, *mask, sOff, "copyAsync") : MValue();
   tile::CopyAsyncOp::create(k.b, k.loc, d, dOff, s, sOff, m);
+}
+
+void KernelBuilder::prefetchL2(Value ptr, Value offset, Value count,
+                               SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  auto [p, off] = access(k, ptr, offset, "prefetchL2");
+  MValue n = k.use(count);
+  if (isTileType(off.getType()) || isTileType(n.getType()))
+    k.fail("prefetchL2() takes a scalar offset and count, not tiles");
+  if (!n.getType().isInteger(32) && !n.getType().isInteger(64))
+    k.fail("prefetchL2() count must be i32 or i64, got " +
+           typeStr(n.getType()));
+  tile::PrefetchL2Op::create(k.b, k.loc, p, off, n);
 }
 
 void KernelBuilder::commitCopies(SourceLoc loc) {

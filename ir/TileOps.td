@@ -246,4 +246,22 @@ def Tile_CopyWaitOp : Tile_Op<"copy_wait"> {
   let assemblyFormat = "attr-dict";
 }
 
+def Tile_PrefetchL2Op : Tile_Op<"prefetch_l2"> {
+  let summary = "hint: bring ptr[offset, offset + count) into L2";
+  let description = [{
+    One lane of the program asks the copy engine to bring the elements
+    into L2 (cp.async.bulk.prefetch.L2 on sm_90; nothing before), so that
+    loads of them soon after hit there. It holds no registers and changes
+    no value. Only the whole 16-byte units inside the range are fetched; a
+    count <= 0 fetches nothing. The range must lie inside the buffer (the
+    CPU interpreter checks that).
+  }];
+  let arguments = (ins Tile_PtrType:$ptr, AnyTypeOf<[I32, I64]>:$offset,
+                       AnyTypeOf<[I32, I64]>:$count);
+  let assemblyFormat = [{
+    $ptr `[` $offset `,` $count `]` attr-dict `:` qualified(type($ptr)) `,`
+    type($offset) `,` type($count)
+  }];
+}
+
 #endif // TILEJIT_TILE_OPS_TD

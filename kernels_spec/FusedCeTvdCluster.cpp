@@ -81,6 +81,11 @@ struct Walk {
   /// tiles A steps before the step reads them back, so that A steps' loads
   /// are in flight without holding registers.
   int64_t copyAhead = 0;
+  /// With prefetchAhead = P > 0 (forward walks only), each step asks for
+  /// the inputs it loads from memory P steps later into L2
+  /// (KernelBuilder::prefetchL2), so that those loads wait less without
+  /// holding registers.
+  int64_t prefetchAhead = 0;
 };
 
 /// Copies the student's tiles of the step starting at `first` (an i32
@@ -105,13 +110,14 @@ void copyStudentStep(KernelBuilder &k, const RowSlice &r, Value copy,
   k.commitCopies();
 }
 
-/// body(tile) for each tile of this program's slice, UNROLL tiles per loop
-/// step: the whole steps unmasked, then the partial one masked. A step
-/// loads the inputs of all its tiles before the first body runs, so UNROLL
-/// tiles' loads are in flight at once.
-void forEachTile(KernelBuilder &k, const RowSlice &r,
-                 const std::function<void(const SliceTile &)> &body,
-                 Walk walk = {}) {
+/// body(tiles) for each loop step over this program's slice, UNROLL tiles
+/// per step: the whole steps unmasked, then the partial one masked. A step
+/// loads the inputs of all its tiles before the body runs, so UNROLL tiles'
+/// loads are in flight at once.
+void forEachStep(
+    KernelBuilder &k, const RowSlice &r,
+    const std::function<void(const std::vector<SliceTile> &)> &body,
+    Walk walk = {}) {
   const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
   const int64_t ahead = walk.studentCopy.valid() ? walk.copyAhead : 0;
   if (ahead && walk.backward)
@@ -123,15 +129,35 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
                       r.start + double(j * UNROLL * BLOCK));
     aheadFirst.emplace(r.start + double(ahead * UNROLL * BLOCK));
   }
+  const int64_t STEP = UNROLL * BLOCK;
+  const int64_t prefetch = walk.backward ? 0 : walk.prefetchAhead;
+  auto prefetchStep = [&](Value first) {
+    Value lo = min(first, r.end);
+    Value count = min(first + double(STEP), r.end) - lo;
+    if (walk.teacher)
+      k.prefetchL2(r.t, lo, count);
+    if (walk.student && !walk.studentCopy.valid())
+      k.prefetchL2(r.s, lo, count);
+  };
+  std::optional<Var> prefetchFirst; // the next step to prefetch
+  if (prefetch) {
+    for (int64_t j = 1; j < prefetch; ++j)
+      prefetchStep(r.start + double(j * STEP));
+    prefetchFirst.emplace(r.start + double(prefetch * STEP));
+  }
   auto step = [&](const std::vector<Value> &offs,
                   const std::vector<Mask> &masks) {
+    if (prefetch) {
+      prefetchStep(*prefetchFirst);
+      *prefetchFirst = *prefetchFirst + double(STEP);
+    }
+    std::vector<SliceTile> tiles;
     if (ahead) {
       // This step's group is the (ahead + 1)-th newest once the next is in.
       copyStudentStep(k, r, walk.studentCopy, *aheadFirst);
       *aheadFirst = *aheadFirst + double(UNROLL * BLOCK);
       k.waitOwnCopies(ahead);
     }
-    std::vector<SliceTile> tiles;
     for (size_t u = 0; u < offs.size(); ++u) {
       SliceTile x{offs[u], masks[u], Value(), Value()};
       if (walk.student && walk.studentCopy.valid())
@@ -142,8 +168,7 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
         x.t = k.load(r.t, offs[u], masks[u], kNegInf);
       tiles.push_back(x);
     }
-    for (const SliceTile &t : tiles)
-      body(t);
+    body(tiles);
   };
   if (walk.backward)
     k.forTilesBackward(r.start, r.end, BLOCK, UNROLL, step);
@@ -151,6 +176,19 @@ void forEachTile(KernelBuilder &k, const RowSlice &r,
     k.forTiles(r.start, r.end, BLOCK, UNROLL, step);
   if (ahead) // the groups left are past the end: empty
     k.waitOwnCopies(0);
+}
+
+/// forEachStep with body(tile) for each tile of a step in turn.
+void forEachTile(KernelBuilder &k, const RowSlice &r,
+                 const std::function<void(const SliceTile &)> &body,
+                 Walk walk = {}) {
+  forEachStep(
+      k, r,
+      [&](const std::vector<SliceTile> &tiles) {
+        for (const SliceTile &x : tiles)
+          body(x);
+      },
+      walk);
 }
 
 /// The row's bad target is reported once, by the cluster's first program.
@@ -185,62 +223,114 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // COPY_AHEAD: pass 1's walk copies the student into the array itself
   // (deriveSlice leaves it on only where it applies).
   Walk pass1;
+  pass1.prefetchAhead = k.param("PREFETCH_L2");
   if (copy.valid() && k.param("COPY_AHEAD")) {
     pass1.studentCopy = copy;
     pass1.copyAhead = k.param("COPY_AHEAD");
   }
-  auto copyStudent = [&](const SliceTile &x) {
-    if (copy.valid() && !pass1.studentCopy.valid())
-      k.store(copy, x.offs - r.start, x.s.to(copy.dtype()), x.mask);
+  // This program's (max, sum-exp) of its slice, from a walk that copies
+  // the student into the KEEP array where `copying` (and pass 1's own
+  // copies do not): per lane (LANE_STATS = 1), per thread group (2) or with
+  // block-wide reductions every tile (0), the sums in `form`.
+  struct SliceNorm {
+    std::pair<Value, Value> s, t;
   };
-  // This program's (max, sum-exp) of its slice: per lane (LANE_STATS = 1),
-  // per thread group (2) or with block-wide reductions every tile (0).
-  std::pair<Value, Value> slice[2];
-  if (int64_t mode = k.param("LANE_STATS")) {
+  auto sliceNorm = [&](const Walk &walk, SumForm form, bool copying) {
+    auto copyStudent = [&](const SliceTile &x) {
+      if (copying && copy.valid() && !walk.studentCopy.valid())
+        k.store(copy, x.offs - r.start, x.s.to(copy.dtype()), x.mask);
+    };
+    SliceNorm out;
+    int64_t mode = k.param("LANE_STATS");
+    if (mode == 0) {
+      Value negInf = k.constant(kNegInf, DType::F32);
+      Value scalarZero = k.constant(0, DType::F32);
+      Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
+      forEachTile(
+          k, r,
+          [&](const SliceTile &x) {
+            copyStudent(x);
+            tileUpdate(mS, dS, x.s.to(DType::F32));
+            tileUpdate(mT, dT, x.t.to(DType::F32));
+          },
+          walk);
+      out.s = {mS, dS};
+      out.t = {mT, dT};
+      return out;
+    }
     int64_t cols = mode == 2 ? k.threadGroup(BLOCK, k.config().dtype) : 1;
     Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
     Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
     Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
-    forEachTile(
+    // Per group, one rescale per step for all its tiles
+    // (bench/results/2026-11-30-cetvd-session17.md).
+    forEachStep(
         k, r,
-        [&](const SliceTile &x) {
-          copyStudent(x);
-          stateUpdate(mS, dS, x.s.to(DType::F32), cols);
-          stateUpdate(mT, dT, x.t.to(DType::F32), cols);
+        [&](const std::vector<SliceTile> &tiles) {
+          std::vector<Value> xs, xt;
+          for (const SliceTile &x : tiles) {
+            copyStudent(x);
+            xs.push_back(x.s.to(DType::F32));
+            xt.push_back(x.t.to(DType::F32));
+          }
+          if (cols == 1) {
+            for (size_t u = 0; u < tiles.size(); ++u) {
+              onlineUpdate(mS, dS, xs[u]);
+              onlineUpdate(mT, dT, xt[u]);
+            }
+          } else {
+            groupUpdate(mS, dS, xs, cols, form);
+            groupUpdate(mT, dT, xt, cols, form);
+          }
         },
-        pass1);
-    slice[0] = rowNormalizer(mS, dS);
-    slice[1] = rowNormalizer(mT, dT);
-  } else {
-    Value negInf = k.constant(kNegInf, DType::F32);
-    Value scalarZero = k.constant(0, DType::F32);
-    Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
-    forEachTile(
-        k, r,
-        [&](const SliceTile &x) {
-          copyStudent(x);
-          tileUpdate(mS, dS, x.s.to(DType::F32));
-          tileUpdate(mT, dT, x.t.to(DType::F32));
-        },
-        pass1);
-    slice[0] = {mS, dS};
-    slice[1] = {mT, dT};
-  }
+        walk);
+    out.s = rowNormalizer(mS, dS, form);
+    out.t = rowNormalizer(mT, dT, form);
+    return out;
+  };
+  // The scaled form where its shift is exact: bf16 logits, per thread
+  // group.
+  const SumForm form =
+      k.config().dtype == DType::BF16 && k.param("LANE_STATS") == 2
+          ? SumForm::Scaled
+          : SumForm::Exact;
+  SliceNorm slice = sliceNorm(pass1, form, /*copying=*/true);
+  // A program's sum, rescaled to the row max M.
+  auto rescaled = [&](const std::pair<Value, Value> &part, Value M, SumForm f) {
+    return part.second * rescale(part.first, M, f);
+  };
   // The target logit, read once by the cluster's first program. No program
   // writes a gradient before the cluster reductions below, and the first
   // program's share of them carries this value, so an in-place run cannot
   // have overwritten it.
   Value sy = k.load(r.s, r.y, r.rank == 0.0, 0.0).to(DType::F32);
-  auto m = k.clusterReduce(CO::Max, {slice[0].first, slice[1].first});
-  auto rescaled = [&](int i) {
-    return slice[i].second * exp(slice[i].first - safeShift(m[i]));
-  };
-  auto d = k.clusterReduce(CO::Sum, {rescaled(0), rescaled(1), sy});
+  auto m = k.clusterReduce(CO::Max, {slice.s.first, slice.t.first});
+  auto d = k.clusterReduce(CO::Sum, {rescaled(slice.s, m[0], form),
+                                     rescaled(slice.t, m[1], form), sy});
+  Var logSumS = logSumOf(m[0], d[0], form);
+  Var logSumT = logSumOf(m[1], d[1], form);
+  if (form == SumForm::Scaled) {
+    // A row max beyond kScaledMaxAbs (or -inf): pass 1 again in the exact
+    // form, the student from the KEEP array where pass 1 filled it. Group
+    // maxima below -kScaledMaxAbs need nothing of the kind while the row
+    // max is in range: their sums, a bf16 step (2^15 or more) below it,
+    // are 0 in either form.
+    k.ifThen(max(abs(m[0]), abs(m[1])) > kScaledMaxAbs, [&] {
+      Walk again;
+      again.studentCopy = copy;
+      SliceNorm exact = sliceNorm(again, SumForm::Exact, /*copying=*/false);
+      auto d2 =
+          k.clusterReduce(CO::Sum, {rescaled(exact.s, m[0], SumForm::Exact),
+                                    rescaled(exact.t, m[1], SumForm::Exact)});
+      logSumS = log(d2[0]);
+      logSumT = log(d2[1]);
+    });
+  }
   RowStats st;
   st.maxS = m[0];
-  st.logSumS = log(d[0]);
+  st.logSumS = logSumS;
   st.maxT = m[1];
-  st.logSumT = log(d[1]);
+  st.logSumT = logSumT;
   // Differences against the row max keep the gap when logits share a large
   // offset (semantics.md §1).
   st.targetLogit = d[2];
@@ -500,8 +590,12 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// student's loads in: together, 1.207 to 1.131 ms for the reduced loss +
 /// gradient, where either alone gained nothing or lost
 /// (bench/results/2026-11-30-cetvd-session16.md, calls 2 and 3).
+/// PREFETCH_L2 (1 step ahead in the reduced kernel, 2 in the forward): 1.120
+/// to 1.110 ms and 0.852 to 0.835 ms
+/// (bench/results/2026-11-30-cetvd-session17.md); its other values are
+/// left to --set.
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
-                                     int64_t copyAhead,
+                                     int64_t copyAhead, int64_t prefetch,
                                      const char *clusterHelp) {
   return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, clusterHelp},
           {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
@@ -525,6 +619,13 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            "array this many loop steps before it reads them (cp.async), "
            "without holding registers (bf16, f32); 0: loads them through "
            "registers"},
+          {"PREFETCH_L2",
+           {0, 1, 2},
+           prefetch,
+           "pass 1 asks for the inputs it loads this many loop steps "
+           "later into L2 (cp.async.bulk.prefetch, sm_90), holding no "
+           "registers; 0: no prefetch",
+           /*tuned=*/false},
           {"REGISTER_BUDGET",
            {48, 64},
            64,
@@ -646,7 +747,8 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
   // No COPY_AHEAD by default: without a pass 3 the forward fits 48
   // registers anyway, and copying ahead was slower there (0.880 ms against
   // 0.907-0.965; bench/results/2026-11-30-cetvd-session16.md, call 3).
-  std::vector<ParamSpec> params = clusterParams(8, 2048, 0, kClusterHelp);
+  // Its pass 1 prefetches both inputs 2 steps ahead.
+  std::vector<ParamSpec> params = clusterParams(8, 2048, 0, 2, kClusterHelp);
   params.push_back({"KEEP",
                     {0, 1},
                     1,
@@ -666,7 +768,7 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
 }
 
 KernelSpec fusedCeTvdLossGradSpec() {
-  std::vector<ParamSpec> params = clusterParams(8, 2048, 1, kClusterHelp);
+  std::vector<ParamSpec> params = clusterParams(8, 2048, 1, 1, kClusterHelp);
   params.push_back({"KEEP",
                     {0, 1},
                     1,

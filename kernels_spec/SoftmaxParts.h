@@ -53,18 +53,79 @@ inline void onlineUpdateLanes(dsl::Var &m, dsl::Var &d,
   m = mNew;
 }
 
+constexpr double kLog2e = 1.4426950408889634;
+
+/// log2(e) rounded to f32 (the factor the kernels multiply by), as
+/// kLog2eHi + kLog2eLo where kLog2eHi has 15 significant bits: a bf16
+/// value (8) times kLog2eHi is exact in f32.
+constexpr double kLog2eHi = 1.44268798828125;
+constexpr double kLog2eLo = 7.033348083496094e-06;
+
+/// The largest |row max| the scaled form takes: below it the sums stay
+/// within 2^48 and logSumOf's correction within about 1e-6.
+constexpr double kScaledMaxAbs = 4194304.0; // 2^22
+
+/// c(m) = max(m, -4 kScaledMaxAbs) kLog2eHi: the scaled form's shift, exact
+/// for bf16 m and finite for every m but NaN (-3e38 kLog2eHi would
+/// overflow, -inf is raised too). A group whose max is below the bound has
+/// a sum under 2^-100, or 0, while the row max is in the scaled form's
+/// range, where its true weight is 0.
+inline dsl::Value scaledShift(dsl::Value m) {
+  return dsl::max(m, m.builder().constant(-4 * kScaledMaxAbs, DType::F32)) *
+         kLog2eHi;
+}
+
+/// How a softmax normalizer keeps its sum d for a running max m.
+/// Exact: d = sum exp(x - m). Scaled (bf16 logits only): d = sum 2^(x
+/// log2(e) - c(m)), one multiply-add (an fma, which the compilers'
+/// contraction cannot change) and one exp2 per element where Exact takes a
+/// subtract, a multiply and an exp. Since c(m) = m log2(e) - m kLog2eLo, a
+/// scaled d is the exact one times 2^(m kLog2eLo), which logSumOf takes
+/// out; rescales by 2^(c(m) - c(m')) have exact exponents.
+enum class SumForm { Exact, Scaled };
+
+/// The factor that moves a sum kept against max `from` to max `to`.
+inline dsl::Value rescale(dsl::Value from, dsl::Value to, SumForm form) {
+  return form == SumForm::Scaled
+             ? dsl::exp2(scaledShift(from) - scaledShift(to))
+             : dsl::exp(from - safeShift(to));
+}
+
 /// Online softmax normalizer per group of `cols` adjacent elements (m and d
-/// hold one entry per group): a max over the group, one exp per element
-/// and one rescale per group. With cols = KernelBuilder::threadGroup each
-/// group is one thread's vector and the row reductions stay in registers:
-/// about half the instructions of onlineUpdate's per-element compares and
-/// selects, and no barriers.
-inline void groupUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x, int64_t cols) {
-  dsl::Value mNew = dsl::max(m, x.maxRows(cols));
-  dsl::Value shift = safeShift(mNew);
-  dsl::Value shifted = x - x.builder().broadcastRows(shift, cols);
-  d = d * dsl::exp(m - shift) + dsl::exp(shifted).sumRows(cols);
+/// hold one entry per group), over the tiles `xs` of one loop step, all of
+/// the same layout: a max over each group's elements in every tile, one exp
+/// per element and one rescale per group for all the tiles. With cols =
+/// KernelBuilder::threadGroup each group is one thread's vector and the row
+/// reductions stay in registers: about half the instructions of
+/// onlineUpdate's per-element compares and selects, and no barriers.
+inline void groupUpdate(dsl::Var &m, dsl::Var &d,
+                        const std::vector<dsl::Value> &xs, int64_t cols,
+                        SumForm form = SumForm::Exact) {
+  dsl::Value mNew = m;
+  for (const dsl::Value &x : xs)
+    mNew = dsl::max(mNew, x.maxRows(cols));
+  const bool scaled = form == SumForm::Scaled;
+  dsl::Value shift = scaled ? scaledShift(mNew) : safeShift(mNew);
+  dsl::Value sum;
+  for (const dsl::Value &x : xs) {
+    dsl::KernelBuilder &k = x.builder();
+    dsl::Value s = k.broadcastRows(shift, cols);
+    dsl::Value e =
+        scaled ? dsl::exp2(dsl::fma(x, k.constant(kLog2e, DType::F32), -s))
+               : dsl::exp(x - s);
+    e = e.sumRows(cols);
+    sum = sum.valid() ? sum + e : e;
+  }
+  d = d * rescale(m, mNew, form) + sum;
   m = mNew;
+}
+
+/// log sum exp(x - M) from the sum d of a row of max M: log d, less M
+/// kLog2eLo ln 2 in the scaled form (for M within kScaledMaxAbs).
+inline dsl::Value logSumOf(dsl::Value M, dsl::Value d, SumForm form) {
+  if (form == SumForm::Exact)
+    return dsl::log(d);
+  return dsl::log(d) - safeShift(M) * (kLog2eLo * 0.6931471805599453);
 }
 
 /// Online softmax state per lane (cols = 1: onlineUpdate) or per group of
@@ -73,7 +134,7 @@ inline void stateUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x, int64_t cols) {
   if (cols == 1)
     onlineUpdate(m, d, x);
   else
-    groupUpdate(m, d, x, cols);
+    groupUpdate(m, d, {x}, cols);
 }
 
 /// Online softmax normalizer over whole tiles: a block-wide max and sum
@@ -85,11 +146,12 @@ inline void tileUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x) {
   m = mNew;
 }
 
-/// The (max, sum-exp) of a row from per-lane online state.
-inline std::pair<dsl::Value, dsl::Value> rowNormalizer(dsl::Value m,
-                                                       dsl::Value d) {
+/// The (max, sum-exp) of a row from per-lane online state, the sum in
+/// `form`.
+inline std::pair<dsl::Value, dsl::Value>
+rowNormalizer(dsl::Value m, dsl::Value d, SumForm form = SumForm::Exact) {
   dsl::Value rowMax = m.max();
-  return {rowMax, (d * dsl::exp(m - safeShift(rowMax))).sum()};
+  return {rowMax, (d * rescale(m, rowMax, form)).sum()};
 }
 
 /// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
@@ -100,8 +162,6 @@ inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
   return dsl::exp((x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) -
                   dsl::where(isEmpty, 0.0, logSum));
 }
-
-constexpr double kLog2e = 1.4426950408889634;
 
 /// log2 softmax(x) = (x - m) log2(e) - log(d) log2(e), the same max shift
 /// first, then one multiply-add that scales for exp2 (the cluster kernels'

@@ -703,6 +703,17 @@ private:
       copyGroups.pop_front();
     }
   }
+  /// A hint with no effect here, but its range must lie in the buffer.
+  void execPrefetchL2(tile::PrefetchL2Op op) {
+    const RuntimeValue &ptr = get(op.getPtr());
+    int64_t offset = intOperand(op, 1).i->front();
+    int64_t count = intOperand(op, 2).i->front();
+    if (count <= 0)
+      return;
+    int64_t size = bufferOf(ptr).numElements;
+    checkedOffset(ptr, size, offset, 0, "prefetchL2");
+    checkedOffset(ptr, size, offset + count - 1, 0, "prefetchL2");
+  }
   void execReduce(tile::ReduceOp op);
   void execClusterReduce(tile::ClusterReduceOp op);
   void execDot(tile::DotOp op);
@@ -794,6 +805,8 @@ void Runner::execTile(Operation *op) {
     return execCopyWait(w);
   if (isa<tile::BarrierOp>(op))
     return; // a program runs as one sequence here: nothing to wait for
+  if (auto pf = dyn_cast<tile::PrefetchL2Op>(op))
+    return execPrefetchL2(pf);
   if (auto d = dyn_cast<tile::DotOp>(op))
     return execDot(d);
   if (auto r = dyn_cast<tile::ReduceRowsOp>(op))
@@ -867,6 +880,19 @@ bool Runner::execFloat(Operation *op) {
     return floatBinary(op,
                        [](float a, float b) { return std::copysign(a, b); }),
            true;
+  if (isa<math::FmaOp>(op)) {
+    const RuntimeValue &a = floatOperand(op, 0), &b = floatOperand(op, 1),
+                       &c = floatOperand(op, 2);
+    checkSizes(a.size(), b.size());
+    checkSizes(a.size(), c.size());
+    auto out = std::make_shared<FVec>(a.size());
+    for (size_t j = 0; j < a.size(); ++j)
+      (*out)[j] = std::fma((*a.f)[j], (*b.f)[j], (*c.f)[j]);
+    Shape s = shapeOf(op->getResult(0).getType());
+    roundInPlace(*out, s.elem);
+    set(op->getResult(0), makeF(s, std::move(out)));
+    return true;
+  }
   if (isa<math::Atan2Op>(op))
     return floatBinary(op, [](float a, float b) { return std::atan2(a, b); }),
            true;

@@ -147,6 +147,10 @@ Value min(Value a, Value b);
 Value minNum(Value a, Value b);
 /// |a| with the sign bit of b (floats; C's copysignf).
 Value copysign(Value a, Value b);
+/// a b + c rounded once, in f32 (C's fmaf; one FFMA on the GPU, std::fma in
+/// the CPU interpreter): exact where a b + c is representable, whatever
+/// contraction the compilers choose.
+Value fma(Value a, Value b, Value c);
 /// e^a. On the GPU the hardware ex2 approximation of 2^(a log2 e), as
 /// Triton's exp (relative error about 2^-21 + |a| 2^-24), with results below
 /// 2^-126 (a < -87.3) flushed to zero; the CPU interpreter uses libm.
@@ -258,6 +262,12 @@ public:
   /// barrier() after those reads first; the interpreter cannot see that race.
   void copyAsync(Value dst, Value dstOffsets, Value src, Value srcOffsets,
                  Mask mask = std::nullopt, SourceLoc loc = SourceLoc::here());
+  /// A hint: brings ptr[offset, offset + count) (scalars, in elements)
+  /// into L2 from one lane, without registers, so that loads of it soon
+  /// after hit there (sm_90; nothing elsewhere). A count <= 0 fetches
+  /// nothing; the range must lie inside the buffer.
+  void prefetchL2(Value ptr, Value offset, Value count,
+                  SourceLoc loc = SourceLoc::here());
   /// Closes the group of copyAsync() calls made since the last commit.
   void commitCopies(SourceLoc loc = SourceLoc::here());
   /// Waits until at most `pending` (0-7) committed groups are still in

@@ -87,3 +87,14 @@ func.func @in_a_loop(%n: i32) attributes {tile.kernel, tile.num_warps = 4 : i64,
   }
   return
 }
+
+// -----
+
+// An L2 prefetch takes scalars and stays as it is for the emitter.
+// CHECK-LABEL: func.func @prefetch(
+// CHECK:         tile.prefetch_l2 %arg0[%{{.*}}, %{{.*}}] : !tile.ptr<bf16>, i32, i32
+func.func @prefetch(%p: !tile.ptr<bf16>, %n: i32) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  %c0 = arith.constant 0 : i32
+  tile.prefetch_l2 %p[%c0, %n] : !tile.ptr<bf16>, i32, i32
+  return
+}

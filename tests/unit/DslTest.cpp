@@ -428,6 +428,72 @@ TEST(Dsl, AsyncCopyMisuseIsAnError) {
   expectError([&] { w.waitCopies(8); }, {"pending must be 0 to 7"});
 }
 
+/// y = x, with an L2 prefetch of x[offset, offset + count) first.
+TileModule prefetchThenCopy(int64_t offset, int64_t count) {
+  KernelBuilder k("prefetch_copy", config());
+  Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+  k.prefetchL2(x, k.constant(offset, DType::I32),
+               k.constant(count, DType::I32));
+  Value r = k.arange(256);
+  k.store(y, r, k.load(x, r));
+  return k.finish();
+}
+
+// prefetchL2 is a hint: nothing changes in the interpreter, which checks
+// its range like a load's; on sm_90 it is one cp.async.bulk.prefetch from
+// one lane.
+TEST(Dsl, PrefetchL2IsAHintInsideTheBuffer) {
+  auto run = [](int64_t offset, int64_t count) {
+    TileModule m = prefetchThenCopy(offset, count);
+    optimizeTile(m);
+    std::vector<float> x(256), y(256, -1.f);
+    std::iota(x.begin(), x.end(), 1.f);
+    interpret(m.operation(), "prefetch_copy", {1, 1, 1},
+              {InterpBuffer{x.data(), DType::F32, 256},
+               InterpBuffer{y.data(), DType::F32, 256}});
+    EXPECT_EQ(y, x);
+  };
+  run(0, 256);
+  run(200, 0); // fetches nothing
+  run(300, -5);
+  expectError([&] { run(200, 57); }, {"out-of-bounds", "prefetchL2"});
+  expectError([&] { run(-1, 4); }, {"out-of-bounds", "prefetchL2"});
+  CompiledKernel c =
+      compile(prefetchThenCopy(0, 256), {"sm_90", Stage::Ptx, {}});
+  EXPECT_NE(c.ptx.find("cp.async.bulk.prefetch.L2.global"), std::string::npos);
+  KernelBuilder k("prefetch_tile", config());
+  Value x = k.pointerArg("x", DType::F32);
+  expectError(
+      [&] { k.prefetchL2(x, k.arange(256), k.constant(4, DType::I32)); },
+      {"scalar offset and count"});
+}
+
+// fma rounds once: (1 + 2^-12)^2 - 1 keeps its 2^-24 term, which a multiply
+// then an add would round away, in the interpreter and on the GPU alike.
+TileModule fmaMinusOne() {
+  KernelBuilder k("fma_once", config());
+  Value x = k.pointerArg("x", DType::F32), y = k.pointerArg("y", DType::F32);
+  Value r = k.arange(256);
+  Value a = k.load(x, r);
+  k.store(y, r, fma(a, a, k.constant(-1, DType::F32)));
+  return k.finish();
+}
+
+TEST(Dsl, FmaRoundsOnce) {
+  TileModule m = fmaMinusOne();
+  optimizeTile(m);
+  const float a0 = 1.f + std::ldexp(1.f, -12);
+  std::vector<float> in(256, a0), out(256, 0.f);
+  interpret(m.operation(), "fma_once", {1, 1, 1},
+            {InterpBuffer{in.data(), DType::F32, 256},
+             InterpBuffer{out.data(), DType::F32, 256}});
+  EXPECT_EQ(out[0], std::ldexp(1.f, -11) + std::ldexp(1.f, -24));
+  CompileOptions upToCuda;
+  upToCuda.upTo = Stage::Cuda;
+  EXPECT_NE(compile(fmaMinusOne(), upToCuda).cuda.find("fmaf("),
+            std::string::npos);
+}
+
 TEST(Dsl, SharedArrayMisuseIsAnError) {
   KernelBuilder k("bad_shared", config());
   Value n = k.scalarArg("n", DType::I32);

@@ -608,6 +608,53 @@ TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
   }
 }
 
+// bf16 pass 1 takes the scaled form (SumForm::Scaled) up to row maxima of
+// kScaledMaxAbs = 2^22 in magnitude and the exact form beyond; logits of
+// -3e38 (masked) in other groups stay harmless. A row of three ties
+// at A and one element a bf16 step below (p = 1/3, 1/3, 1/3, 0) against a
+// teacher of two ties (q = 1/2, 1/2, 0, 0): ce = ln 3, tvd = 1/3, sigma =
+// -1/3, and with alpha = beta = 1 the gradient is p - [v = 0] + p (sign -
+// sigma) / 2 = (-7/9, 2/9, 5/9, 0), whatever A is.
+TEST(CeTvdCluster, Bf16LargeOffsetsOnBothSidesOfTheScaledForm) {
+  for (double a : {-3.0e4, 3.0e4, 4.0e6, -4.0e6, 1.0e8, -1.0e8, 1.0e30})
+    for (size_t padding : {0, 3000}) {
+      double below = a - std::fabs(a) / 64; // a bf16 step or more below
+      std::vector<double> s = {a, a, a, below}, t = {a, a, below, below};
+      // Logits far below the row max (masked entries): groups whose max is
+      // out of the scaled form's range while the row's is in it.
+      s.resize(4 + padding, -3.0e38);
+      t.resize(4 + padding, -3.0e38);
+      ref::CeTvdInputs in = oneRow(s, t, 0, DType::BF16);
+      const double ce = std::log(3.0), tvd = 1.0 / 3;
+      std::vector<double> grad = {-7.0 / 9, 2.0 / 9, 5.0 / 9, 0};
+      grad.resize(s.size(), 0.0);
+      for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+        SCOPED_TRACE("A = " + std::to_string(a) +
+                     ", V = " + std::to_string(s.size()) + " " + keep);
+        CeTvdReducedOptions o = smallOptions();
+        o.overrides.push_back(keep);
+        o.alpha = 1;
+        o.beta = 1;
+        o.mean = false;
+        CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+        EXPECT_NEAR(out.ce[0], ce, 1e-6);
+        EXPECT_NEAR(out.tvd[0], tvd, 1e-6);
+        for (size_t v = 0; v < grad.size(); ++v)
+          EXPECT_NEAR(loadAsDouble(out.grad.data(), DType::BF16, v), grad[v],
+                      std::fabs(grad[v]) / 128 + 1e-7)
+              << "v " << v;
+        CeTvdRunOptions f;
+        f.forwardKernel = forwardKernelFor("cluster");
+        f.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4",
+                       keep};
+        CeTvdOutputs fwd = runCeTvdCpu(in, {1.f}, {1.f}, f);
+        EXPECT_NEAR(fwd.ce[0], ce, 1e-6);
+        EXPECT_NEAR(fwd.tvd[0], tvd, 1e-6);
+        EXPECT_NEAR(fwd.sigma[0], -1.0 / 3, 1e-6);
+      }
+    }
+}
+
 TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
   for (DType dt : {DType::BF16, DType::F32}) {
     ref::CeTvdInputs in = ref::makeCeTvdInputs(9, 5001, dt, 4);
