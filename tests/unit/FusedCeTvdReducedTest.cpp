@@ -273,6 +273,17 @@ CeTvdReducedOptions smallOptions() {
   return o;
 }
 
+/// loss = sum ce + sum tvd (alpha = beta = 1, no mean) in the interpreter,
+/// with smallOptions and `keep` (KEEP=0 or KEEP=1).
+CeTvdReducedOutputs runSumOfBoth(const ref::CeTvdInputs &in, const char *keep) {
+  CeTvdReducedOptions o = smallOptions();
+  o.overrides.push_back(keep);
+  o.alpha = 1;
+  o.beta = 1;
+  o.mean = false;
+  return runCeTvdReducedCpu(in, o);
+}
+
 TEST(CeTvdReduced, InPlaceGivesTheSameBitsAsASeparateGradient) {
   ref::CeTvdInputs in = smallBatch(DType::BF16);
   CeTvdReducedOptions o = smallOptions();
@@ -571,12 +582,7 @@ TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
     };
     for (const char *keep : {"KEEP=0", "KEEP=1"}) {
       SCOPED_TRACE(std::string(id) + " " + keep);
-      CeTvdReducedOptions o = smallOptions();
-      o.overrides.push_back(keep);
-      o.alpha = 1;
-      o.beta = 1;
-      o.mean = false;
-      CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+      CeTvdReducedOutputs out = runSumOfBoth(in, keep);
       EXPECT_NEAR(out.ce[0], ce, 1e-6);
       EXPECT_NEAR(out.tvd[0], tvd, 1e-6);
       expectGrad(out.grad);
@@ -631,12 +637,7 @@ TEST(CeTvdCluster, Bf16LargeOffsetsOnBothSidesOfTheScaledForm) {
       for (const char *keep : {"KEEP=0", "KEEP=1"}) {
         SCOPED_TRACE("A = " + std::to_string(a) +
                      ", V = " + std::to_string(s.size()) + " " + keep);
-        CeTvdReducedOptions o = smallOptions();
-        o.overrides.push_back(keep);
-        o.alpha = 1;
-        o.beta = 1;
-        o.mean = false;
-        CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+        CeTvdReducedOutputs out = runSumOfBoth(in, keep);
         EXPECT_NEAR(out.ce[0], ce, 1e-6);
         EXPECT_NEAR(out.tvd[0], tvd, 1e-6);
         for (size_t v = 0; v < grad.size(); ++v)
