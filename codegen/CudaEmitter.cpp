@@ -437,9 +437,11 @@ __device__ __forceinline__ void tj_prefetch_l2(const T *p, long long n) {
   unsigned long long lo = (reinterpret_cast<unsigned long long>(p) + 15) & ~15ull;
   unsigned long long hi =
       reinterpret_cast<unsigned long long>(p + (n > 0 ? n : 0)) & ~15ull;
-  if (hi > lo)
+  if (hi > lo) // at most 4 GiB - 16 at once: the size is 32 bits
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
-                 :: "l"(lo), "r"(static_cast<unsigned>(hi - lo)) : "memory");
+                 :: "l"(lo), "r"(static_cast<unsigned>(
+                        hi - lo < 0xfffffff0ull ? hi - lo : 0xfffffff0ull))
+                 : "memory");
 #endif
 }
 __device__ __forceinline__ void tj_copy_commit() {

@@ -315,7 +315,8 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     // maxima below -kScaledMaxAbs need nothing of the kind while the row
     // max is in range: their sums, a bf16 step (2^15 or more) below it,
     // are 0 in either form.
-    k.ifThen(max(abs(m[0]), abs(m[1])) > kScaledMaxAbs, [&] {
+    // (Each compared alone: a NaN max of one input must not hide the other.)
+    k.ifThen(abs(m[0]) > kScaledMaxAbs || abs(m[1]) > kScaledMaxAbs, [&] {
       Walk again;
       again.studentCopy = copy;
       SliceNorm exact = sliceNorm(again, SumForm::Exact, /*copying=*/false);

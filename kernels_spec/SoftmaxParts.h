@@ -61,15 +61,15 @@ constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLog2eHi = 1.44268798828125;
 constexpr double kLog2eLo = 7.033348083496094e-06;
 
-/// The largest |row max| the scaled form takes: below it the sums stay
-/// within 2^48 and logSumOf's correction within about 1e-6.
+/// The largest |row max| the scaled form takes: below it a sum stays within
+/// 2^30 V and logSumOf's correction within about 1e-6.
 constexpr double kScaledMaxAbs = 4194304.0; // 2^22
 
 /// c(m) = max(m, -4 kScaledMaxAbs) kLog2eHi: the scaled form's shift, exact
-/// for bf16 m and finite for every m but NaN (-3e38 kLog2eHi would
-/// overflow, -inf is raised too). A group whose max is below the bound has
-/// a sum under 2^-100, or 0, while the row max is in the scaled form's
-/// range, where its true weight is 0.
+/// for bf16 m, and finite below 2.3e38 (-3e38 kLog2eHi would overflow; -inf
+/// is raised too; a row max above that takes the exact form). A group
+/// whose max is below the bound has a sum under 2^-100, or 0, while the row
+/// max is in the scaled form's range, where its true weight is 0.
 inline dsl::Value scaledShift(dsl::Value m) {
   return dsl::max(m, m.builder().constant(-4 * kScaledMaxAbs, DType::F32)) *
          kLog2eHi;
@@ -81,7 +81,8 @@ inline dsl::Value scaledShift(dsl::Value m) {
 /// contraction cannot change) and one exp2 per element where Exact takes a
 /// subtract, a multiply and an exp. Since c(m) = m log2(e) - m kLog2eLo, a
 /// scaled d is the exact one times 2^(m kLog2eLo), which logSumOf takes
-/// out; rescales by 2^(c(m) - c(m')) have exact exponents.
+/// out; a rescale by 2^(c(m) - c(m')) rounds its exponent only where m and
+/// m' are far apart, and the factor tiny.
 enum class SumForm { Exact, Scaled };
 
 /// The factor that moves a sum kept against max `from` to max `to`.

@@ -880,19 +880,6 @@ bool Runner::execFloat(Operation *op) {
     return floatBinary(op,
                        [](float a, float b) { return std::copysign(a, b); }),
            true;
-  if (isa<math::FmaOp>(op)) {
-    const RuntimeValue &a = floatOperand(op, 0), &b = floatOperand(op, 1),
-                       &c = floatOperand(op, 2);
-    checkSizes(a.size(), b.size());
-    checkSizes(a.size(), c.size());
-    auto out = std::make_shared<FVec>(a.size());
-    for (size_t j = 0; j < a.size(); ++j)
-      (*out)[j] = std::fma((*a.f)[j], (*b.f)[j], (*c.f)[j]);
-    Shape s = shapeOf(op->getResult(0).getType());
-    roundInPlace(*out, s.elem);
-    set(op->getResult(0), makeF(s, std::move(out)));
-    return true;
-  }
   if (isa<math::Atan2Op>(op))
     return floatBinary(op, [](float a, float b) { return std::atan2(a, b); }),
            true;

@@ -466,6 +466,13 @@ TEST(Dsl, PrefetchL2IsAHintInsideTheBuffer) {
   expectError(
       [&] { k.prefetchL2(x, k.arange(256), k.constant(4, DType::I32)); },
       {"scalar offset and count"});
+  Value shared = k.sharedArray(256, DType::F32);
+  expectError(
+      [&] {
+        k.prefetchL2(shared + k.constant(4, DType::I32),
+                     k.constant(0, DType::I32), k.constant(4, DType::I32));
+      },
+      {"not a shared array"});
 }
 
 // fma rounds once: (1 + 2^-12)^2 - 1 keeps its 2^-24 term, which a multiply

@@ -621,39 +621,73 @@ TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
 // teacher of two ties (q = 1/2, 1/2, 0, 0): ce = ln 3, tvd = 1/3, sigma =
 // -1/3, and with alpha = beta = 1 the gradient is p - [v = 0] + p (sign -
 // sigma) / 2 = (-7/9, 2/9, 5/9, 0), whatever A is.
+/// The cluster forward's outputs for `in` (KEEP as `keep`), in the
+/// interpreter.
+CeTvdOutputs clusterForward(const ref::CeTvdInputs &in, const char *keep) {
+  CeTvdRunOptions f;
+  f.forwardKernel = forwardKernelFor("cluster");
+  f.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4", keep};
+  return runCeTvdCpu(in, {1.f}, {1.f}, f);
+}
+
+/// The student's row of three ties at a and one element a bf16 step or more
+/// below, or the teacher's of two ties, then `padding` logits of -3e38
+/// (masked entries: groups whose max is out of the scaled form's range
+/// while the row's is in it).
+std::vector<double> tiedRow(double a, int ties, size_t padding) {
+  std::vector<double> x(4, a - std::fabs(a) / 64);
+  std::fill(x.begin(), x.begin() + ties, a);
+  x.resize(4 + padding, -3.0e38);
+  return x;
+}
+
 TEST(CeTvdCluster, Bf16LargeOffsetsOnBothSidesOfTheScaledForm) {
-  for (double a : {-3.0e4, 3.0e4, 4.0e6, -4.0e6, 1.0e8, -1.0e8, 1.0e30})
-    for (size_t padding : {0, 3000}) {
-      double below = a - std::fabs(a) / 64; // a bf16 step or more below
-      std::vector<double> s = {a, a, a, below}, t = {a, a, below, below};
-      // Logits far below the row max (masked entries): groups whose max is
-      // out of the scaled form's range while the row's is in it.
-      s.resize(4 + padding, -3.0e38);
-      t.resize(4 + padding, -3.0e38);
-      ref::CeTvdInputs in = oneRow(s, t, 0, DType::BF16);
-      const double ce = std::log(3.0), tvd = 1.0 / 3;
-      std::vector<double> grad = {-7.0 / 9, 2.0 / 9, 5.0 / 9, 0};
-      grad.resize(s.size(), 0.0);
-      for (const char *keep : {"KEEP=0", "KEEP=1"}) {
-        SCOPED_TRACE("A = " + std::to_string(a) +
-                     ", V = " + std::to_string(s.size()) + " " + keep);
-        CeTvdReducedOutputs out = runSumOfBoth(in, keep);
-        EXPECT_NEAR(out.ce[0], ce, 1e-6);
-        EXPECT_NEAR(out.tvd[0], tvd, 1e-6);
-        for (size_t v = 0; v < grad.size(); ++v)
-          EXPECT_NEAR(loadAsDouble(out.grad.data(), DType::BF16, v), grad[v],
-                      std::fabs(grad[v]) / 128 + 1e-7)
-              << "v " << v;
-        CeTvdRunOptions f;
-        f.forwardKernel = forwardKernelFor("cluster");
-        f.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4",
-                       keep};
-        CeTvdOutputs fwd = runCeTvdCpu(in, {1.f}, {1.f}, f);
-        EXPECT_NEAR(fwd.ce[0], ce, 1e-6);
-        EXPECT_NEAR(fwd.tvd[0], tvd, 1e-6);
-        EXPECT_NEAR(fwd.sigma[0], -1.0 / 3, 1e-6);
-      }
+  auto check = [](double aS, double aT, size_t padding) {
+    ref::CeTvdInputs in = oneRow(tiedRow(aS, 3, padding),
+                                 tiedRow(aT, 2, padding), 0, DType::BF16);
+    const double ce = std::log(3.0), tvd = 1.0 / 3;
+    std::vector<double> grad = {-7.0 / 9, 2.0 / 9, 5.0 / 9, 0};
+    grad.resize(in.V, 0.0);
+    for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+      SCOPED_TRACE("student at " + std::to_string(aS) + ", teacher at " +
+                   std::to_string(aT) + ", V = " + std::to_string(in.V) + " " +
+                   keep);
+      CeTvdReducedOutputs out = runSumOfBoth(in, keep);
+      EXPECT_NEAR(out.ce[0], ce, 1e-6);
+      EXPECT_NEAR(out.tvd[0], tvd, 1e-6);
+      for (size_t v = 0; v < grad.size(); ++v)
+        EXPECT_NEAR(loadAsDouble(out.grad.data(), DType::BF16, v), grad[v],
+                    std::fabs(grad[v]) / 128 + 1e-7)
+            << "v " << v;
+      CeTvdOutputs fwd = clusterForward(in, keep);
+      EXPECT_NEAR(fwd.ce[0], ce, 1e-6);
+      EXPECT_NEAR(fwd.tvd[0], tvd, 1e-6);
+      EXPECT_NEAR(fwd.sigma[0], -1.0 / 3, 1e-6);
     }
+  };
+  // 2^22 is the scaled form's last row max; 1.6e7 and beyond take the
+  // exact form again.
+  for (double a :
+       {-3.0e4, 3.0e4, 4194304.0, -4194304.0, 1.6e7, 1.0e8, -1.0e8, 1.0e30})
+    for (size_t padding : {0, 3000})
+      check(a, a, padding);
+  // Either input alone out of range sends the row to the exact form.
+  check(3.0e4, 1.0e8, 0);
+  check(1.0e8, 3.0e4, 0);
+  check(-4.0e6, 1.6e7, 0);
+}
+
+// A NaN in the teacher (NaN max) does not keep the student's row, out of
+// the scaled form's range, from its exact form: ce needs only the student.
+TEST(CeTvdCluster, Bf16NaNTeacherLeavesTheStudentsCeRight) {
+  std::vector<double> t = tiedRow(1.0e8, 2, 0);
+  t[3] = std::nan("");
+  ref::CeTvdInputs in = oneRow(tiedRow(1.0e8, 3, 0), t, 0, DType::BF16);
+  for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+    SCOPED_TRACE(keep);
+    EXPECT_NEAR(runSumOfBoth(in, keep).ce[0], std::log(3.0), 1e-6);
+    EXPECT_NEAR(clusterForward(in, keep).ce[0], std::log(3.0), 1e-6);
+  }
 }
 
 TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
