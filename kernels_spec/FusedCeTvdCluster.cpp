@@ -119,17 +119,16 @@ void forEachStep(
     const std::function<void(const std::vector<SliceTile> &)> &body,
     Walk walk = {}) {
   const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
+  const int64_t STEP = UNROLL * BLOCK;
   const int64_t ahead = walk.studentCopy.valid() ? walk.copyAhead : 0;
   if (ahead && walk.backward)
     throw Error("CE+TVD cluster kernels: copies ahead need a forward walk");
   std::optional<Var> aheadFirst; // the next step to copy
   if (ahead) {
     for (int64_t j = 0; j < ahead; ++j)
-      copyStudentStep(k, r, walk.studentCopy,
-                      r.start + double(j * UNROLL * BLOCK));
-    aheadFirst.emplace(r.start + double(ahead * UNROLL * BLOCK));
+      copyStudentStep(k, r, walk.studentCopy, r.start + double(j * STEP));
+    aheadFirst.emplace(r.start + double(ahead * STEP));
   }
-  const int64_t STEP = UNROLL * BLOCK;
   const int64_t prefetch = walk.backward ? 0 : walk.prefetchAhead;
   auto prefetchStep = [&](Value first) {
     Value lo = min(first, r.end);
@@ -155,7 +154,7 @@ void forEachStep(
     if (ahead) {
       // This step's group is the (ahead + 1)-th newest once the next is in.
       copyStudentStep(k, r, walk.studentCopy, *aheadFirst);
-      *aheadFirst = *aheadFirst + double(UNROLL * BLOCK);
+      *aheadFirst = *aheadFirst + double(STEP);
       k.waitOwnCopies(ahead);
     }
     for (size_t u = 0; u < offs.size(); ++u) {

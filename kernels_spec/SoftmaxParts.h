@@ -107,13 +107,12 @@ inline void groupUpdate(dsl::Var &m, dsl::Var &d,
     mNew = dsl::max(mNew, x.maxRows(cols));
   const bool scaled = form == SumForm::Scaled;
   dsl::Value shift = scaled ? scaledShift(mNew) : safeShift(mNew);
+  dsl::KernelBuilder &k = mNew.builder();
+  dsl::Value log2e = k.constant(kLog2e, DType::F32);
   dsl::Value sum;
   for (const dsl::Value &x : xs) {
-    dsl::KernelBuilder &k = x.builder();
     dsl::Value s = k.broadcastRows(shift, cols);
-    dsl::Value e =
-        scaled ? dsl::exp2(dsl::fma(x, k.constant(kLog2e, DType::F32), -s))
-               : dsl::exp(x - s);
+    dsl::Value e = scaled ? dsl::exp2(dsl::fma(x, log2e, -s)) : dsl::exp(x - s);
     e = e.sumRows(cols);
     sum = sum.valid() ? sum + e : e;
   }

@@ -441,13 +441,6 @@ TEST(CeTvdReduced, RegisterCapFollowsWarpsAndTheKeepArray) {
   }
 }
 
-// ptxas spills nothing in either cluster kernel's default config, at
-// aligned and unaligned V, small and large: REGISTER_BUDGET is 48 only where
-// that holds. (At V = 16384 the f16 and f32 loss + gradient kernel spills
-// 24-44 bytes at its 64 registers, as before there was a budget; those
-// shapes are left out.)
-class CeTvdClusterSpills : public ::testing::TestWithParam<std::string> {};
-
 // COPY_AHEAD is 0 in the derived config where it has no array to fill: no
 // KEEP, or f16 (whose array is f32).
 TEST(CeTvdReduced, CopyAheadOnlyWhereItApplies) {
@@ -464,6 +457,13 @@ TEST(CeTvdReduced, CopyAheadOnlyWhereItApplies) {
     EXPECT_EQ(ahead(DType::BF16, {"KEEP=0"}), 0);
   }
 }
+
+// ptxas spills nothing in either cluster kernel's default config, at
+// aligned and unaligned V, small and large: REGISTER_BUDGET is 48 only where
+// that holds. (At V = 16384 the f16 and f32 loss + gradient kernel spills
+// 24-44 bytes at its 64 registers, as before there was a budget; those
+// shapes are left out.)
+class CeTvdClusterSpills : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CeTvdClusterSpills, DefaultsDoNotSpill) {
   const KernelSpec &spec = findKernel(GetParam());
@@ -614,13 +614,6 @@ TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
   }
 }
 
-// bf16 pass 1 takes the scaled form (SumForm::Scaled) up to row maxima of
-// kScaledMaxAbs = 2^22 in magnitude and the exact form beyond; logits of
-// -3e38 (masked) in other groups stay harmless. A row of three ties
-// at A and one element a bf16 step below (p = 1/3, 1/3, 1/3, 0) against a
-// teacher of two ties (q = 1/2, 1/2, 0, 0): ce = ln 3, tvd = 1/3, sigma =
-// -1/3, and with alpha = beta = 1 the gradient is p - [v = 0] + p (sign -
-// sigma) / 2 = (-7/9, 2/9, 5/9, 0), whatever A is.
 /// The cluster forward's outputs for `in` (KEEP as `keep`), in the
 /// interpreter.
 CeTvdOutputs clusterForward(const ref::CeTvdInputs &in, const char *keep) {
@@ -641,6 +634,13 @@ std::vector<double> tiedRow(double a, int ties, size_t padding) {
   return x;
 }
 
+// bf16 pass 1 takes the scaled form (SumForm::Scaled) up to row maxima of
+// kScaledMaxAbs = 2^22 in magnitude and the exact form beyond; logits of
+// -3e38 (masked) in other groups stay harmless. A row of three ties
+// at A and one element a bf16 step below (p = 1/3, 1/3, 1/3, 0) against a
+// teacher of two ties (q = 1/2, 1/2, 0, 0): ce = ln 3, tvd = 1/3, sigma =
+// -1/3, and with alpha = beta = 1 the gradient is p - [v = 0] + p (sign -
+// sigma) / 2 = (-7/9, 2/9, 5/9, 0), whatever A is.
 TEST(CeTvdCluster, Bf16LargeOffsetsOnBothSidesOfTheScaledForm) {
   auto check = [](double aS, double aT, size_t padding) {
     ref::CeTvdInputs in = oneRow(tiedRow(aS, 3, padding),

@@ -269,7 +269,8 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
 }
 
 // The tuner tries every combination of the tuned parameters' candidates and
-// keeps the untuned ones (LANE_STATS, UNROLL) at their defaults.
+// keeps the untuned ones (LANE_STATS, UNROLL, PREFETCH_L2) at their
+// defaults.
 TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
   auto configs = spec.candidateConfigs();
@@ -278,6 +279,7 @@ TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
   for (const auto &c : configs) {
     EXPECT_EQ(c.at("LANE_STATS"), 2);
     EXPECT_EQ(c.at("UNROLL"), 2);
+    EXPECT_EQ(c.at("PREFETCH_L2"), 1);
     copyAhead.insert(c.at("COPY_AHEAD"));
   }
   EXPECT_EQ(copyAhead, (std::set<int64_t>{0, 1, 2}));
