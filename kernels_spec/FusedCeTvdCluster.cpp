@@ -86,6 +86,8 @@ struct Walk {
   /// (KernelBuilder::prefetchL2), so that those loads wait less without
   /// holding registers.
   int64_t prefetchAhead = 0;
+  /// Tiles per step where not UNROLL (walks without copies ahead).
+  int64_t unroll = 0;
 };
 
 /// Copies the student's tiles of the step starting at `first` (an i32
@@ -118,11 +120,13 @@ void forEachStep(
     KernelBuilder &k, const RowSlice &r,
     const std::function<void(const std::vector<SliceTile> &)> &body,
     Walk walk = {}) {
-  const int64_t BLOCK = k.param("BLOCK_SIZE"), UNROLL = k.param("UNROLL");
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  const int64_t UNROLL = walk.unroll ? walk.unroll : k.param("UNROLL");
   const int64_t STEP = UNROLL * BLOCK;
   const int64_t ahead = walk.studentCopy.valid() ? walk.copyAhead : 0;
-  if (ahead && walk.backward)
-    throw Error("CE+TVD cluster kernels: copies ahead need a forward walk");
+  if (ahead && (walk.backward || walk.unroll))
+    throw Error("CE+TVD cluster kernels: copies ahead need a forward walk "
+                "of UNROLL tiles per step");
   std::optional<Var> aheadFirst; // the next step to copy
   if (ahead) {
     for (int64_t j = 0; j < ahead; ++j)
@@ -201,15 +205,18 @@ void flagBadTarget(KernelBuilder &k, const RowSlice &r, Value badTarget) {
 struct RowStats {
   Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
   Value targetLogit; ///< the student's logit at y, as f32
+  /// Whether this program's slice has no tie (log2 p = log2 q).
+  Value noTies;
 };
 
 /// What the passes keep of the slice in shared memory (the cluster kernels'
 /// KEEP): with `studentCopy` set, pass 1 copies the student's
 /// slice there and pass 2 reads it back from there; `keep(tile, p sign(p -
-/// q), log2 p - log2 q)` runs in pass 2 for each tile.
+/// q))` runs in pass 2 for each tile, where the slice has no tie (else
+/// with +p at the ties).
 struct SliceKeeping {
   Value studentCopy;
-  std::function<void(const SliceTile &, Value signedP, Value log2Gap)> keep;
+  std::function<void(const SliceTile &, Value signedP)> keep;
 };
 
 /// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
@@ -344,20 +351,54 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // groups), not per element: fewer registers, and no spills.
   const int64_t cols = k.threadGroup(BLOCK, k.config().dtype);
   Value groupZero = k.full(BLOCK / cols, k.constant(0, DType::F32));
-  Var absSum = groupZero, sig = groupZero;
-  forEachTile(
-      k, r,
-      [&](const SliceTile &x) {
-        Value lp = log2SoftmaxAt(x.s, st.maxS, st.logSumS);
-        Value lq = log2SoftmaxAt(x.t, st.maxT, st.logSumT);
-        Value p = exp2(lp), gap = lp - lq;
-        Value signedP = signedByDifference(p, gap);
-        absSum = absSum + abs(p - exp2(lq)).sumRows(cols);
-        sig = sig + signedP.sumRows(cols);
-        if (keeping.keep)
-          keeping.keep(x, signedP, gap);
-      },
-      Walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy});
+  Value noGap = k.full(
+      BLOCK, k.constant(std::numeric_limits<double>::infinity(), DType::F32));
+  Var absSum = groupZero, sig = groupZero, tieGap = noGap;
+  // In the fast form (log2SoftmaxFast, its sign a plain sign copy) or the
+  // exact one (log2SoftmaxAt, signedByDifference). The smallest |log2 p -
+  // log2 q| of the slice is 0 if and only if it has a tie (minNum skips the
+  // NaN gaps of -inf logits, where p = 0 anyway).
+  Value offsetS = log2Offset(st.maxS, st.logSumS);
+  Value offsetT = log2Offset(st.maxT, st.logSumT);
+  Value fastLogs = abs(offsetS) < kFastLog2Max && abs(offsetT) < kFastLog2Max;
+  auto pass2 = [&](bool fast, const Walk &walk) {
+    absSum = groupZero;
+    sig = groupZero;
+    tieGap = noGap;
+    forEachTile(
+        k, r,
+        [&](const SliceTile &x) {
+          Value lp = fast ? log2SoftmaxFast(x.s, offsetS)
+                          : log2SoftmaxAt(x.s, st.maxS, st.logSumS);
+          Value lq = fast ? log2SoftmaxFast(x.t, offsetT)
+                          : log2SoftmaxAt(x.t, st.maxT, st.logSumT);
+          Value p = exp2(lp), gap = lp - lq;
+          Value pSign = fast ? copysign(p, gap) : signedByDifference(p, gap);
+          absSum = absSum + abs(p - exp2(lq)).sumRows(cols);
+          sig = sig + pSign.sumRows(cols);
+          tieGap = minNum(tieGap, abs(gap));
+          if (keeping.keep)
+            keeping.keep(x, pSign);
+        },
+        walk);
+  };
+  Walk walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy};
+  pass2(/*fast=*/true, walk);
+  Var noTies = tieGap.min() > 0.0;
+  // The fast form's sign copy gives a tie (gap +0) +p, and its offsets
+  // round too much beyond kFastLog2Max: those slices walk pass 2 again in
+  // the exact form (the student from memory where the KEEP array now holds
+  // p sign(p - q)), which gives a teacher equal to the student exactly 0.
+  // A separate walk of one tile per step, not a branch around the fast
+  // one: either way ptxas spilled in the loss + gradient kernel.
+  k.ifThen(!(fastLogs && noTies), [&] {
+    if (keeping.keep)
+      walk.studentCopy = Value();
+    walk.unroll = 1;
+    pass2(/*fast=*/false, walk);
+    noTies = tieGap.min() > 0.0;
+  });
+  st.noTies = noTies;
   auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
   st.tvd = 0.5 * t[0];
   st.sigma = t[1];
@@ -439,19 +480,13 @@ TileModule buildLossGrad(const Config &c) {
         // KEEP: the array holds the student's slice from pass 1 for pass 2,
         // then each element's p sign(p - q) from pass 2 for pass 3, at its
         // place in the slice and read back by the lane that wrote it. A tie
-        // (log2 p = log2 q, sign 0) loses p: the smallest |log2 p - log2 q|
-        // of the slice is 0 if and only if there is one (minNum skips the
-        // NaN gaps of -inf logits, where p = 0 anyway). A tie whose p has
-        // underflowed to 0 also takes the re-reading path, needlessly.
-        Var tieGap = k.full(
-            k.param("BLOCK_SIZE"),
-            k.constant(std::numeric_limits<double>::infinity(), DType::F32));
+        // (log2 p = log2 q, sign 0) loses p, so a slice with one re-reads
+        // its inputs in pass 3 (also one whose tie has p = 0, needlessly).
         SliceKeeping keeping;
         if (kept.valid()) {
           keeping.studentCopy = kept;
-          keeping.keep = [&](const SliceTile &x, Value signedP, Value gap) {
+          keeping.keep = [&](const SliceTile &x, Value signedP) {
             k.store(kept, x.offs - r.start, signedP.to(kept.dtype()), x.mask);
-            tieGap = minNum(tieGap, abs(gap));
           };
         }
         RowStats st = rowStats(k, r, keeping);
@@ -494,7 +529,7 @@ TileModule buildLossGrad(const Config &c) {
               Walk{/*backward=*/false, /*student=*/false, /*teacher=*/false});
         };
         if (kept.valid())
-          k.ifThen(tieGap.min() > 0.0, gradFromKept, gradFromLogits);
+          k.ifThen(st.noTies, gradFromKept, gradFromLogits);
         else
           gradFromLogits();
         // The target's element, rewritten once by the program whose slice

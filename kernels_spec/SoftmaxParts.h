@@ -173,6 +173,27 @@ inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
          dsl::where(isEmpty, 0.0, logSum * kLog2e);
 }
 
+/// The largest |K| that log2SoftmaxFast takes: K's rounding then moves log2
+/// p by at most 2^-18, p by under 3e-6 of itself (log2SoftmaxAt's own
+/// rounding is about 1e-6), well inside what the tie tolerance of the
+/// checks allows for a flipped sign (1e-5). Rows with |m| up to about 75
+/// qualify; the others take log2SoftmaxAt.
+constexpr double kFastLog2Max = 128;
+
+/// K = (m + log d) log2(e), the one per-row constant of log2SoftmaxFast.
+inline dsl::Value log2Offset(dsl::Value m, dsl::Value logSum) {
+  dsl::Value log2e = m.builder().constant(kLog2e, DType::F32);
+  return dsl::fma(m, log2e, logSum * kLog2e);
+}
+
+/// log2 softmax(x) = x log2(e) - K as one fma, whose product is exact: one
+/// instruction per element where log2SoftmaxAt takes two. Its error is
+/// log2SoftmaxAt's plus K's rounding, so K must lie within kFastLog2Max.
+inline dsl::Value log2SoftmaxFast(dsl::Value x, dsl::Value K) {
+  dsl::Value log2e = K.builder().constant(kLog2e, DType::F32);
+  return dsl::fma(x.to(DType::F32), log2e, -K);
+}
+
 /// p sign(p - q) from d = log2 p - log2 q (exp2 is monotonic): p with the
 /// sign of d where |d| > 0, else 0, so bit-identical logs (a teacher equal
 /// to the student) give exactly 0. A subtract, a compare, a sign copy and a

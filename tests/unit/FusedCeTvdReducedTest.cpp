@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Nvrtc.h"
 #include "kernels_spec/FusedCeTvdReducedOp.h"
+#include "kernels_spec/reference/CeTvdReference.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
@@ -614,13 +615,14 @@ TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
   }
 }
 
-/// The cluster forward's outputs for `in` (KEEP as `keep`), in the
-/// interpreter.
+/// The cluster forward's outputs for `in` (KEEP as `keep`), and its
+/// backward for upstream gradients of 1, in the interpreter.
 CeTvdOutputs clusterForward(const ref::CeTvdInputs &in, const char *keep) {
   CeTvdRunOptions f;
   f.forwardKernel = forwardKernelFor("cluster");
   f.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4", keep};
-  return runCeTvdCpu(in, {1.f}, {1.f}, f);
+  std::vector<float> ones(in.BT, 1.f);
+  return runCeTvdCpu(in, ones, ones, f);
 }
 
 /// The student's row of three ties at a and one element a bf16 step or more
@@ -687,6 +689,80 @@ TEST(CeTvdCluster, Bf16NaNTeacherLeavesTheStudentsCeRight) {
     SCOPED_TRACE(keep);
     EXPECT_NEAR(runSumOfBoth(in, keep).ce[0], std::log(3.0), 1e-6);
     EXPECT_NEAR(clusterForward(in, keep).ce[0], std::log(3.0), 1e-6);
+  }
+}
+
+// A teacher equal to the student gives exactly zero TVD and sigma, and no
+// TVD gradient, in both cluster kernels; so does one that differs only
+// where p = q = 0 (row 1: -1000 against -2000), all of whose other elements
+// tie. Pass 2's fast form signs a tie +p, so it must take those slices again.
+TEST(CeTvdCluster, TiesGiveExactlyZeroTvdInBothKernels) {
+  const int64_t BT = 3, V = 3000;
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(BT, V, DType::BF16, 11);
+  in.target = {0, 1, 2};
+  in.teacher = in.student;
+  storeFromDouble(in.student.data(), DType::BF16, V + 2500, -1000);
+  storeFromDouble(in.teacher.data(), DType::BF16, V + 2500, -2000);
+  for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+    SCOPED_TRACE(keep);
+    CeTvdOutputs fwd = clusterForward(in, keep);
+    CeTvdReducedOptions o = smallOptions();
+    o.overrides.push_back(keep);
+    o.alpha = 0; // the TVD term alone
+    CeTvdReducedOutputs reduced = runCeTvdReducedCpu(in, o);
+    for (int64_t r = 0; r < BT; ++r) {
+      EXPECT_EQ(fwd.tvd[r], 0.f) << "row " << r;
+      EXPECT_EQ(fwd.sigma[r], 0.f) << "row " << r;
+      EXPECT_EQ(reduced.tvd[r], 0.f) << "row " << r;
+    }
+    EXPECT_TRUE(std::all_of(reduced.grad.begin(), reduced.grad.end(),
+                            [](uint8_t b) { return b == 0; }));
+  }
+}
+
+// Pass 2 forms log2 p in one fma (log2SoftmaxFast) in rows whose offsets
+// (m + log d) log2(e), student's and teacher's, lie within kFastLog2Max =
+// 128, and with the max subtracted first in the others. Rows shifted by
+// -100 to 100 fall on both sides (the teacher a little further); each must
+// match the fp64 reference in both cluster kernels, both KEEP values.
+TEST(CeTvdCluster, RowsOnBothSidesOfTheFastLog2Form) {
+  const std::vector<double> shifts = {-100, -92, -90, -89, -88, -86, -40, 0,
+                                      40,   82,  84,  86,  87,  88,  90,  100};
+  for (DType dt : {DType::BF16, DType::F32}) {
+    const int64_t BT = shifts.size(), V = 3000;
+    ref::CeTvdInputs in = ref::makeCeTvdInputs(BT, V, dt, 5);
+    for (int64_t r = 0; r < BT; ++r)
+      for (int64_t v = 0; v < V; ++v) {
+        int64_t i = r * V + v;
+        auto shift = [&](std::vector<uint8_t> &x, double by) {
+          storeFromDouble(x.data(), dt, i, loadAsDouble(x.data(), dt, i) + by);
+        };
+        shift(in.student, shifts[r]);
+        shift(in.teacher, shifts[r] + 1);
+      }
+    ref::CeTvdForward f = ref::ceTvdForward(
+        in.student.data(), in.teacher.data(), dt, in.target.data(), BT, V, V);
+    int fast = 0, exact = 0;
+    for (int64_t r = 0; r < BT; ++r) {
+      double k = std::max(std::fabs(f.lseS[r]), std::fabs(f.lseT[r])) *
+                 1.4426950408889634;
+      fast += k < 127;
+      exact += k > 129;
+    }
+    EXPECT_GE(fast, 4);
+    EXPECT_GE(exact, 4);
+    std::vector<float> ones(BT, 1.f);
+    for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " " + keep);
+      CeTvdReducedOptions o = smallOptions();
+      o.overrides.push_back(keep);
+      o.alpha = 0.7;
+      o.beta = 1.3;
+      CeTvdCheck reduced = checkCeTvdReduced(in, o, runCeTvdReducedCpu(in, o));
+      EXPECT_TRUE(reduced.passed) << reduced.summary;
+      CeTvdCheck fwd = checkCeTvd(in, ones, ones, clusterForward(in, keep));
+      EXPECT_TRUE(fwd.passed) << fwd.summary;
+    }
   }
 }
 
