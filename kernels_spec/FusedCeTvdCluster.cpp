@@ -383,22 +383,28 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
         walk);
   };
   Walk walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy};
-  pass2(/*fast=*/true, walk);
-  Var noTies = tieGap.min() > 0.0;
-  // The fast form's sign copy gives a tie (gap +0) +p, and its offsets
-  // round too much beyond kFastLog2Max: those slices walk pass 2 again in
-  // the exact form (the student from memory where the KEEP array now holds
-  // p sign(p - q)), which gives a teacher equal to the student exactly 0.
-  // A separate walk of one tile per step, not a branch around the fast
-  // one: either way ptxas spilled in the loss + gradient kernel.
-  k.ifThen(!(fastLogs && noTies), [&] {
-    if (keeping.keep)
-      walk.studentCopy = Value();
-    walk.unroll = 1;
+  // FAST_LOG2: the fast form's sign copy gives a tie (gap +0) +p, and its
+  // offsets round too much beyond kFastLog2Max: those slices walk pass 2
+  // again in the exact form (the student from memory where the KEEP array
+  // now holds p sign(p - q)), which gives a teacher equal to the student
+  // exactly 0. A separate walk of one tile per step, not a branch around
+  // the fast one: either way ptxas spilled in the loss + gradient kernel.
+  if (k.param("FAST_LOG2")) {
+    pass2(/*fast=*/true, walk);
+    Var noTies = tieGap.min() > 0.0;
+    k.ifThen(!(fastLogs && noTies), [&] {
+      if (keeping.keep)
+        walk.studentCopy = Value();
+      walk.unroll = 1;
+      pass2(/*fast=*/false, walk);
+      noTies = tieGap.min() > 0.0;
+    });
+    st.noTies = noTies;
+  } else {
     pass2(/*fast=*/false, walk);
-    noTies = tieGap.min() > 0.0;
-  });
-  st.noTies = noTies;
+    if (keeping.keep)
+      st.noTies = tieGap.min() > 0.0;
+  }
   auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
   st.tvd = 0.5 * t[0];
   st.sigma = t[1];
@@ -661,6 +667,14 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            "later into L2 (cp.async.bulk.prefetch, sm_90), holding no "
            "registers; 0: no prefetch",
            /*tuned=*/false},
+          {"FAST_LOG2",
+           {0, 1},
+           1,
+           "1: pass 2 forms log2 p and log2 q in one fma each and signs p "
+           "by a sign copy, walking again in the exact form where a slice "
+           "has a tie or a row's offsets are 128 or more; 0: the exact "
+           "form only. By default 1 for bf16 and f16, 0 for f32",
+           /*tuned=*/false},
           {"REGISTER_BUDGET",
            {48, 64},
            64,
@@ -751,6 +765,8 @@ void deriveLossGrad(dsl::Config &c,
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
                      const std::set<std::string> &overridden) {
+  if (!overridden.count("FAST_LOG2"))
+    c.params["FAST_LOG2"] = c.dtype != DType::F32;
   auto v = shape.find("V");
   if (v == shape.end())
     return;

@@ -57,16 +57,16 @@ void validateKernels(const CeTvdRunOptions &options) {
   for (const std::string &o : options.overrides)
     if (findKernel(fwd).ownOverrides({o}).empty() &&
         findKernel("fused_ce_tvd_bwd").ownOverrides({o}).empty())
-      throw Error("fused_ce_tvd: '" + o + "' names no parameter of " + fwd +
-                  " or fused_ce_tvd_bwd (see tilejit list)" +
-                  (findKernel(other).ownOverrides({o}).empty()
-                       ? ""
-                       : "; it is one of " + other + "'s: --forward=" +
-                             (other == "fused_ce_tvd_fwd" ? "loop"
-                                                          : "cluster") +
-                             " picks that kernel (auto picks the cluster "
-                             "kernel on sm_90 and newer, the loop kernel on "
-                             "the CPU and older GPUs)"));
+      throw Error(
+          "fused_ce_tvd: '" + o + "' names no parameter of " + fwd +
+          " or fused_ce_tvd_bwd (see tilejit list)" +
+          (findKernel(other).ownOverrides({o}).empty()
+               ? ""
+               : "; it is one of " + other + "'s: --forward=" +
+                     (other == "fused_ce_tvd_fwd" ? "loop" : "cluster") +
+                     " picks that kernel (auto picks the cluster "
+                     "kernel on sm_90 and newer, the loop kernel on "
+                     "the CPU and older GPUs)"));
 }
 
 /// Shapes, dtypes, targets and upstream gradients.

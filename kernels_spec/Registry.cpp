@@ -96,11 +96,11 @@ std::vector<std::map<std::string, int64_t>>
 KernelSpec::candidateConfigs() const {
   std::vector<std::map<std::string, int64_t>> configs(1);
   for (const ParamSpec &p : params) {
+    if (!p.tuned)
+      continue;
     std::vector<std::map<std::string, int64_t>> next;
-    std::vector<int64_t> values =
-        p.tuned ? p.candidates : std::vector<int64_t>{p.defaultValue};
     for (const auto &c : configs)
-      for (int64_t v : values) {
+      for (int64_t v : p.candidates) {
         next.push_back(c);
         next.back()[p.name] = v;
       }

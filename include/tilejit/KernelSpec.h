@@ -70,8 +70,9 @@ struct KernelSpec {
   std::vector<std::string>
   ownOverrides(const std::vector<std::string> &overrides) const;
 
-  /// Every combination of the tuned parameters' candidate values (the
-  /// others at their defaults), in a fixed order.
+  /// Every combination of the tuned parameters' candidate values, in a
+  /// fixed order. The untuned ones are left out, so that config() gives
+  /// them their defaults, by dtype or shape where shapeDefaults sets them.
   std::vector<std::map<std::string, int64_t>> candidateConfigs() const;
 
   /// The shape part of a tuning key, e.g. "BT=4096,V=151936" (tuneKey order,

@@ -615,12 +615,15 @@ TEST(CeTvdReduced, NumericsCasesInTheClusterKernels) {
   }
 }
 
-/// The cluster forward's outputs for `in` (KEEP as `keep`), and its
-/// backward for upstream gradients of 1, in the interpreter.
-CeTvdOutputs clusterForward(const ref::CeTvdInputs &in, const char *keep) {
+/// The cluster forward's outputs for `in` (KEEP as `keep`, and `more`:
+/// by default LANE_STATS' default), and its backward for upstream
+/// gradients of 1, in the interpreter.
+CeTvdOutputs clusterForward(const ref::CeTvdInputs &in, const char *keep,
+                            const char *more = "LANE_STATS=2") {
   CeTvdRunOptions f;
   f.forwardKernel = forwardKernelFor("cluster");
-  f.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4", keep};
+  f.overrides = {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4", keep,
+                 more};
   std::vector<float> ones(in.BT, 1.f);
   return runCeTvdCpu(in, ones, ones, f);
 }
@@ -724,7 +727,8 @@ TEST(CeTvdCluster, TiesGiveExactlyZeroTvdInBothKernels) {
 // (m + log d) log2(e), student's and teacher's, lie within kFastLog2Max =
 // 128, and with the max subtracted first in the others. Rows shifted by
 // -100 to 100 fall on both sides (the teacher a little further); each must
-// match the fp64 reference in both cluster kernels, both KEEP values.
+// match the fp64 reference in both cluster kernels, both KEEP values
+// (FAST_LOG2=1, f32's too).
 TEST(CeTvdCluster, RowsOnBothSidesOfTheFastLog2Form) {
   const std::vector<double> shifts = {-100, -92, -90, -89, -88, -86, -40, 0,
                                       40,   82,  84,  86,  87,  88,  90,  100};
@@ -756,11 +760,13 @@ TEST(CeTvdCluster, RowsOnBothSidesOfTheFastLog2Form) {
       SCOPED_TRACE(std::string(dtypeName(dt)) + " " + keep);
       CeTvdReducedOptions o = smallOptions();
       o.overrides.push_back(keep);
+      o.overrides.push_back("FAST_LOG2=1");
       o.alpha = 0.7;
       o.beta = 1.3;
       CeTvdCheck reduced = checkCeTvdReduced(in, o, runCeTvdReducedCpu(in, o));
       EXPECT_TRUE(reduced.passed) << reduced.summary;
-      CeTvdCheck fwd = checkCeTvd(in, ones, ones, clusterForward(in, keep));
+      CeTvdCheck fwd =
+          checkCeTvd(in, ones, ones, clusterForward(in, keep, "FAST_LOG2=1"));
       EXPECT_TRUE(fwd.passed) << fwd.summary;
     }
   }

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvdOp.h"
+#include "runtime/Autotuner.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/HostFloat.h"
@@ -269,20 +270,32 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
 }
 
 // The tuner tries every combination of the tuned parameters' candidates and
-// keeps the untuned ones (LANE_STATS, UNROLL, PREFETCH_L2) at their
-// defaults.
+// leaves the untuned ones (LANE_STATS, UNROLL, PREFETCH_L2, FAST_LOG2) out,
+// so that they take their defaults, FAST_LOG2's by dtype.
 TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
   auto configs = spec.candidateConfigs();
   EXPECT_EQ(configs.size(), 4u * 2 * 2 * 3 * 2 * 2);
   std::set<int64_t> copyAhead;
   for (const auto &c : configs) {
-    EXPECT_EQ(c.at("LANE_STATS"), 2);
-    EXPECT_EQ(c.at("UNROLL"), 2);
-    EXPECT_EQ(c.at("PREFETCH_L2"), 1);
+    for (const char *untuned :
+         {"LANE_STATS", "UNROLL", "PREFETCH_L2", "FAST_LOG2"})
+      EXPECT_EQ(c.count(untuned), 0u) << untuned;
     copyAhead.insert(c.at("COPY_AHEAD"));
   }
   EXPECT_EQ(copyAhead, (std::set<int64_t>{0, 1, 2}));
+  auto tried = [&](DType dt, const char *name) {
+    return spec
+        .config(dt, paramOverrides(configs.front()), {{"BT", 64}, {"V", 4096}})
+        .get(name);
+  };
+  EXPECT_EQ(tried(DType::BF16, "PREFETCH_L2"), 1);
+  EXPECT_EQ(tried(DType::BF16, "FAST_LOG2"), 1);
+  EXPECT_EQ(tried(DType::F16, "FAST_LOG2"), 1);
+  EXPECT_EQ(tried(DType::F32, "FAST_LOG2"), 0);
+  EXPECT_EQ(
+      spec.config(DType::F32, {"FAST_LOG2=1"}, {{"V", 4096}}).get("FAST_LOG2"),
+      1);
   // --set still takes an untuned candidate.
   EXPECT_EQ(spec.config(DType::BF16, {"LANE_STATS=0"}).get("LANE_STATS"), 0);
 }
@@ -295,7 +308,7 @@ class CeTvdCompile
     : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
 
 /// KernelSpec::candidateConfigs, then each candidate of an untuned
-/// parameter other than its default (the rest at theirs), as overrides.
+/// parameter (the rest at their defaults), as overrides.
 std::vector<std::vector<std::string>> configsToCompile(const KernelSpec &spec) {
   std::vector<std::vector<std::string>> configs;
   for (const auto &params : spec.candidateConfigs()) {
@@ -305,7 +318,7 @@ std::vector<std::vector<std::string>> configsToCompile(const KernelSpec &spec) {
   }
   for (const ParamSpec &p : spec.params)
     for (int64_t v : p.candidates)
-      if (!p.tuned && v != p.defaultValue)
+      if (!p.tuned)
         configs.push_back({p.name + "=" + std::to_string(v)});
   return configs;
 }
