@@ -634,7 +634,9 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// PREFETCH_L2 (1 step ahead in the reduced kernel, 2 in the forward): 1.120
 /// to 1.110 ms and 0.852 to 0.835 ms
 /// (bench/results/2026-11-30-cetvd-session17.md); its other values are
-/// left to --set.
+/// left to --set. FAST_LOG2 (pass 2 in one fma per log-probability) by
+/// dtype: bf16 1.111 to 1.077 ms and 0.835 to 0.820 ms; f16 no faster, fp32
+/// 1-2.5% slower (bench/results/2026-11-30-cetvd-session18.md).
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
                                      int64_t copyAhead, int64_t prefetch,
                                      const char *clusterHelp) {
@@ -673,7 +675,8 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            "1: pass 2 forms log2 p and log2 q in one fma each and signs p "
            "by a sign copy, walking again in the exact form where a slice "
            "has a tie or a row's offsets are 128 or more; 0: the exact "
-           "form only. By default 1 for bf16 and f16, 0 for f32",
+           "form only. By default 1 for bf16 only (f16 and f32 ran no "
+           "faster or slower with it)",
            /*tuned=*/false},
           {"REGISTER_BUDGET",
            {48, 64},
@@ -766,7 +769,7 @@ void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
                      const std::set<std::string> &overridden) {
   if (!overridden.count("FAST_LOG2"))
-    c.params["FAST_LOG2"] = c.dtype != DType::F32;
+    c.params["FAST_LOG2"] = c.dtype == DType::BF16;
   auto v = shape.find("V");
   if (v == shape.end())
     return;

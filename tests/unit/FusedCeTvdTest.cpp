@@ -291,7 +291,7 @@ TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
   };
   EXPECT_EQ(tried(DType::BF16, "PREFETCH_L2"), 1);
   EXPECT_EQ(tried(DType::BF16, "FAST_LOG2"), 1);
-  EXPECT_EQ(tried(DType::F16, "FAST_LOG2"), 1);
+  EXPECT_EQ(tried(DType::F16, "FAST_LOG2"), 0);
   EXPECT_EQ(tried(DType::F32, "FAST_LOG2"), 0);
   EXPECT_EQ(
       spec.config(DType::F32, {"FAST_LOG2=1"}, {{"V", 4096}}).get("FAST_LOG2"),
