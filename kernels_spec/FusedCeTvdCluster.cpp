@@ -86,7 +86,7 @@ struct Walk {
   /// (KernelBuilder::prefetchL2), so that those loads wait less without
   /// holding registers.
   int64_t prefetchAhead = 0;
-  /// Tiles per step where not UNROLL (walks without copies ahead).
+  /// Tiles per step (walks without copies ahead); 0: UNROLL.
   int64_t unroll = 0;
 };
 
@@ -205,15 +205,39 @@ void flagBadTarget(KernelBuilder &k, const RowSlice &r, Value badTarget) {
 struct RowStats {
   Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
   Value targetLogit; ///< the student's logit at y, as f32
-  /// Whether this program's slice has no tie (log2 p = log2 q).
+  /// log2SoftmaxFast's offsets, with FAST_LOG2.
+  Value offsetS, offsetT;
+  /// With FAST_LOG2, whether this program's pass 2 signs (and so its share
+  /// of sigma) came from the fast form; null without.
+  Value fastSigns;
+  /// With KEEP, whether this program's slice has no tie (log2 p = log2 q).
   Value noTies;
+
+  /// log2 p and log2 q of x in the fast form (log2SoftmaxFast) or the
+  /// exact one (log2SoftmaxAt).
+  Value log2P(Value x, bool fast) const {
+    return fast ? log2SoftmaxFast(x, offsetS) : log2SoftmaxAt(x, maxS, logSumS);
+  }
+  Value log2Q(Value x, bool fast) const {
+    return fast ? log2SoftmaxFast(x, offsetT) : log2SoftmaxAt(x, maxT, logSumT);
+  }
 };
 
+/// body(fast) in the form this program's pass 2 signs came from, so that
+/// pass 3 signs each element as sigma did: a branch per form with FAST_LOG2.
+void inSignForm(KernelBuilder &k, const RowStats &st,
+                const std::function<void(bool fast)> &body) {
+  if (!st.fastSigns.valid())
+    return body(false);
+  k.ifThen(
+      st.fastSigns, [&] { body(true); }, [&] { body(false); });
+}
+
 /// What the passes keep of the slice in shared memory (the cluster kernels'
-/// KEEP): with `studentCopy` set, pass 1 copies the student's
-/// slice there and pass 2 reads it back from there; `keep(tile, p sign(p -
-/// q))` runs in pass 2 for each tile, where the slice has no tie (else
-/// with +p at the ties).
+/// KEEP): with `studentCopy` set, pass 1 copies the student's slice there
+/// and pass 2 reads it back from there; `keep(tile, p sign(p - q))` runs in
+/// each pass 2 walk for each tile (the last walk's values stay). Pass 3
+/// reads them only where the slice has no tie.
 struct SliceKeeping {
   Value studentCopy;
   std::function<void(const SliceTile &, Value signedP)> keep;
@@ -354,56 +378,62 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   Value noGap = k.full(
       BLOCK, k.constant(std::numeric_limits<double>::infinity(), DType::F32));
   Var absSum = groupZero, sig = groupZero, tieGap = noGap;
-  // In the fast form (log2SoftmaxFast, its sign a plain sign copy) or the
-  // exact one (log2SoftmaxAt, signedByDifference). The smallest |log2 p -
-  // log2 q| of the slice is 0 if and only if it has a tie (minNum skips the
-  // NaN gaps of -inf logits, where p = 0 anyway).
-  Value offsetS = log2Offset(st.maxS, st.logSumS);
-  Value offsetT = log2Offset(st.maxT, st.logSumT);
-  Value fastLogs = abs(offsetS) < kFastLog2Max && abs(offsetT) < kFastLog2Max;
-  auto pass2 = [&](bool fast, const Walk &walk) {
+  // One walk in the fast form (log2SoftmaxFast, its sign a plain sign copy)
+  // or the exact one (log2SoftmaxAt, signedByDifference). With `ties`, each
+  // lane keeps the smallest |log2 p - log2 q| it met: that of the slice is 0
+  // if and only if it has a tie (minNum skips the NaN gaps of -inf logits,
+  // where p = 0 anyway).
+  auto pass2 = [&](bool fast, bool ties, const Walk &walk) {
     absSum = groupZero;
     sig = groupZero;
-    tieGap = noGap;
+    if (ties)
+      tieGap = noGap;
     forEachTile(
         k, r,
         [&](const SliceTile &x) {
-          Value lp = fast ? log2SoftmaxFast(x.s, offsetS)
-                          : log2SoftmaxAt(x.s, st.maxS, st.logSumS);
-          Value lq = fast ? log2SoftmaxFast(x.t, offsetT)
-                          : log2SoftmaxAt(x.t, st.maxT, st.logSumT);
+          Value lp = st.log2P(x.s, fast), lq = st.log2Q(x.t, fast);
           Value p = exp2(lp), gap = lp - lq;
           Value pSign = fast ? copysign(p, gap) : signedByDifference(p, gap);
           absSum = absSum + abs(p - exp2(lq)).sumRows(cols);
           sig = sig + pSign.sumRows(cols);
-          tieGap = minNum(tieGap, abs(gap));
+          if (ties)
+            tieGap = minNum(tieGap, abs(gap));
           if (keeping.keep)
             keeping.keep(x, pSign);
         },
         walk);
   };
+  auto noTie = [&] { return tieGap.min() > 0.0; };
+  const bool keep = static_cast<bool>(keeping.keep);
   Walk walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy};
-  // FAST_LOG2: the fast form's sign copy gives a tie (gap +0) +p, and its
-  // offsets round too much beyond kFastLog2Max: those slices walk pass 2
-  // again in the exact form (the student from memory where the KEEP array
-  // now holds p sign(p - q)), which gives a teacher equal to the student
-  // exactly 0. A separate walk of one tile per step, not a branch around
-  // the fast one: either way ptxas spilled in the loss + gradient kernel.
-  if (k.param("FAST_LOG2")) {
-    pass2(/*fast=*/true, walk);
-    Var noTies = tieGap.min() > 0.0;
-    k.ifThen(!(fastLogs && noTies), [&] {
-      if (keeping.keep)
-        walk.studentCopy = Value();
-      walk.unroll = 1;
-      pass2(/*fast=*/false, walk);
-      noTies = tieGap.min() > 0.0;
+  if (!k.param("FAST_LOG2")) {
+    pass2(/*fast=*/false, /*ties=*/keep, walk);
+    if (keep)
+      st.noTies = noTie();
+  } else {
+    // The fast form's sign copy gives a tie (gap +0) +p, and its offsets
+    // round too much beyond kFastLog2Max: those slices walk pass 2 again in
+    // the exact form (the student from memory where the KEEP array now
+    // holds p sign(p - q)), which gives a teacher equal to the student
+    // exactly 0. A second walk, of one tile per step, not a branch around
+    // the fast one: either way ptxas spilled in the loss + gradient kernel.
+    st.offsetS = log2Offset(st.maxS, st.logSumS);
+    st.offsetT = log2Offset(st.maxT, st.logSumT);
+    Value fastLogs =
+        abs(st.offsetS) < kFastLog2Max && abs(st.offsetT) < kFastLog2Max;
+    pass2(/*fast=*/true, /*ties=*/true, walk);
+    st.fastSigns = fastLogs && noTie();
+    Var noTies = st.fastSigns;
+    k.ifThen(!st.fastSigns, [&] {
+      Walk exact = walk;
+      if (keep)
+        exact.studentCopy = Value();
+      exact.unroll = 1;
+      pass2(/*fast=*/false, /*ties=*/keep, exact);
+      if (keep)
+        noTies = noTie();
     });
     st.noTies = noTies;
-  } else {
-    pass2(/*fast=*/false, walk);
-    if (keeping.keep)
-      st.noTies = tieGap.min() > 0.0;
   }
   auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
   st.tvd = 0.5 * t[0];
@@ -510,13 +540,13 @@ TileModule buildLossGrad(const Config &c) {
         Value half = 0.5 * gTvd;
         Value cTie = gCe - half * st.sigma;
         Value cAbove = cTie + half, cBelow = cTie - half;
-        auto gradFromLogits = [&] {
+        auto gradFromLogits = [&](bool fast) {
           forEachTile(k, r, [&](const SliceTile &x) {
             // One exp per element: the sign of p - q comes from log2 p and
-            // log2 q (pass 2 took it from their difference, which has the
-            // same sign: it is never subnormal, see signedByDifference).
-            Value lp = log2SoftmaxAt(x.s, st.maxS, st.logSumS);
-            Value lq = log2SoftmaxAt(x.t, st.maxT, st.logSumT);
+            // log2 q in the form pass 2's did, from their difference (which
+            // has the same sign: it is never subnormal, see
+            // signedByDifference).
+            Value lp = st.log2P(x.s, fast), lq = st.log2Q(x.t, fast);
             Value c = where(lp > lq, cAbove, where(lp < lq, cBelow, cTie));
             k.store(g, x.offs, exp2(lp) * c, x.mask);
           });
@@ -535,15 +565,19 @@ TileModule buildLossGrad(const Config &c) {
               Walk{/*backward=*/false, /*student=*/false, /*teacher=*/false});
         };
         if (kept.valid())
-          k.ifThen(st.noTies, gradFromKept, gradFromLogits);
+          // A slice with a tie had its pass 2 signs from the exact form.
+          k.ifThen(st.noTies, gradFromKept, [&] { gradFromLogits(false); });
         else
-          gradFromLogits();
+          inSignForm(k, st, gradFromLogits);
         // The target's element, rewritten once by the program whose slice
         // holds it (after every lane's store above), with p_y - 1 formed
         // in fp32: exact for p_y >= 1/2, where p_y c - gCe would cancel.
         k.barrier();
         k.ifThen(
             r.y >= r.start.to(DType::I64) && r.y < r.end.to(DType::I64), [&] {
+              // In the exact form: pass 2's fast form may have signed a
+              // near tie (|gap| < 2^-17) the other way, as fp32 may against
+              // fp64; keeping its offsets live until here slowed pass 2.
               Value lp = log2SoftmaxAt(st.targetLogit, st.maxS, st.logSumS);
               Value lq = log2SoftmaxAt(k.load(r.t, r.y), st.maxT, st.logSumT);
               Value p = exp2(lp);

@@ -176,8 +176,8 @@ inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
 /// The largest |K| that log2SoftmaxFast takes: K's rounding then moves log2
 /// p by at most 2^-18, p by under 3e-6 of itself (log2SoftmaxAt's own
 /// rounding is about 1e-6), well inside what the tie tolerance of the
-/// checks allows for a flipped sign (1e-5). Rows with |m| up to about 75
-/// qualify; the others take log2SoftmaxAt.
+/// checks allows for a flipped sign (1e-5). Rows whose log-sum-exp m +
+/// log d lies within +-88.7 qualify; the others take log2SoftmaxAt.
 constexpr double kFastLog2Max = 128;
 
 /// K = (m + log d) log2(e), the one per-row constant of log2SoftmaxFast.

@@ -80,15 +80,24 @@ static void printKernel(const CeTvdTunedKernel &k, DType dtype) {
                              : "tuned now",
               k.path.empty() ? " (database off: TILEJIT_CACHE=0)"
                              : ("; " + k.path).c_str());
+  // The trials vary the tuned parameters; the others take their defaults
+  // for this dtype and shape, as does the default config compared with.
   const KernelSpec &spec = findKernel(k.key.kernel);
+  dsl::Config defaultConfig =
+      spec.config(dtype, {}, {{"BT", tuneBt}, {"V", tuneVocab}});
+  TuneParams defaults;
   for (const ParamSpec &p : spec.params)
-    std::printf("%12s", p.name.c_str());
+    if (p.tuned) {
+      defaults[p.name] = defaultConfig.get(p.name);
+      std::printf("%12s", p.name.c_str());
+    }
   std::printf("  %5s %10s %9s %8s  %s\n", "regs", "compile ms", "time ms",
               "GB/s", "status");
-  TuneParams defaults = spec.config(dtype).params;
   const Trial *best = nullptr, *dflt = nullptr;
   for (const Trial &t : e.trials) {
     for (const ParamSpec &p : spec.params) {
+      if (!p.tuned)
+        continue;
       auto it = t.params.find(p.name);
       std::printf("%12lld",
                   it == t.params.end() ? -1LL : (long long)it->second);

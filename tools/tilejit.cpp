@@ -180,7 +180,7 @@ static int listKernels() {
                 << p.help << "; candidates:";
       for (int64_t c : p.candidates)
         std::cout << " " << c;
-      std::cout << (p.tuned ? "" : "; not tuned: the tuner keeps the default")
+      std::cout << (p.tuned ? "" : "; not tuned: the default applies")
                 << ")\n";
     }
   }

@@ -19,8 +19,9 @@ struct ParamSpec {
   std::vector<int64_t> candidates;
   int64_t defaultValue;
   std::string help;
-  /// false: the autotuner keeps the default (a parameter whose other
-  /// candidates never won where measured); --set still takes any of them.
+  /// false: the autotuner leaves it out, so its default applies (by dtype
+  /// or shape where shapeDefaults sets it): a parameter whose other
+  /// candidates never won where measured. --set still takes any of them.
   bool tuned = true;
 };
 

@@ -331,7 +331,7 @@ TEST_P(CeTvdCompile, EveryConfigCompilesForSm90) {
     if (p.tuned)
       expected *= p.candidates.size();
     else
-      untuned += p.candidates.size() - 1;
+      untuned += p.candidates.size();
   expected += untuned;
   for (const auto &overrides : configsToCompile(spec)) {
     dsl::Config c;
