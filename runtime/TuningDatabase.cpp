@@ -102,8 +102,9 @@ std::optional<TuningEntry> parseEntry(const std::string &text,
     return std::nullopt;
   }
   TuningEntry e;
+  // An empty 'best' is valid: a kernel may have no tuned parameter.
   std::optional<TuneParams> best = paramsFrom(o->getObject("best"));
-  if (!best || best->empty()) {
+  if (!best) {
     *why = "no valid 'best' config";
     return std::nullopt;
   }

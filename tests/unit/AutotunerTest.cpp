@@ -309,6 +309,22 @@ protected:
   fs::path Dir;
 };
 
+// A kernel whose parameters are all untuned has one candidate, the empty
+// config (KernelSpec::candidateConfigs): its entry stores and loads too.
+TEST_F(TuningDatabaseTest, EmptyBestConfigRoundTrips) {
+  TuningDatabase db(Dir);
+  TuningEntry stored;
+  Trial only{TuneParams{}};
+  only.ms = 1.5;
+  stored.trials = {only};
+  ASSERT_TRUE(db.store(key(), stored));
+  std::optional<TuningEntry> e = db.lookup(key());
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->best.empty());
+  ASSERT_EQ(e->trials.size(), 1u);
+  EXPECT_DOUBLE_EQ(e->trials[0].ms, 1.5);
+}
+
 TEST_F(TuningDatabaseTest, RoundTrip) {
   TuningDatabase db(Dir);
   ASSERT_TRUE(db.store(key(), entry()));
