@@ -27,8 +27,8 @@ std::array<Value, 4> laneNormalizers(KernelBuilder &k, Value s, Value t,
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
     Value mask = offs < V;
-    stateUpdate(mS, dS, k.load(s, offs, mask, kNegInf).to(DType::F32), cols);
-    stateUpdate(mT, dT, k.load(t, offs, mask, kNegInf).to(DType::F32), cols);
+    stateUpdate(mS, dS, {k.load(s, offs, mask, kNegInf).to(DType::F32)}, cols);
+    stateUpdate(mT, dT, {k.load(t, offs, mask, kNegInf).to(DType::F32)}, cols);
   });
   auto [rowMaxS, rowSumS] = rowNormalizer(mS, dS);
   auto [rowMaxT, rowSumT] = rowNormalizer(mT, dT);

@@ -303,15 +303,8 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
             xs.push_back(x.s.to(DType::F32));
             xt.push_back(x.t.to(DType::F32));
           }
-          if (cols == 1) {
-            for (size_t u = 0; u < tiles.size(); ++u) {
-              onlineUpdate(mS, dS, xs[u]);
-              onlineUpdate(mT, dT, xt[u]);
-            }
-          } else {
-            groupUpdate(mS, dS, xs, cols, form);
-            groupUpdate(mT, dT, xt, cols, form);
-          }
+          stateUpdate(mS, dS, xs, cols, form);
+          stateUpdate(mT, dT, xt, cols, form);
         },
         walk);
     out.s = rowNormalizer(mS, dS, form);

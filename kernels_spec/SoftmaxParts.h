@@ -128,13 +128,16 @@ inline dsl::Value logSumOf(dsl::Value M, dsl::Value d, SumForm form) {
   return dsl::log(d) - safeShift(M) * (kLog2eLo * 0.6931471805599453);
 }
 
-/// Online softmax state per lane (cols = 1: onlineUpdate) or per group of
-/// `cols` adjacent elements (groupUpdate).
-inline void stateUpdate(dsl::Var &m, dsl::Var &d, dsl::Value x, int64_t cols) {
-  if (cols == 1)
+/// Online softmax state per lane (cols = 1: onlineUpdate, tile by tile, in
+/// the exact form) or per group of `cols` adjacent elements (groupUpdate,
+/// one rescale for the tiles `xs` of a step, the sums in `form`).
+inline void stateUpdate(dsl::Var &m, dsl::Var &d,
+                        const std::vector<dsl::Value> &xs, int64_t cols,
+                        SumForm form = SumForm::Exact) {
+  if (cols > 1)
+    return groupUpdate(m, d, xs, cols, form);
+  for (const dsl::Value &x : xs)
     onlineUpdate(m, d, x);
-  else
-    groupUpdate(m, d, {x}, cols);
 }
 
 /// Online softmax normalizer over whole tiles: a block-wide max and sum
