@@ -328,10 +328,14 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // have overwritten it.
   Value sy = k.load(r.s, r.y, r.rank == 0.0, 0.0).to(DType::F32);
   auto m = k.clusterReduce(CO::Max, {slice.s.first, slice.t.first});
-  auto d = k.clusterReduce(CO::Sum, {rescaled(slice.s, m[0], form),
-                                     rescaled(slice.t, m[1], form), sy});
+  Value shareS = rescaled(slice.s, m[0], form);
+  Value shareT = rescaled(slice.t, m[1], form);
+  auto d = k.clusterReduce(CO::Sum, {shareS, shareT, sy});
   Var logSumS = logSumOf(m[0], d[0], form);
   Var logSumT = logSumOf(m[1], d[1], form);
+  // This program's share of the student's and the teacher's probability
+  // mass (pass 2's max form needs them).
+  Var massS = shareS / d[0], massT = shareT / d[1];
   if (form == SumForm::Scaled) {
     // A row max beyond kScaledMaxAbs (or -inf): pass 1 again in the exact
     // form, the student from the KEEP array where pass 1 filled it. Group
@@ -348,6 +352,8 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
                                     rescaled(exact.t, m[1], SumForm::Exact)});
       logSumS = log(d2[0]);
       logSumT = log(d2[1]);
+      massS = rescaled(exact.s, m[0], SumForm::Exact) / d2[0];
+      massT = rescaled(exact.t, m[1], SumForm::Exact) / d2[1];
     });
   }
   RowStats st;
@@ -376,7 +382,16 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // lane keeps the smallest |log2 p - log2 q| it met: that of the slice is 0
   // if and only if it has a tie (minNum skips the NaN gaps of -inf logits,
   // where p = 0 anyway).
-  auto pass2 = [&](bool fast, bool ties, const Walk &walk) {
+  //
+  // The forward (no pass 3, so no p sign per element) takes the fast form's
+  // max form: one exp per pair where the sign forms take two. With e =
+  // max(p, q) = exp2(max(log2 p, log2 q)), it sums S = sum e and C = sum e
+  // sign(p - q) = A - (S - A), A being the sum of p over p > q. Since e =
+  // (p + q + |p - q|) / 2, the slice's sum |p - q| is 2 S - P - Q and its
+  // sum p sign(p - q) = 2 A - P = C + S - P (without ties), where P and Q
+  // are the slice's shares of the probability mass from pass 1 (massS,
+  // massT).
+  auto pass2 = [&](bool fast, bool maxForm, bool ties, const Walk &walk) {
     absSum = groupZero;
     sig = groupZero;
     if (ties)
@@ -385,36 +400,54 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
         k, r,
         [&](const SliceTile &x) {
           Value lp = st.log2P(x.s, fast), lq = st.log2Q(x.t, fast);
-          Value p = exp2(lp), gap = lp - lq;
-          Value pSign = fast ? copysign(p, gap) : signedByDifference(p, gap);
-          absSum = absSum + abs(p - exp2(lq)).sumRows(cols);
-          sig = sig + pSign.sumRows(cols);
+          Value gap = lp - lq;
+          if (maxForm) {
+            Value e = exp2(max(lp, lq));
+            absSum = absSum + e.sumRows(cols);
+            sig = sig + copysign(e, gap).sumRows(cols);
+          } else {
+            Value p = exp2(lp);
+            Value pSign = fast ? copysign(p, gap) : signedByDifference(p, gap);
+            absSum = absSum + abs(p - exp2(lq)).sumRows(cols);
+            sig = sig + pSign.sumRows(cols);
+            if (keeping.keep)
+              keeping.keep(x, pSign);
+          }
           if (ties)
             tieGap = minNum(tieGap, abs(gap));
-          if (keeping.keep)
-            keeping.keep(x, pSign);
         },
         walk);
   };
   auto noTie = [&] { return tieGap.min() > 0.0; };
   const bool keep = static_cast<bool>(keeping.keep);
+  const bool maxForm = k.param("FAST_LOG2") && !keep;
   Walk walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy};
+  // After a max form walk, S (absSum) joins both sums: inMax = 1, with the
+  // masses to take off; after a sign form walk, all three are 0.
+  Value zero = k.constant(0, DType::F32);
+  Var inMax = zero, tvdLess = zero, sigLess = zero;
   if (!k.param("FAST_LOG2")) {
-    pass2(/*fast=*/false, /*ties=*/keep, walk);
+    pass2(/*fast=*/false, /*maxForm=*/false, /*ties=*/keep, walk);
     if (keep)
       st.noTies = noTie();
   } else {
-    // The fast form's sign copy gives a tie (gap +0) +p, and its offsets
-    // round too much beyond kFastLog2Max: those slices walk pass 2 again in
-    // the exact form (the student from memory where the KEEP array now
-    // holds p sign(p - q)), which gives a teacher equal to the student
-    // exactly 0. A second walk, of one tile per step, not a branch around
-    // the fast one: either way ptxas spilled in the loss + gradient kernel.
+    // The fast form's sign copy gives a tie (gap +0) +p (+q in the max
+    // form), and its offsets round too much beyond kFastLog2Max: those
+    // slices walk pass 2 again in the exact form (the student from memory
+    // where the KEEP array now holds p sign(p - q)), which gives a teacher
+    // equal to the student exactly 0. A second walk, of one tile per step,
+    // not a branch around the fast one: either way ptxas spilled in the
+    // loss + gradient kernel.
     st.offsetS = log2Offset(st.maxS, st.logSumS);
     st.offsetT = log2Offset(st.maxT, st.logSumT);
     Value fastLogs =
         abs(st.offsetS) < kFastLog2Max && abs(st.offsetT) < kFastLog2Max;
-    pass2(/*fast=*/true, /*ties=*/true, walk);
+    pass2(/*fast=*/true, maxForm, /*ties=*/true, walk);
+    if (maxForm) {
+      inMax = k.constant(1, DType::F32);
+      tvdLess = massS + massT;
+      sigLess = massS;
+    }
     st.fastSigns = fastLogs && noTie();
     Var noTies = st.fastSigns;
     k.ifThen(!st.fastSigns, [&] {
@@ -422,13 +455,21 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
       if (keep)
         exact.studentCopy = Value();
       exact.unroll = 1;
-      pass2(/*fast=*/false, /*ties=*/keep, exact);
+      pass2(/*fast=*/false, /*maxForm=*/false, /*ties=*/keep, exact);
+      if (maxForm)
+        inMax = tvdLess = sigLess = zero;
       if (keep)
         noTies = noTie();
     });
     st.noTies = noTies;
   }
-  auto t = k.clusterReduce(CO::Sum, {absSum.sum(), sig.sum()});
+  Value absSlice = absSum.sum(), sigSlice = sig.sum();
+  if (maxForm) {
+    Value sMax = inMax * absSlice;
+    absSlice = absSlice + sMax - tvdLess;
+    sigSlice = sigSlice + sMax - sigLess;
+  }
+  auto t = k.clusterReduce(CO::Sum, {absSlice, sigSlice});
   st.tvd = 0.5 * t[0];
   st.sigma = t[1];
   return st;
