@@ -704,7 +704,9 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// (bench/results/2026-11-30-cetvd-session17.md); its other values are
 /// left to --set. FAST_LOG2 (pass 2 in one fma per log-probability) by
 /// dtype: bf16 1.111 to 1.077 ms and 0.835 to 0.820 ms; f16 no faster, fp32
-/// 1-2.5% slower (bench/results/2026-11-30-cetvd-session18.md).
+/// 1-2.5% slower (bench/results/2026-11-30-cetvd-session18.md). With it
+/// the forward's pass 2 takes one exp per pair (the max form): 0.818-0.825
+/// to 0.782-0.790 ms (bench/results/2026-11-30-cetvd-session19.md).
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
                                      int64_t copyAhead, int64_t prefetch,
                                      const char *clusterHelp) {
@@ -741,7 +743,8 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            {0, 1},
            1,
            "1: pass 2 forms log2 p and log2 q in one fma each and signs p "
-           "by a sign copy, walking again in the exact form where a slice "
+           "by a sign copy (the forward: one exp2 of max(log2 p, log2 q) "
+           "per pair), walking again in the exact form where a slice "
            "has a tie or a row's offsets are 128 or more; 0: the exact "
            "form only. By default 1 for bf16 only (f16 and f32 ran no "
            "faster or slower with it)",
