@@ -383,8 +383,10 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // if and only if it has a tie (minNum skips the NaN gaps of -inf logits,
   // where p = 0 anyway).
   //
-  // The forward (no pass 3, so no p sign per element) takes the fast form's
-  // max form: one exp per pair where the sign forms take two. With e =
+  // Where pass 2 keeps no p sign per element (the forward, and the loss +
+  // gradient kernel with KEEP=0, whose pass 3 re-reads the logits), it
+  // takes the fast form's max form: one exp per pair where the sign forms
+  // take two. With e =
   // max(p, q) = exp2(max(log2 p, log2 q)), it sums S = sum e and C = sum e
   // sign(p - q) = A - (S - A), A being the sum of p over p > q. Since e =
   // (p + q + |p - q|) / 2, the slice's sum |p - q| is 2 S - P - Q and its
@@ -743,8 +745,8 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            {0, 1},
            1,
            "1: pass 2 forms log2 p and log2 q in one fma each and signs p "
-           "by a sign copy (the forward: one exp2 of max(log2 p, log2 q) "
-           "per pair), walking again in the exact form where a slice "
+           "by a sign copy (where no p sign is kept, as in the forward: one "
+           "exp2 of max(log2 p, log2 q) per pair), walking again in the exact form where a slice "
            "has a tie or a row's offsets are 128 or more; 0: the exact "
            "form only. By default 1 for bf16 only (f16 and f32 ran no "
            "faster or slower with it)",
