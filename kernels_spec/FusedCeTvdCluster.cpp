@@ -474,7 +474,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // 2 S - P - Q cancels: P and Q (pass 1) and the e (the fast form) differ
   // by K's rounding, so a TVD within about 3e-6 of 0 could come out below.
   if (maxForm)
-    st.tvd = max(st.tvd, k.constant(0, DType::F32));
+    st.tvd = max(st.tvd, zero);
   st.sigma = t[1];
   return st;
 }
