@@ -1129,11 +1129,20 @@ void KernelBuilder::walkTiles(
   if (lo.isTile() || hi.isTile() || lo.dtype() != DType::I32 ||
       hi.dtype() != DType::I32)
     impl_->fail("forTiles bounds must be i32 scalars (offsets are i32 tiles)");
-  Value step = constant(double(n * unroll), hi.dtype(), loc);
-  // The end of the whole steps: lo for an empty or reversed range.
-  Value span = max(hi - lo, constant(0, hi.dtype(), loc));
-  Value wholeEnd = lo + span / step * step;
-  auto walk = [&](Value from, Value to, bool whole) {
+  // The whole steps, then the whole tiles left one at a time, then the
+  // partial tile: a tail of 1.2 tiles costs one unmasked and one masked
+  // tile where a masked step of `unroll` tiles cost about twice `unroll`
+  // unmasked ones (bench/results/2026-11-30-cetvd-session20.md).
+  auto wholeEnd = [&](int64_t width) {
+    Value w = constant(double(width), hi.dtype(), loc);
+    // lo for an empty or reversed range
+    Value span = max(hi - lo, constant(0, hi.dtype(), loc));
+    return lo + span / w * w;
+  };
+  Value stepsEnd = wholeEnd(n * unroll);
+  Value tilesEnd = unroll > 1 ? wholeEnd(n) : stepsEnd;
+  auto walk = [&](Value from, Value to, int64_t tiles, bool whole) {
+    Value step = constant(double(n * tiles), hi.dtype(), loc);
     // Backward, step i of [from, to) becomes its mirror image.
     Value last = whole && backward ? to - step : Value();
     forRange(
@@ -1142,7 +1151,7 @@ void KernelBuilder::walkTiles(
           Value first = last.valid() ? last - (i - from) : i;
           std::vector<Value> offs;
           std::vector<Mask> masks;
-          for (int64_t u = 0; u < unroll; ++u) {
+          for (int64_t u = 0; u < tiles; ++u) {
             offs.push_back(first + double(u * n) + arange(n, loc));
             masks.push_back(whole ? std::nullopt : Mask(offs.back() < hi));
           }
@@ -1150,8 +1159,10 @@ void KernelBuilder::walkTiles(
         },
         loc);
   };
-  walk(lo, wholeEnd, true);
-  walk(wholeEnd, hi, false);
+  walk(lo, stepsEnd, unroll, true);
+  if (unroll > 1)
+    walk(stepsEnd, tilesEnd, 1, true);
+  walk(tilesEnd, hi, 1, false);
 }
 
 void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenBody,

@@ -112,10 +112,12 @@ void copyStudentStep(KernelBuilder &k, const RowSlice &r, Value copy,
   k.commitCopies();
 }
 
-/// body(tiles) for each loop step over this program's slice, UNROLL tiles
-/// per step: the whole steps unmasked, then the partial one masked. A step
-/// loads the inputs of all its tiles before the body runs, so UNROLL tiles'
-/// loads are in flight at once.
+/// body(tiles) for each loop step over this program's slice (forTiles'
+/// walk): UNROLL tiles per whole step, unmasked, then the tail one tile per
+/// call (the whole ones unmasked, the partial one masked). A step loads the
+/// inputs of all its tiles before the body runs, so UNROLL tiles' loads are
+/// in flight at once. With copies ahead, each call copies a step's worth
+/// ahead; the tail's tiles all lie in the step its first call waits for.
 void forEachStep(
     KernelBuilder &k, const RowSlice &r,
     const std::function<void(const std::vector<SliceTile> &)> &body,

@@ -319,15 +319,17 @@ public:
   /// body(offs, masks) gets each tile's offsets (i + u n + arange(n)) and
   /// mask. The steps wholly inside the range come first, with no masks
   /// (std::nullopt: no compare per element, loads and stores without lane
-  /// checks); then the one partial step, if any, with masks offs < hi. An
-  /// empty or reversed range (hi <= lo) runs nothing. Vars assigned in the
-  /// body are carried, as in forRange.
+  /// checks); then the whole tiles left, one per call, also unmasked; then
+  /// the one partial tile, if any, alone, with its mask offs < hi. So body
+  /// gets `unroll` tiles per call in the whole steps and one in the tail.
+  /// An empty or reversed range (hi <= lo) runs nothing. Vars assigned in
+  /// the body are carried, as in forRange.
   void forTiles(Value lo, Value hi, int64_t n, int64_t unroll,
                 const std::function<void(const std::vector<Value> &offs,
                                          const std::vector<Mask> &masks)> &body,
                 SourceLoc loc = SourceLoc::here());
   /// forTiles with the whole steps walked from the end of the range back to
-  /// its start (the partial step still comes last). A second pass over data
+  /// its start (the tail still comes last). A second pass over data
   /// that the first pass walked forward meets the most recently read tiles
   /// first, the ones likeliest to be still in L2.
   void forTilesBackward(

@@ -114,45 +114,55 @@ TEST(Dsl, NoMaskMasksNothing) {
 }
 
 /// out[0] = sum of x[lo, hi) walked by forTiles (2 tiles of 128 per step),
-/// out[1] = the number of masked (partial) steps taken.
+/// out[1] = the number of masked (partial) tiles walked, out[2] = the
+/// number of calls with one unmasked tile (the whole tile of the tail).
 TileModule tileSum() {
   KernelBuilder k("tile_sum", config(128));
   Value x = k.pointerArg("x", DType::F32),
         out = k.pointerArg("out", DType::F32);
   Value lo = k.scalarArg("lo", DType::I32), hi = k.scalarArg("hi", DType::I32);
-  Var acc = k.constant(0, DType::F32), partial = k.constant(0, DType::F32);
+  Value zero = k.constant(0, DType::F32);
+  Var acc = zero, partial = zero, single = zero;
   k.forTiles(
       lo, hi, 128, 2,
       [&](const std::vector<Value> &offs, const std::vector<Mask> &masks) {
-        for (size_t u = 0; u < offs.size(); ++u)
+        for (size_t u = 0; u < offs.size(); ++u) {
           acc = acc + k.load(x, offs[u], masks[u], 0.0).sum();
-        if (masks[0])
-          partial = partial + 1.0;
+          if (masks[u])
+            partial = partial + 1.0;
+        }
+        if (offs.size() == 1 && !masks[0])
+          single = single + 1.0;
       });
   k.store(out, k.constant(0, DType::I32), acc);
   k.store(out, k.constant(1, DType::I32), partial);
+  k.store(out, k.constant(2, DType::I32), single);
   return k.finish();
 }
 
-TEST(Dsl, ForTilesWalksWholeStepsUnmaskedThenThePartialOne) {
+TEST(Dsl, ForTilesWalksWholeStepsThenWholeTilesUnmaskedThenThePartialOne) {
   std::vector<float> x(1000);
   std::iota(x.begin(), x.end(), 1.f);
   TileModule m = tileSum();
   optimizeTile(m);
-  // (lo, hi): a partial step, whole steps only, an empty and a reversed
-  // range (a cluster's slice past the end of a row).
-  for (auto [lo, hi] : std::vector<std::pair<int32_t, int32_t>>{
-           {0, 1000}, {100, 612}, {300, 300}, {900, 700}, {900, 300}}) {
-    std::vector<float> out(2, -1.f);
+  // (lo, hi): a whole tile and a partial one after the steps, a partial
+  // tile only after them, whole steps only, a whole tile only, an empty and
+  // a reversed range (a cluster's slice past the end of a row).
+  const std::vector<std::pair<int32_t, int32_t>> ranges = {
+      {0, 1000},  {0, 800},   {100, 612}, {100, 228},
+      {300, 300}, {900, 700}, {900, 300}};
+  for (auto [lo, hi] : ranges) {
+    std::vector<float> out(3, -1.f);
     interpret(m.operation(), "tile_sum", {1, 1, 1},
               {InterpBuffer{x.data(), DType::F32, 1000},
-               InterpBuffer{out.data(), DType::F32, 2}, lo, hi});
+               InterpBuffer{out.data(), DType::F32, 3}, lo, hi});
     double want = 0;
     for (int32_t i = lo; i < hi; ++i)
       want += x[i];
+    int32_t span = std::max(hi - lo, 0);
     EXPECT_EQ(out[0], float(want)) << lo << ".." << hi;
-    EXPECT_EQ(out[1], hi > lo && (hi - lo) % 256 ? 1.f : 0.f)
-        << lo << ".." << hi;
+    EXPECT_EQ(out[1], span % 128 ? 1.f : 0.f) << lo << ".." << hi;
+    EXPECT_EQ(out[2], span % 256 >= 128 ? 1.f : 0.f) << lo << ".." << hi;
   }
 }
 
@@ -185,10 +195,12 @@ TEST(Dsl, ForTilesBackwardWalksWholeStepsFromTheEnd) {
   TileModule forward = tileOrder(false), backward = tileOrder(true);
   optimizeTile(forward);
   optimizeTile(backward);
-  // (lo, hi): whole steps and a partial one, whole steps only, a partial
-  // step only, an empty and a reversed range.
-  for (auto [lo, hi] : std::vector<std::pair<int32_t, int32_t>>{
-           {100, 900}, {100, 612}, {100, 200}, {300, 300}, {900, 700}}) {
+  // (lo, hi): whole steps, a whole tile and a partial one, whole steps
+  // only, a partial tile only, a whole and a partial tile, an empty and a
+  // reversed range.
+  const std::vector<std::pair<int32_t, int32_t>> ranges = {
+      {100, 900}, {100, 612}, {100, 200}, {100, 350}, {300, 300}, {900, 700}};
+  for (auto [lo, hi] : ranges) {
     int32_t wholeSteps = std::max(hi - lo, 0) / 256;
     for (bool back : {false, true}) {
       std::vector<float> out(1000, -1.f);
@@ -197,10 +209,12 @@ TEST(Dsl, ForTilesBackwardWalksWholeStepsFromTheEnd) {
                 {InterpBuffer{out.data(), DType::F32, 1000}, lo, hi});
       for (int32_t v = 0; v < 1000; ++v) {
         int32_t step = (v - lo) / 256;
-        float want = v < lo || v >= hi    ? -1.f
-                     : step == wholeSteps ? float(wholeSteps) // partial: last
-                     : back               ? float(wholeSteps - 1 - step)
-                                          : float(step);
+        // The tail's tiles come last, one per call.
+        float want = v < lo || v >= hi ? -1.f
+                     : step == wholeSteps
+                         ? float(wholeSteps + (v - lo) % 256 / 128)
+                     : back ? float(wholeSteps - 1 - step)
+                            : float(step);
         ASSERT_EQ(out[v], want)
             << "v " << v << " in " << lo << ".." << hi << " backward " << back;
       }
