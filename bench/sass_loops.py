@@ -6,8 +6,8 @@ Usage: tilejit compile KERNEL ... --emit=sass | python3 bench/sass_loops.py
 A loop is a backward branch; for each one it prints the start and end
 addresses, the instructions between them (both sides of any branch inside
 it count) and the most frequent opcodes. The loops of the cluster CE+TVD
-kernels are listed in order: pass 1's whole steps, its partial step, and so
-on.
+kernels are listed in order: pass 1's whole steps, its tail's whole tiles,
+its partial tile, and so on.
 """
 import re
 import sys

@@ -79,7 +79,8 @@ struct Walk {
   /// With studentCopy set and copyAhead = A > 0 (forward walks only), the
   /// walk fills studentCopy itself: cp.async copies each step's student
   /// tiles A steps before the step reads them back, so that A steps' loads
-  /// are in flight without holding registers.
+  /// are in flight without holding registers (the tail's tiles lie in one
+  /// step's copies).
   int64_t copyAhead = 0;
   /// With prefetchAhead = P > 0 (forward walks only), each step asks for
   /// the inputs it loads from memory P steps later into L2
@@ -158,7 +159,8 @@ void forEachStep(
     }
     std::vector<SliceTile> tiles;
     if (ahead) {
-      // This step's group is the (ahead + 1)-th newest once the next is in.
+      // This step's group is the (ahead + 1)-th newest once the next is in
+      // (in the tail, that of the step holding its tiles is at least).
       copyStudentStep(k, r, walk.studentCopy, *aheadFirst);
       *aheadFirst = *aheadFirst + double(STEP);
       k.waitOwnCopies(ahead);

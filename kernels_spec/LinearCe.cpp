@@ -92,8 +92,9 @@ TileModule buildLogitsGrad(const Config &cfg) {
 
   // Both passes walk the row UNROLL tiles per step and issue all of a
   // step's loads before using them: more bytes in flight per thread. The
-  // steps wholly inside the row have no masks (fewer instructions per
-  // element: this loop is as much issue- as memory-bound).
+  // steps and the tail's whole tiles have no masks, only the last partial
+  // tile (fewer instructions per element: this loop is as much issue- as
+  // memory-bound).
   const int64_t UNROLL = k.param("UNROLL");
   // Each unrolled tile is code and registers: more than 16 only bloats.
   if (UNROLL < 1 || UNROLL > 16)

@@ -329,7 +329,8 @@ public:
                                          const std::vector<Mask> &masks)> &body,
                 SourceLoc loc = SourceLoc::here());
   /// forTiles with the whole steps walked from the end of the range back to
-  /// its start (the tail still comes last). A second pass over data
+  /// its start (the tail still comes last, its whole tiles also from the
+  /// end). A second pass over data
   /// that the first pass walked forward meets the most recently read tiles
   /// first, the ones likeliest to be still in L2.
   void forTilesBackward(

@@ -195,11 +195,12 @@ TEST(Dsl, ForTilesBackwardWalksWholeStepsFromTheEnd) {
   TileModule forward = tileOrder(false), backward = tileOrder(true);
   optimizeTile(forward);
   optimizeTile(backward);
-  // (lo, hi): whole steps, a whole tile and a partial one, whole steps
-  // only, a partial tile only, a whole and a partial tile, an empty and a
-  // reversed range.
+  // (lo, hi): whole steps and a partial tile, whole steps then a whole
+  // tile and a partial one, whole steps only, a partial tile only, a whole
+  // and a partial tile, an empty and a reversed range.
   const std::vector<std::pair<int32_t, int32_t>> ranges = {
-      {100, 900}, {100, 612}, {100, 200}, {100, 350}, {300, 300}, {900, 700}};
+      {100, 900}, {0, 1000},  {100, 612}, {100, 200},
+      {100, 350}, {300, 300}, {900, 700}};
   for (auto [lo, hi] : ranges) {
     int32_t wholeSteps = std::max(hi - lo, 0) / 256;
     for (bool back : {false, true}) {

@@ -136,8 +136,8 @@ INSTANTIATE_TEST_SUITE_P(
              true,
              {"LANE_STATS=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
               "num_warps=8"}},
-        // Several tiles per loop step (UNROLL): whole steps, a partial
-        // step with empty tiles, in place, every pass-1 form.
+        // Several tiles per loop step (UNROLL): whole steps, a tail of
+        // whole tiles and a partial one, in place, every pass-1 form.
         Case{9,
              9001,
              DType::BF16,
@@ -160,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
               "num_warps=4"}},
         // KEEP=1 (the default) keeps the student's slice, then p sign, in
         // shared memory; KEEP=0 re-reads both inputs: every dtype, in place,
-        // a partial step, clusters whose programs own nothing.
+        // a tail, clusters whose programs own nothing.
         Case{9,
              9001,
              DType::BF16,
@@ -209,7 +209,8 @@ INSTANTIATE_TEST_SUITE_P(
              {"KEEP=1", "LANE_STATS=1", "UNROLL=2", "CLUSTER_SIZE=2",
               "BLOCK_SIZE=1024", "num_warps=4"}},
         // COPY_AHEAD: pass 1's copies run 1 or 2 steps ahead over 5 steps,
-        // the last one partial; with KEEP=0 it has no array to fill.
+        // the last a tail of a whole tile and a partial one in the second
+        // program; with KEEP=0 it has no array to fill.
         Case{6,
              20001,
              DType::BF16,
@@ -817,7 +818,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{7, 1, DType::F32, true, false, {}},
         // cp.async copies (aligned rows) two steps ahead, with a partial
-        // last step; and one tile per step.
+        // last tile; and one tile per step.
         Case{8, 151936, DType::BF16, true, true, {"COPY_AHEAD=2"}},
         Case{8,
              100000,

@@ -104,6 +104,9 @@ INSTANTIATE_TEST_SUITE_P(
              0, 0, 0, false, false, 4, 2},
         Case{"plain_whole_steps_only", 5, 8, 4096, DType::F32, Reduction::Mean,
              0, 0, 0, false, false, 0, 2},
+        // A step, a whole tail tile, then a partial one.
+        Case{"plain_whole_tail_tile_bf16", 9, 16, 3500, DType::BF16,
+             Reduction::Mean, 0, 0, 0, false, false, 0, 2},
         Case{"plain_unroll4_bf16", 11, 16, 9001, DType::BF16, Reduction::Mean,
              0, 0, 0, false, false, 0, 4},
         Case{"everything_none_chunked", 13, 24, 2500, DType::F32,
