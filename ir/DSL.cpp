@@ -1133,10 +1133,10 @@ void KernelBuilder::walkTiles(
   // partial tile: a tail of 1.2 tiles costs one unmasked and one masked
   // tile where a masked step of `unroll` tiles cost about twice `unroll`
   // unmasked ones (bench/results/2026-11-30-cetvd-session20.md).
+  // The ends are lo for an empty or reversed range.
+  Value span = max(hi - lo, constant(0, hi.dtype(), loc));
   auto wholeEnd = [&](int64_t width) {
     Value w = constant(double(width), hi.dtype(), loc);
-    // lo for an empty or reversed range
-    Value span = max(hi - lo, constant(0, hi.dtype(), loc));
     return lo + span / w * w;
   };
   Value stepsEnd = wholeEnd(n * unroll);

@@ -160,7 +160,7 @@ void forEachStep(
     std::vector<SliceTile> tiles;
     if (ahead) {
       // This step's group is the (ahead + 1)-th newest once the next is in
-      // (in the tail, that of the step holding its tiles is at least).
+      // (a tail call's tiles lie in that of its first call, or older).
       copyStudentStep(k, r, walk.studentCopy, *aheadFirst);
       *aheadFirst = *aheadFirst + double(STEP);
       k.waitOwnCopies(ahead);

@@ -330,9 +330,9 @@ public:
                 SourceLoc loc = SourceLoc::here());
   /// forTiles with the whole steps walked from the end of the range back to
   /// its start (the tail still comes last, its whole tiles also from the
-  /// end). A second pass over data
-  /// that the first pass walked forward meets the most recently read tiles
-  /// first, the ones likeliest to be still in L2.
+  /// end). A second pass over data that the first pass walked forward meets
+  /// the most recently read tiles first, the ones likeliest to be still in
+  /// L2.
   void forTilesBackward(
       Value lo, Value hi, int64_t n, int64_t unroll,
       const std::function<void(const std::vector<Value> &offs,
