@@ -134,12 +134,6 @@ template <int P, typename T>
 __device__ __forceinline__ T tj_block_min(T x) { return tj_block_reduce<P, tj_min_op>(x); }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Thread-block clusters (sm_90): every thread of every block of the cluster
-// arrives; writes before the barrier are visible to reads after it.
-__device__ __forceinline__ void tj_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n\t"
-               "barrier.cluster.wait.acquire;" ::: "memory");
-}
 // The shared::cluster address of shared::cta address `addr` in the block
 // of rank `rank` in this cluster.
 __device__ __forceinline__ unsigned tj_mapa(unsigned addr, unsigned rank) {
@@ -148,104 +142,67 @@ __device__ __forceinline__ unsigned tj_mapa(unsigned addr, unsigned rank) {
                : "=r"(remote) : "r"(addr), "r"(rank));
   return remote;
 }
-// Reads `*local` of the block of rank `rank` in this cluster (DSMEM).
-template <typename T>
-__device__ __forceinline__ T tj_dsmem_load(const T *local, unsigned rank) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
-  unsigned remote = tj_mapa(
-      static_cast<unsigned>(__cvta_generic_to_shared(local)), rank);
-  T v;
-  if constexpr (sizeof(T) == 4) {
-    unsigned bits;
-    asm volatile("ld.shared::cluster.u32 %0, [%1];"
-                 : "=r"(bits) : "r"(remote) : "memory");
-    memcpy(&v, &bits, 4);
-  } else {
-    unsigned long long bits;
-    asm volatile("ld.shared::cluster.u64 %0, [%1];"
-                 : "=l"(bits) : "r"(remote) : "memory");
-    memcpy(&v, &bits, 8);
-  }
-  return v;
-}
-// Combines v[0..N) (uniform in each block) over the C blocks of the cluster
-// in rank order, so every block gets the same bits: thread 0 publishes the
-// block's values in `slot`, then every thread reads all C slots.
-template <int C, typename Op, int N, typename T>
-__device__ __forceinline__ void tj_cluster_reduce(T *slot, T (&v)[N]) {
-  if (threadIdx.x == 0)
-#pragma unroll
-    for (int i = 0; i < N; ++i)
-      slot[i] = v[i];
-  tj_cluster_sync();
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    T acc = tj_dsmem_load(slot + i, 0);
-#pragma unroll
-    for (unsigned r = 1; r < C; ++r)
-      acc = Op::apply(acc, tj_dsmem_load(slot + i, r));
-    v[i] = acc;
-  }
-}
 // Waits once at the cluster barrier of tj_cluster_mbarriers_init.
 __device__ __forceinline__ void tj_cluster_init_wait(bool &waited) {
   if (!waited)
     asm volatile("barrier.cluster.wait;" ::: "memory");
   waited = true;
 }
-// The same combine for a tile.cluster_reduce that runs at most once per
-// kernel (not in a loop), without a cluster barrier: thread 0 pushes the
-// block's values into slot row `rank` of every block with st.async, each
-// store completing bytes on that block's mbarrier `bar` (phase 0); every
-// thread waits on its own mbarrier, then reads the C rows in rank order.
-// No release fence waits for this block's outstanding memory operations,
-// and no block reads another's shared memory, so none waits for its peers
-// before exiting. `bar` was initialized by tj_cluster_mbarriers_init; the
-// first combine waits for every block to have done that (`initWaited`).
-template <int C, typename Op, int N, typename T>
-__device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
-                                                      unsigned long long *bar,
-                                                      bool &initWaited,
-                                                      T (&v)[N]) {
+// Thread 0 pushes the block's values v[0..N) into slot row `rank` of
+// `slots` in every block of the cluster with st.async, each store
+// completing its bytes on that block's mbarrier `bar`.
+template <int C, int N, typename T>
+__device__ __forceinline__ void tj_cluster_push(T *slots,
+                                                unsigned long long *bar,
+                                                const T (&v)[N]) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
-  tj_cluster_init_wait(initWaited);
+  if (threadIdx.x != 0)
+    return;
   unsigned barAddr = static_cast<unsigned>(__cvta_generic_to_shared(bar));
-  if (threadIdx.x == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(barAddr), "r"(unsigned(C * N * sizeof(T))) : "memory");
-    unsigned rank;
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    unsigned row = static_cast<unsigned>(
-        __cvta_generic_to_shared(slots + rank * N));
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               :: "r"(barAddr), "r"(unsigned(C * N * sizeof(T))) : "memory");
+  unsigned rank;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  unsigned row = static_cast<unsigned>(
+      __cvta_generic_to_shared(slots + rank * N));
 #pragma unroll
-    for (unsigned r = 0; r < C; ++r) {
-      unsigned remoteBar = tj_mapa(barAddr, r), remoteRow = tj_mapa(row, r);
+  for (unsigned r = 0; r < C; ++r) {
+    unsigned remoteBar = tj_mapa(barAddr, r), remoteRow = tj_mapa(row, r);
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if constexpr (sizeof(T) == 4) {
-          unsigned bits;
-          memcpy(&bits, &v[i], 4);
-          asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes"
-                       ".b32 [%0], %1, [%2];"
-                       :: "r"(remoteRow + 4 * i), "r"(bits), "r"(remoteBar)
-                       : "memory");
-        } else {
-          unsigned long long bits;
-          memcpy(&bits, &v[i], 8);
-          asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes"
-                       ".b64 [%0], %1, [%2];"
-                       :: "r"(remoteRow + 8 * i), "l"(bits), "r"(remoteBar)
-                       : "memory");
-        }
+    for (int i = 0; i < N; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        unsigned bits;
+        memcpy(&bits, &v[i], 4);
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes"
+                     ".b32 [%0], %1, [%2];"
+                     :: "r"(remoteRow + 4 * i), "r"(bits), "r"(remoteBar)
+                     : "memory");
+      } else {
+        unsigned long long bits;
+        memcpy(&bits, &v[i], 8);
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes"
+                     ".b64 [%0], %1, [%2];"
+                     :: "r"(remoteRow + 8 * i), "l"(bits), "r"(remoteBar)
+                     : "memory");
       }
     }
   }
+}
+// Every thread waits until the phase of parity `parity` of its block's
+// mbarrier `bar` completed (all C rows arrived), then combines the rows of
+// `slots` in rank order, so every block gets the same bits.
+template <int C, typename Op, int N, typename T>
+__device__ __forceinline__ void tj_cluster_combine(const T *slots,
+                                                   unsigned long long *bar,
+                                                   unsigned parity,
+                                                   T (&v)[N]) {
+  unsigned barAddr = static_cast<unsigned>(__cvta_generic_to_shared(bar));
   unsigned done;
   do {
     asm volatile("{\n\t.reg .pred p;\n\t"
                  "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
-                 "p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(done) : "r"(barAddr) : "memory");
+                 "p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done) : "r"(barAddr), "r"(parity) : "memory");
   } while (!done);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
@@ -255,6 +212,44 @@ __device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
       acc = Op::apply(acc, slots[r * N + i]);
     v[i] = acc;
   }
+}
+// Combines v[0..N) (uniform in each block) over the C blocks of the
+// cluster, for a tile.cluster_reduce that runs at most once per kernel (not
+// in a loop), without a cluster barrier: a push into every block, then a
+// wait on this block's mbarrier `bar` (phase 0). No release fence waits for
+// this block's outstanding memory operations, and no block reads another's
+// shared memory, so none waits for its peers before exiting (a block
+// receives every push into it before its wait completes). `bar` was
+// initialized by tj_cluster_mbarriers_init; the first combine waits for
+// every block to have done that (`initWaited`).
+template <int C, typename Op, int N, typename T>
+__device__ __forceinline__ void tj_cluster_reduce_once(T *slots,
+                                                      unsigned long long *bar,
+                                                      bool &initWaited,
+                                                      T (&v)[N]) {
+  tj_cluster_init_wait(initWaited);
+  tj_cluster_push<C>(slots, bar, v);
+  tj_cluster_combine<C, Op>(slots, bar, 0, v);
+}
+// The same combine for a tile.cluster_reduce in a loop: its k-th run
+// (`runs`, counted per op) uses slot buffer k % 2 of `slots` (2 C N values)
+// and mbarrier bars[k % 2], whose phase (k / 2) % 2 it waits for. The block
+// barrier before the push keeps a peer from pushing run k + 2 into buffer
+// k % 2 while a warp of this block still reads run k there: the peer pushes
+// run k + 2 only after its wait for run k + 1, which needs this block's push
+// of run k + 1, which comes after that barrier. For the same reason no
+// bytes of run k + 2 reach bars[k % 2] before its phase of run k completed.
+template <int C, typename Op, int N, typename T>
+__device__ __forceinline__ void tj_cluster_reduce_loop(T *slots,
+                                                      unsigned long long *bars,
+                                                      unsigned &runs,
+                                                      bool &initWaited,
+                                                      T (&v)[N]) {
+  tj_cluster_init_wait(initWaited);
+  unsigned k = runs++, b = k & 1;
+  __syncthreads();
+  tj_cluster_push<C>(slots + b * C * N, bars + b, v);
+  tj_cluster_combine<C, Op>(slots + b * C * N, bars + b, (k >> 1) & 1, v);
 }
 // Thread 0 initializes the K mbarriers of tj_cluster_reduce_once (one
 // arrival each) and every thread arrives at a cluster barrier, whose wait
@@ -461,7 +456,8 @@ template <int PENDING> __device__ __forceinline__ void tj_copy_wait() {
 // Literals
 //===----------------------------------------------------------------------===//
 
-/// A cluster_reduce outside loops: tj_cluster_reduce_once, on an mbarrier.
+/// A cluster_reduce outside loops: tj_cluster_reduce_once, on one mbarrier
+/// (in a loop: tj_cluster_reduce_loop, on two).
 bool runsOnce(tile::ClusterReduceOp op) {
   return !op->getParentOfType<LoopLikeOpInterface>();
 }
@@ -541,9 +537,11 @@ private:
   int64_t clusterSize = 1;
   bool alignedVectors = false; // attr::kAlignedVectors: no alignment checks
   unsigned clusterOps = 0;     // tile.cluster_reduce ops printed so far
-  // tile.cluster_reduce ops outside loops, each with its own mbarrier
-  // (tj_cluster_reduce_once), and how many of those were printed so far.
-  unsigned clusterMbarriers = 0, clusterOnceOps = 0;
+  // Each tile.cluster_reduce's first mbarrier in tj_cluster_bar: one per op
+  // outside loops (tj_cluster_reduce_once), two per op in a loop
+  // (tj_cluster_reduce_loop, which also counts its runs in a variable).
+  llvm::DenseMap<Operation *, unsigned> clusterBarOf;
+  unsigned clusterMbarriers = 0;
   int indent = 0;
   unsigned nextId = 0;
   llvm::DenseMap<Value, std::string> names;
@@ -997,12 +995,12 @@ void KernelEmitter::emit() {
     line("extern __shared__ __align__(16) unsigned char tj_smem[]; // " +
          std::to_string(bytes.getInt()) + " bytes, set at launch");
   if (clusterSize > 1) {
-    bool inLoops = false;
     func.walk([&](tile::ClusterReduceOp op) {
-      if (runsOnce(op))
-        ++clusterMbarriers;
-      else
-        inLoops = true;
+      clusterBarOf[op] = clusterMbarriers;
+      clusterMbarriers += runsOnce(op) ? 1 : 2;
+      if (!runsOnce(op))
+        line("unsigned tj_cluster_runs" + std::to_string(clusterBarOf[op]) +
+             " = 0;");
     });
     if (clusterMbarriers > 0) {
       std::string k = std::to_string(clusterMbarriers);
@@ -1010,10 +1008,6 @@ void KernelEmitter::emit() {
            "];");
       line("tj_cluster_mbarriers_init<" + k + ">(tj_cluster_bar);");
       line("bool tj_cluster_init_waited = false;");
-      // The barrier form arrives at the same cluster barrier: finish this
-      // phase first.
-      if (inLoops)
-        line("tj_cluster_init_wait(tj_cluster_init_waited);");
     }
   }
   emitBlock(body, {}, {});
@@ -1858,25 +1852,24 @@ void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
   std::string combiner =
       std::to_string(clusterSize) + ", " + combinerName(op.getKind());
   line(t + " " + id + "[" + n + "] = {" + llvm::join(srcs, ", ") + "};");
-  // In a loop the slots are written again next iteration: the barrier form,
-  // which waits until every block has read them (so none exits early).
-  bool inLoop = !runsOnce(op);
-  if (inLoop) {
-    line("__shared__ " + t + " " + id + "_slot[" + n + "];");
-    locate(op);
-    stmt("tj_cluster_reduce<" + combiner + ">(" + id + "_slot, " + id + ");");
-  } else {
-    line("__shared__ " + t + " " + id + "_slots[" +
-         std::to_string(clusterSize * op.getSrcs().size()) + "];");
-    locate(op);
+  // In a loop the slots are written again each run: two buffers used in
+  // turn.
+  bool once = runsOnce(op);
+  std::string bar = std::to_string(clusterBarOf.lookup(op));
+  std::string slots = std::to_string((once ? 1 : 2) * clusterSize *
+                                     int64_t(op.getSrcs().size()));
+  line("__shared__ " + t + " " + id + "_slots[" + slots + "];");
+  locate(op);
+  if (once)
     stmt("tj_cluster_reduce_once<" + combiner + ">(" + id +
-         "_slots, tj_cluster_bar + " + std::to_string(clusterOnceOps++) +
+         "_slots, tj_cluster_bar + " + bar + ", tj_cluster_init_waited, " + id +
+         ");");
+  else
+    stmt("tj_cluster_reduce_loop<" + combiner + ">(" + id +
+         "_slots, tj_cluster_bar + " + bar + ", tj_cluster_runs" + bar +
          ", tj_cluster_init_waited, " + id + ");");
-  }
   for (auto [i, res] : llvm::enumerate(op.getResults()))
     line(t + " " + bind(res) + " = " + id + "[" + std::to_string(i) + "];");
-  if (inLoop)
-    line("tj_cluster_sync();");
 }
 
 void KernelEmitter::emitFor(scf::ForOp op) {

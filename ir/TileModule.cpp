@@ -16,8 +16,8 @@ namespace tilejit {
 std::shared_ptr<MLIRContext> makeTilejitContext() {
   DialectRegistry registry;
   registerTilejitDialects(registry);
-  auto ctx = std::make_shared<MLIRContext>(registry,
-                                           MLIRContext::Threading::DISABLED);
+  auto ctx =
+      std::make_shared<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
   ctx->loadAllAvailableDialects();
   return ctx;
 }
@@ -51,6 +51,14 @@ TileModule TileModule::parse(const std::string &text,
 }
 
 const std::string &TileModule::kernelName() const { return impl_->kernelName; }
+
+bool TileModule::persistent() const {
+  bool found = false;
+  impl_->module->walk([&](mlir::Operation *op) {
+    found = found || op->hasAttr(attr::kPersistent);
+  });
+  return found;
+}
 
 std::string TileModule::str() const {
   std::string text;

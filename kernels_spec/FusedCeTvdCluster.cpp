@@ -13,7 +13,7 @@
 // The reduced kernel adds pass 3 (the gradient). With KEEP, a shared array
 // of the slice holds the student from pass 1 for pass 2, then p sign(p - q)
 // from pass 2 for pass 3, so that pass 2 re-reads only the teacher and pass
-// 3 reads nothing unless the slice has a tie
+// 3 reads nothing unless pass 2 took its exact form and met a tie
 // (bench/results/2026-11-30-cetvd-session14.md). With COPY_AHEAD, pass 1
 // fills the array with cp.async copies issued loop steps ahead, which hold
 // no registers (bench/results/2026-11-30-cetvd-session16.md).
@@ -41,13 +41,26 @@ struct RowSlice {
   Value row, rank, s, t, y, V, start, end, ignored, inRange;
 };
 
-RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
-                  Value V, Value rowStride, Value ignoreIndex) {
+/// body(row) for each row of this program's cluster: row c for cluster c,
+/// or with PERSISTENT (a persistent kernel) rows c, c + G, ... below BT for
+/// G clusters in the grid.
+void forEachRow(KernelBuilder &k, Value BT,
+                const std::function<void(Value row)> &body) {
+  const double C = double(k.clusterSize());
+  Value cluster = k.programId(0) / C;
+  if (!k.param("PERSISTENT"))
+    return body(cluster);
+  k.persistent();
+  k.forRange(cluster, BT, k.numPrograms(0) / C, body);
+}
+
+/// The slice of `row` (an i32 scalar) this program walks.
+RowSlice rowSlice(KernelBuilder &k, Value row, Value student, Value teacher,
+                  Value target, Value V, Value rowStride, Value ignoreIndex) {
   RowSlice r;
   const int64_t C = k.clusterSize(), SLICE = k.param("SLICE");
-  Value pid = k.programId(0);
-  r.row = pid / double(C);
-  r.rank = pid - r.row * double(C);
+  r.row = row;
+  r.rank = k.programId(0) - (k.programId(0) / double(C)) * double(C);
   Value rowOffset = r.row.to(DType::I64) * rowStride;
   r.s = student + rowOffset;
   r.t = teacher + rowOffset;
@@ -211,10 +224,12 @@ struct RowStats {
   Value targetLogit; ///< the student's logit at y, as f32
   /// log2SoftmaxFast's offsets, with FAST_LOG2.
   Value offsetS, offsetT;
-  /// With FAST_LOG2, whether this program's pass 2 signs (and so its share
-  /// of sigma) came from the fast form; null without.
+  /// With FAST_LOG2, whether this row's pass 2 signs (and so sigma) came
+  /// from the fast form; null without.
   Value fastSigns;
-  /// With KEEP, whether this program's slice has no tie (log2 p = log2 q).
+  /// With KEEP, whether every kept p sign(p - q) of this program's slice
+  /// holds p: after the fast walk (which signs a rounding tie +p), or after
+  /// an exact walk that met no tie (log2 p = log2 q, sign 0).
   Value noTies;
 
   /// log2 p and log2 q of x in the fast form (log2SoftmaxFast) or the
@@ -437,22 +452,29 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   } else {
     // The fast form's sign copy gives a tie (gap +0) +p (+q in the max
     // form), and its offsets round too much beyond kFastLog2Max: those
-    // slices walk pass 2 again in the exact form (the student from memory
+    // rows walk pass 2 again in the exact form (the student from memory
     // where the KEEP array now holds p sign(p - q)), which gives a teacher
     // equal to the student exactly 0. A second walk, of one tile per step,
     // not a branch around the fast one: either way ptxas spilled in the
     // loss + gradient kernel.
+    //
+    // Ties are looked for per row, not per element: with the student's and
+    // the teacher's offsets apart, a gap of exactly 0 is a rounding tie,
+    // whose fp64 sign is either way (as for any |gap| within rounding), so
+    // +p is as right as 0. Equal offsets (a teacher equal to the student,
+    // or one that differs only where p = q = 0) take the exact walk. One
+    // min per pair less in the fast walk, and no block reduction after it.
     st.offsetS = log2Offset(st.maxS, st.logSumS);
     st.offsetT = log2Offset(st.maxT, st.logSumT);
     Value fastLogs =
         abs(st.offsetS) < kFastLog2Max && abs(st.offsetT) < kFastLog2Max;
-    pass2(/*fast=*/true, maxForm, /*ties=*/true, walk);
+    pass2(/*fast=*/true, maxForm, /*ties=*/false, walk);
     if (maxForm) {
       inMax = k.constant(1, DType::F32);
       tvdLess = massS + massT;
       sigLess = massS;
     }
-    st.fastSigns = fastLogs && noTie();
+    st.fastSigns = fastLogs && st.offsetS != st.offsetT;
     Var noTies = st.fastSigns;
     k.ifThen(!st.fastSigns, [&] {
       Walk exact = walk;
@@ -491,17 +513,11 @@ DType keptType(DType dtype) {
   return dtype == DType::BF16 ? DType::BF16 : DType::F32;
 }
 
-TileModule buildForwardCluster(const Config &c) {
-  KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
-  applyAligned(k);
-  CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
-  RowSlice r = rowSlice(k, args.student, args.teacher, args.target, args.V,
-                        args.rowStride, args.ignoreIndex);
+/// The forward of one row: its seven results, stored by the cluster's first
+/// program.
+void forwardRow(KernelBuilder &k, const CeTvdForwardArgs &args,
+                const RowSlice &r, const SliceKeeping &keeping) {
   flagBadTarget(k, r, args.badTarget);
-  // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
-  SliceKeeping keeping;
-  if (k.param("KEEP"))
-    keeping.studentCopy = k.sharedArray(k.param("SLICE"), keptType(c.dtype));
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero, sigma = zero;
   Var maxS = zero, logSumS = zero, maxT = zero, logSumT = zero;
@@ -518,6 +534,21 @@ TileModule buildForwardCluster(const Config &c) {
   k.ifThen(r.rank == 0.0, [&] {
     storeRowOutputs(k, args, r.row,
                     {ce, tvd, sigma, maxS, logSumS, maxT, logSumT});
+  });
+}
+
+TileModule buildForwardCluster(const Config &c) {
+  KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
+  applyAligned(k);
+  CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
+  // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
+  SliceKeeping keeping;
+  if (k.param("KEEP"))
+    keeping.studentCopy = k.sharedArray(k.param("SLICE"), keptType(c.dtype));
+  forEachRow(k, args.BT, [&](Value row) {
+    RowSlice r = rowSlice(k, row, args.student, args.teacher, args.target,
+                          args.V, args.rowStride, args.ignoreIndex);
+    forwardRow(k, args, r, keeping);
   });
   return k.finish();
 }
@@ -544,7 +575,8 @@ TileModule buildLossGrad(const Config &c) {
   Value gradStride = k.scalarArg("grad_stride", DType::I64);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
 
-  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
+  RowSlice r = rowSlice(k, k.programId(0) / double(k.clusterSize()), student,
+                        teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value kept;
@@ -754,7 +786,8 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            "1: pass 2 forms log2 p and log2 q in one fma each and signs p "
            "by a sign copy (where no p sign is kept: one exp2 of "
            "max(log2 p, log2 q) per pair), walking again in the exact form "
-           "where a slice has a tie or a row's offsets are 128 or more; 0: "
+           "where a row's student and teacher offsets are equal (a tie is then "
+           "likely) or 128 or more; 0: "
            "the exact form only. By default 1 for bf16 only (f16 and f32 "
            "ran no faster or slower with it)",
            /*tuned=*/false},
@@ -889,6 +922,15 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
                     "1: a shared array keeps the student's slice from pass 1, "
                     "so pass 2 re-reads only the teacher; by default 1 where "
                     "it fits in shared memory"});
+  // PERSISTENT=1 was slower on the H200 with any number of clusters
+  // (bench/results/2026-11-30-cetvd-session21.md), so the tuner leaves it.
+  params.push_back({"PERSISTENT",
+                    {0, 1},
+                    0,
+                    "1: a persistent kernel, no more clusters than the GPU "
+                    "runs at once, each walking rows c, c + G, ...; 0: a "
+                    "cluster per row",
+                    /*tuned=*/false});
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "(sm_90)",

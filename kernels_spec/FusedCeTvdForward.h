@@ -18,7 +18,8 @@ struct CeTvdForwardArgs {
   dsl::Value student, teacher, target;
   /// ce, tvd, sigma, max_s, logsum_s, max_t, logsum_t: f32 (BT)
   std::array<dsl::Value, 7> rowOutputs;
-  dsl::Value badTarget, V, rowStride, ignoreIndex;
+  /// BT: the rows (i32), which the persistent cluster kernel walks.
+  dsl::Value badTarget, V, rowStride, ignoreIndex, BT;
 };
 
 /// Declares the forward kernels' arguments, in their order.
@@ -35,6 +36,7 @@ inline CeTvdForwardArgs declareForwardArgs(dsl::KernelBuilder &k, DType dtype) {
   a.V = k.scalarArg("V", DType::I32);
   a.rowStride = k.scalarArg("row_stride", DType::I64);
   a.ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  a.BT = k.scalarArg("BT", DType::I32);
   return a;
 }
 

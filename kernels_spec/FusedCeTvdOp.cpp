@@ -212,7 +212,11 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
   TileModule fwd = buildKernel(options.forwardKernel, in, options.overrides,
                                nullptr, &cluster);
   optimizeTile(fwd);
-  interpret(fwd.operation(), fwd.kernelName(), Grid{in.BT * cluster, 1, 1},
+  // A persistent forward gets fewer clusters than rows, as on a GPU.
+  const int64_t kCpuPersistentClusters = 3;
+  int64_t clusters =
+      fwd.persistent() ? std::min(in.BT, kCpuPersistentClusters) : in.BT;
+  interpret(fwd.operation(), fwd.kernelName(), Grid{clusters * cluster, 1, 1},
             args(false));
   Grid grid{in.BT, 1, 1};
   throwIfBadTarget(in, h.badTarget);
@@ -266,15 +270,16 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
     CompiledKernel k = compileCached(buildKernel(name, in, set, config), copts);
     const cuda::Function &f = loaded.function(k);
     *ms = msSince(t0);
-    return std::make_tuple(k.threads, k.clusterSize,
+    return std::make_tuple(k.threads, gridPrograms(k, f, in.BT),
                            static_cast<size_t>(k.dynamicSharedBytes), f);
   };
-  auto [fwdThreads, fwdCluster, fwdShared, fwdF] =
+  auto [fwdThreads, fwdPrograms, fwdShared, fwdF] =
       jit(options.forwardKernel, fwdSet, &out.forwardConfig, &out.forwardJitMs);
-  auto [bwdThreads, bwdCluster, bwdShared, bwdF] =
+  auto [bwdThreads, bwdPrograms, bwdShared, bwdF] =
       jit("fused_ce_tvd_bwd", bwdSet, &out.backwardConfig, &out.backwardJitMs);
 
   out.device = device.name();
+  out.forwardPrograms = fwdPrograms;
   HostBuffers h;
   hostBuffers(h, in, gCe, gTvd, out);
   std::vector<cuda::DeviceBuffer> dev;
@@ -291,12 +296,12 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   auto fwdArgs = launchArgs(false, scalars, ptrs.data());
   auto bwdArgs = launchArgs(true, scalars, ptrs.data());
   auto launchFwd = [&] {
-    cuda::launch(fwdF, {static_cast<unsigned>(in.BT * fwdCluster)},
+    cuda::launch(fwdF, {static_cast<unsigned>(fwdPrograms)},
                  {static_cast<unsigned>(fwdThreads)}, fwdShared, nullptr,
                  fwdArgs);
   };
   auto launchBwd = [&] {
-    cuda::launch(bwdF, {static_cast<unsigned>(in.BT * bwdCluster)},
+    cuda::launch(bwdF, {static_cast<unsigned>(bwdPrograms)},
                  {static_cast<unsigned>(bwdThreads)}, bwdShared, nullptr,
                  bwdArgs);
   };

@@ -31,7 +31,9 @@ const char *const kNames[NumBufs] = {
     "logsum_s", "max_t",   "logsum_t", "bad_target", "g_ce", "g_tvd", "grad"};
 
 /// A compiled and loaded kernel.
-struct Kernel : TuneCandidate, OwnModuleKernel {};
+struct Kernel : TuneCandidate, OwnModuleKernel {
+  int64_t programs = 0; ///< the grid over the batch's rows, once loaded
+};
 
 /// Index of the first Inf/NaN element of a dtype buffer, or -1.
 int64_t firstNonFinite(const uint8_t *data, DType dtype, int64_t n) {
@@ -100,13 +102,14 @@ public:
 
   KernelResources load(Kernel &k) const {
     k.load();
+    k.programs = gridPrograms(k.compiled, k.fn, In.BT);
     return candidateResources(k.compiled, k.fn);
   }
 
   void launchAsync(const Kernel &k) {
     std::vector<void *> args =
         launchArgs(k.compiled.name == kBwd, ScalarArgs, Ptrs);
-    cuda::launch(k.fn, {static_cast<unsigned>(In.BT * k.compiled.clusterSize)},
+    cuda::launch(k.fn, {static_cast<unsigned>(k.programs)},
                  {static_cast<unsigned>(k.compiled.threads)},
                  static_cast<size_t>(k.compiled.dynamicSharedBytes), nullptr,
                  args);

@@ -126,7 +126,8 @@ std::string CacheKey::hex() const { return blake3Hex(canonical()); }
 
 namespace {
 
-constexpr int kFormat = 2; // 2: dynamic_shared_bytes, in the checksum too
+// 2: dynamic_shared_bytes, in the checksum too; 3: persistent, also there.
+constexpr int kFormat = 3;
 const char *const kMeta = "meta.json";
 const char *const kTmpPrefix = ".tmp-";
 const char *const kTrashPrefix = ".trash-";
@@ -155,13 +156,13 @@ payload(const CompiledKernel &k) {
 }
 
 /// One checksum over the whole entry: its key, the kernel name, thread
-/// count, cluster size and shared bytes that meta.json records, then name,
-/// size and bytes of each file.
+/// count, cluster size, persistence and shared bytes that meta.json records,
+/// then name, size and bytes of each file.
 std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
   llvm::BLAKE3 h;
   h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":" +
-           std::to_string(k.clusterSize) + ":" +
-           std::to_string(k.dynamicSharedBytes) + ":");
+           std::to_string(k.clusterSize) + ":" + std::to_string(k.persistent) +
+           ":" + std::to_string(k.dynamicSharedBytes) + ":");
   for (const auto &[name, bytes] : payload(k)) {
     h.update(name + ":" + std::to_string(bytes.size()) + ":");
     h.update(bytes);
@@ -340,6 +341,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   k.name = str("kernel");
   k.threads = meta->getInteger("threads").value_or(0);
   k.clusterSize = meta->getInteger("cluster_size").value_or(0);
+  k.persistent = meta->getBoolean("persistent").value_or(false);
   k.dynamicSharedBytes = meta->getInteger("dynamic_shared_bytes").value_or(0);
   for (const PayloadFile &f : kTextFiles)
     if (!readFile(entry / f.name, k.*f.text))
@@ -477,6 +479,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"nvrtc_version", field("nvrtc_version")},
       {"threads", k.threads},
       {"cluster_size", k.clusterSize},
+      {"persistent", k.persistent},
       {"dynamic_shared_bytes", k.dynamicSharedBytes},
       {"resources", cubinResources(k.cubin, k.name)},
       {"compile_us", llvm::json::Object{{"mlir", int64_t(k.mlirMs * 1000)},
@@ -709,6 +712,20 @@ cuda::Function entryPoint(const cuda::Module &module,
   if (kernel.clusterSize > 8)
     fn.allowNonPortableClusterSize();
   return fn;
+}
+
+int64_t gridPrograms(const CompiledKernel &kernel, const cuda::Function &fn,
+                     int64_t clusters) {
+  if (kernel.persistent) {
+    int64_t resident = fn.maxActiveClusters(
+        kernel.threads, kernel.dynamicSharedBytes, kernel.clusterSize);
+    // TILEJIT_PERSISTENT_CLUSTERS=n (experiments): n clusters instead.
+    if (const char *n = std::getenv("TILEJIT_PERSISTENT_CLUSTERS"))
+      resident = std::max(1, std::atoi(n));
+    log()->info("{}: {} clusters run at once", kernel.name, resident);
+    clusters = std::min(clusters, resident);
+  }
+  return clusters * kernel.clusterSize;
 }
 
 const cuda::Function &LoadedKernels::function(const CompiledKernel &kernel) {

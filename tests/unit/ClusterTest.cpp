@@ -142,14 +142,16 @@ TEST(Cluster, CudaUsesClusterDimsAndDistributedSharedMemory) {
   EXPECT_EQ(k.ptx.find("barrier.cluster.arrive.release"), std::string::npos);
   std::string log;
   EXPECT_TRUE(nvrtc::ptxasAccepts(k.ptx, "sm_90", &log)) << log;
-  // In a loop: the barrier form, reading the peers' slots (DSMEM).
+  // In a loop: the same pushes, on two mbarriers used in turn (waits of
+  // either parity), still without a cluster barrier per combine.
   CompiledKernel loop =
       compile(clusterLoopKernel(4), {"sm_90", Stage::Ptx, {}});
-  EXPECT_NE(loop.cuda.find("tj_cluster_reduce<4, tj_sum_op>"),
+  EXPECT_NE(loop.cuda.find("tj_cluster_reduce_loop<4, tj_sum_op>"),
             std::string::npos);
-  EXPECT_NE(loop.ptx.find("ld.shared::cluster"), std::string::npos);
-  EXPECT_NE(loop.ptx.find("barrier.cluster.arrive.release"), std::string::npos);
+  EXPECT_NE(loop.cuda.find("tj_cluster_reduce_once<4, tj_max_op>"),
+            std::string::npos);
   EXPECT_NE(loop.ptx.find("st.async.shared::cluster"), std::string::npos);
+  EXPECT_EQ(loop.ptx.find("barrier.cluster.arrive.release"), std::string::npos);
   EXPECT_TRUE(nvrtc::ptxasAccepts(loop.ptx, "sm_90", &log)) << log;
   // Clusters need sm_90: an older target gets our message, not a crash.
   try {
@@ -217,6 +219,82 @@ TEST(ClusterGpu, ReduceInALoopMatchesTheInterpreter) {
     for (int64_t p = 0; p < programs; ++p) {
       EXPECT_EQ(want[p], clusterLoopExpected(C, p)) << C << " " << p;
       EXPECT_EQ(got[p], clusterLoopExpected(C, p)) << C << " " << p;
+    }
+  }
+}
+
+/// kRounds rounds of cluster sums with the programs out of step: in round
+/// i, program p first spins (3 i + 5 p) % 16 * 8 loop steps, then combines
+/// r + 1 + C (i % 4) (every round; r is p's rank in its cluster of C) and
+/// r + i (every third round: a combine under a branch, counting its own
+/// runs). out[p] gets the sum of the first combines' results over the
+/// rounds, out[programs + p] that of the second (exact in f32). A peer that
+/// pushed a round into a buffer still being read, or bytes into an mbarrier
+/// phase not yet completed, shows as a wrong sum or a hang.
+constexpr int64_t kRounds = 300;
+TileModule clusterStressKernel(int64_t cluster) {
+  KernelBuilder k("cluster_stress", clusterConfig(cluster));
+  Value out = k.pointerArg("out", DType::F32);
+  Value pid = k.programId(0);
+  Value programs = k.numPrograms(0);
+  Value zero = k.constant(0, DType::F32);
+  Var every = zero, third = zero, spin = zero;
+  Value rank = pid - (pid / double(cluster)) * double(cluster);
+  k.forRange(0, k.constant(kRounds, DType::I32), 1, [&](Value i) {
+    Value n = i * 3.0 + pid * 5.0;
+    Value steps = (n - (n / 16.0) * 16.0) * 8.0;
+    k.forRange(0, steps, 1, [&](Value) { spin = spin * 0.5 + 1.0; });
+    Value x = rank + 1.0 + (i - (i / 4.0) * 4.0) * double(cluster);
+    every = every + k.clusterReduce(KernelBuilder::ClusterOp::Sum,
+                                    {x.to(DType::F32)})[0];
+    k.ifThen(i - (i / 3.0) * 3.0 == 0.0, [&] {
+      third = third + k.clusterReduce(KernelBuilder::ClusterOp::Sum,
+                                      {(rank + i).to(DType::F32)})[0];
+    });
+  });
+  // spin is at most 2: adding 0 x spin keeps the spinning alive.
+  k.store(out, pid, every + spin * 0.0);
+  k.store(out, programs + pid, third);
+  return k.finish();
+}
+
+/// What every program of clusterStressKernel writes: {every, third}.
+std::pair<float, float> clusterStressExpected(int64_t C) {
+  int64_t every = 0, third = 0;
+  for (int64_t i = 0; i < kRounds; ++i) {
+    every += C * (C + 1) / 2 + C * C * (i % 4);
+    if (i % 3 == 0)
+      third += C * (C - 1) / 2 + C * i;
+  }
+  return {float(every), float(third)};
+}
+
+TEST(Cluster, ReduceInALoopOutOfStepCombinesEachRound) {
+  const int64_t C = 2, programs = 4;
+  TileModule m = clusterStressKernel(C);
+  optimizeTile(m);
+  std::vector<float> out(2 * programs, -1.f);
+  interpret(m.operation(), "cluster_stress", {programs, 1, 1},
+            {InterpBuffer{out.data(), DType::F32, 2 * programs}});
+  for (int64_t p = 0; p < programs; ++p) {
+    EXPECT_EQ(out[p], clusterStressExpected(C).first) << p;
+    EXPECT_EQ(out[programs + p], clusterStressExpected(C).second) << p;
+  }
+}
+
+TEST(ClusterGpu, ReduceInALoopOutOfStepMatchesTheSums) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
+  for (int64_t C : {2, 8, 16}) {
+    const int64_t programs = 64 * C;
+    cuda::DeviceBuffer out(2 * programs * sizeof(float));
+    runOnGpu(device, clusterStressKernel(C), programs, {&out});
+    std::vector<float> got(2 * programs);
+    out.copyToHost(got.data(), got.size() * sizeof(float));
+    for (int64_t p = 0; p < programs; ++p) {
+      EXPECT_EQ(got[p], clusterStressExpected(C).first) << C << " " << p;
+      EXPECT_EQ(got[programs + p], clusterStressExpected(C).second)
+          << C << " " << p;
     }
   }
 }

@@ -804,6 +804,57 @@ TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
   EXPECT_THROW(forwardKernelFor("twopass"), Error);
 }
 
+/// The cluster forward of `in` with `overrides` and upstream gradients of 1
+/// in the interpreter, checked against the fp64 reference.
+CeTvdOutputs checkedClusterForward(const ref::CeTvdInputs &in,
+                                   const std::vector<std::string> &overrides) {
+  std::vector<float> ones(in.BT, 1.f);
+  CeTvdRunOptions o;
+  o.forwardKernel = forwardKernelFor("cluster");
+  o.overrides = overrides;
+  CeTvdOutputs out = runCeTvdCpu(in, ones, ones, o);
+  CeTvdCheck c = checkCeTvd(in, ones, ones, out);
+  EXPECT_TRUE(c.passed) << c.summary;
+  EXPECT_EQ(c.rowsChecked, in.BT);
+  return out;
+}
+
+// PERSISTENT: the interpreter runs 3 clusters over 7 or 8 rows (two or
+// three rows each, row 6 ignored), so each combine and the KEEP array are
+// used again row after row. The results are those of a cluster per row, bit
+// for bit: the same operations in the same order.
+TEST(CeTvdClusterForward, PersistentClustersWalkSeveralRows) {
+  struct Run {
+    int64_t BT, V;
+    DType dt;
+    std::vector<std::string> overrides;
+  };
+  for (const Run &run :
+       {Run{7,
+            5001,
+            DType::BF16,
+            {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}},
+        Run{8,
+            3001,
+            DType::F32,
+            {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4", "KEEP=0",
+             "UNROLL=1"}},
+        Run{7, 30001, DType::BF16, {}}}) {
+    SCOPED_TRACE(dtypeName(run.dt) + std::string(" V ") +
+                 std::to_string(run.V));
+    ref::CeTvdInputs in = ref::makeCeTvdInputs(run.BT, run.V, run.dt, 5);
+    CeTvdOutputs perRow = checkedClusterForward(in, run.overrides);
+    std::vector<std::string> persistent = run.overrides;
+    persistent.push_back("PERSISTENT=1");
+    CeTvdOutputs walked = checkedClusterForward(in, persistent);
+    EXPECT_EQ(walked.ce, perRow.ce);
+    EXPECT_EQ(walked.tvd, perRow.tvd);
+    EXPECT_EQ(walked.sigma, perRow.sigma);
+    EXPECT_EQ(walked.lseS, perRow.lseS);
+    EXPECT_EQ(walked.lseT, perRow.lseT);
+  }
+}
+
 class CeTvdReducedGpu : public ::testing::TestWithParam<Case> {
 protected:
   void SetUp() override { TILEJIT_SKIP_WITHOUT_GPU(); }
