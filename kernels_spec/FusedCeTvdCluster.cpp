@@ -742,12 +742,14 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 /// PREFETCH_L2 (1 step ahead in the reduced kernel, 2 in the forward): 1.120
 /// to 1.110 ms and 0.852 to 0.835 ms
 /// (bench/results/2026-11-30-cetvd-session17.md); its other values are
-/// left to --set. FAST_LOG2 (pass 2 in one fma per log-probability) by
-/// dtype: bf16 1.111 to 1.077 ms and 0.835 to 0.820 ms; f16 no faster, fp32
-/// 1-2.5% slower (bench/results/2026-11-30-cetvd-session18.md). With it,
-/// pass 2 takes one exp per pair where it keeps no p sign (the max form):
-/// the bf16 forward 0.818-0.825 to 0.781-0.795 ms
-/// (bench/results/2026-11-30-cetvd-session19.md).
+/// left to --set. FAST_LOG2 (pass 2 in one fma per log-probability): bf16
+/// 1.111 to 1.077 ms and 0.835 to 0.820 ms
+/// (bench/results/2026-11-30-cetvd-session18.md). With it, pass 2 takes one
+/// exp per pair where it keeps no p sign (the max form): the bf16 forward
+/// 0.818-0.825 to 0.781-0.795 ms
+/// (bench/results/2026-11-30-cetvd-session19.md). Since its walk looks for
+/// ties per row, not per pair, it is faster for f16 and fp32 too (it was
+/// bf16's alone before: bench/results/2026-11-30-cetvd-session21.md).
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
                                      int64_t copyAhead, int64_t prefetch,
                                      const char *clusterHelp) {
@@ -787,9 +789,7 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            "by a sign copy (where no p sign is kept: one exp2 of "
            "max(log2 p, log2 q) per pair), walking again in the exact form "
            "where a row's student and teacher offsets are equal (a tie is then "
-           "likely) or 128 or more; 0: "
-           "the exact form only. By default 1 for bf16 only (f16 and f32 "
-           "ran no faster or slower with it)",
+           "likely) or 128 or more; 0: the exact form only",
            /*tuned=*/false},
           {"REGISTER_BUDGET",
            {48, 64},
@@ -881,8 +881,6 @@ void deriveLossGrad(dsl::Config &c,
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
                      const std::set<std::string> &overridden) {
-  if (!overridden.count("FAST_LOG2"))
-    c.params["FAST_LOG2"] = c.dtype == DType::BF16;
   auto v = shape.find("V");
   if (v == shape.end())
     return;
