@@ -251,12 +251,11 @@ __device__ __forceinline__ void tj_cluster_reduce_loop(T *slots,
   tj_cluster_push<C>(slots + b * C * N, bars + b, v);
   tj_cluster_combine<C, Op>(slots + b * C * N, bars + b, (k >> 1) & 1, v);
 }
-// Thread 0 initializes the K mbarriers of tj_cluster_reduce_once (one
-// arrival each) and every thread arrives at a cluster barrier, whose wait
-// (tj_cluster_init_wait, before the first store to a peer, or at the end
-// for a block that made none) makes them visible to every block. The loads
-// before the first combine run meanwhile. A kernel that also combines in a
-// loop waits at once, since the barrier form arrives at the same barrier.
+// Thread 0 initializes the K mbarriers of tj_cluster_reduce_once and
+// tj_cluster_reduce_loop (one arrival each) and every thread arrives at a
+// cluster barrier, whose wait (tj_cluster_init_wait, before the first store
+// to a peer, or at the end for a block that made none) makes them visible
+// to every block. The loads before the first combine run meanwhile.
 template <int K>
 __device__ __forceinline__ void tj_cluster_mbarriers_init(unsigned long long *bars) {
   if (threadIdx.x == 0) {

@@ -168,10 +168,11 @@ def Tile_ClusterReduceOp : Tile_Op<"cluster_reduce"> {
     over the programs of the cluster in program order, so every program gets
     bit-identical results. Every program of the cluster must reach the op
     (each waits for the values of all the others); operands must be uniform
-    in a program. Outside loops the CUDA code pushes the values to every
-    program's mbarrier (st.async) and needs no cluster barrier of its own
-    (one at the kernel's start covers the mbarriers' setup); in a loop it
-    also waits at one until every program has read the round's values.
+    in a program. The CUDA code pushes the values to every program's
+    mbarrier (st.async) and needs no cluster barrier of its own (one at the
+    kernel's start covers the mbarriers' setup); in a loop each op uses two
+    slot buffers and two mbarriers in turn, with a block barrier before
+    each push.
   }];
   let arguments = (ins ReduceKind:$kind, Variadic<AnyTypeOf<[I32, I64, F32]>>:$srcs);
   let results = (outs Variadic<AnyTypeOf<[I32, I64, F32]>>:$results);

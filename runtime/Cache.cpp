@@ -722,7 +722,7 @@ int64_t gridPrograms(const CompiledKernel &kernel, const cuda::Function &fn,
     // TILEJIT_PERSISTENT_CLUSTERS=n (experiments): n clusters instead.
     if (const char *n = std::getenv("TILEJIT_PERSISTENT_CLUSTERS"))
       resident = std::max(1, std::atoi(n));
-    log()->info("{}: {} clusters run at once", kernel.name, resident);
+    log()->debug("{}: {} clusters at once", kernel.name, resident);
     clusters = std::min(clusters, resident);
   }
   return clusters * kernel.clusterSize;

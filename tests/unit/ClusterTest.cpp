@@ -52,9 +52,9 @@ TileModule clusterKernel(int64_t cluster, bool diverge = false) {
 }
 
 /// out[pid] = the sum over i < 3 of the cluster's sum of (pid + i + 1), plus
-/// the cluster's max of pid + 1: a cluster_reduce in a loop, which the CUDA
-/// code must not let a block run again before every block has read the
-/// previous round's slots, and one outside it (the mbarrier form).
+/// the cluster's max of pid + 1: a cluster_reduce in a loop, whose CUDA code
+/// must not let a block push a round into slots a peer still reads, and one
+/// outside it.
 TileModule clusterLoopKernel(int64_t cluster) {
   KernelBuilder k("cluster_loop", clusterConfig(cluster));
   Value out = k.pointerArg("out", DType::F32);
