@@ -75,6 +75,9 @@ void validateInputs(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
   if (in.BT <= 0)
     throw Error("fused_ce_tvd: empty batch (BT = " + std::to_string(in.BT) +
                 ")");
+  if (in.BT > std::numeric_limits<int32_t>::max())
+    throw Error("fused_ce_tvd: BT = " + std::to_string(in.BT) +
+                " must be below 2^31");
   if (in.V <= 0 || in.V > std::numeric_limits<int32_t>::max())
     throw Error("fused_ce_tvd: vocab V = " + std::to_string(in.V) +
                 " must be in [1, 2^31)");

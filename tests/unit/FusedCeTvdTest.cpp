@@ -207,6 +207,17 @@ TEST(CeTvdErrors, EmptyBatchAndMismatchedShapes) {
   ref::CeTvdInputs empty = in;
   empty.BT = 0;
   EXPECT_THROW(runCeTvdCpu(empty, {}, {}, {}), Error);
+  // The forward takes BT as an i32 argument.
+  ref::CeTvdInputs tall = in;
+  tall.BT = int64_t(1) << 31;
+  try {
+    runCeTvdCpu(tall, {}, {}, {});
+    FAIL() << "BT = 2^31 ran";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("must be below 2^31"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CeTvdForward, AutoPicksTheClusterKernelFromSm90) {
