@@ -788,7 +788,7 @@ void KernelBuilder::assumeAlignedVectors() {
   k.func->setAttr(attr::kAlignedVectors, mlir::UnitAttr::get(k.ctx.get()));
 }
 
-void KernelBuilder::persistent() {
+void KernelBuilder::markPersistent() {
   impl_->func->setAttr(attr::kPersistent, impl_->b.getUnitAttr());
 }
 

@@ -50,7 +50,6 @@ void forEachRow(KernelBuilder &k, Value BT,
   Value cluster = k.programId(0) / C;
   if (!k.param("PERSISTENT"))
     return body(cluster);
-  k.persistent();
   k.forRange(cluster, BT, k.numPrograms(0) / C, body);
 }
 
@@ -256,7 +255,7 @@ void inSignForm(KernelBuilder &k, const RowStats &st,
 /// KEEP): with `studentCopy` set, pass 1 copies the student's slice there
 /// and pass 2 reads it back from there; `keep(tile, p sign(p - q))` runs in
 /// each pass 2 walk for each tile (the last walk's values stay). Pass 3
-/// reads them only where the slice has no tie.
+/// reads them unless pass 2 took its exact walk and met a tie there.
 struct SliceKeeping {
   Value studentCopy;
   std::function<void(const SliceTile &, Value signedP)> keep;
@@ -541,6 +540,8 @@ TileModule buildForwardCluster(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
   applyAligned(k);
   CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
+  if (k.param("PERSISTENT"))
+    k.markPersistent();
   // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
   SliceKeeping keeping;
   if (k.param("KEEP"))
@@ -590,8 +591,9 @@ TileModule buildLossGrad(const Config &c) {
         // KEEP: the array holds the student's slice from pass 1 for pass 2,
         // then each element's p sign(p - q) from pass 2 for pass 3, at its
         // place in the slice and read back by the lane that wrote it. A tie
-        // (log2 p = log2 q, sign 0) loses p, so a slice with one re-reads
-        // its inputs in pass 3 (also one whose tie has p = 0, needlessly).
+        // of the exact walk (log2 p = log2 q, sign 0) loses p, so a slice
+        // with one re-reads its inputs in pass 3 (also one whose tie has
+        // p = 0, needlessly).
         SliceKeeping keeping;
         if (kept.valid()) {
           keeping.studentCopy = kept;
@@ -617,11 +619,16 @@ TileModule buildLossGrad(const Config &c) {
         auto gradFromLogits = [&](bool fast) {
           forEachTile(k, r, [&](const SliceTile &x) {
             // One exp per element: the sign of p - q comes from log2 p and
-            // log2 q in the form pass 2's did, from their difference (which
-            // has the same sign: it is never subnormal, see
+            // log2 q in the form pass 2's did, as pass 2 took it: the sign
+            // bit of their difference in the fast form (a +0 gap is +, as
+            // copysign gave sigma), three-way in the exact form (the
+            // difference has the sign of p - q: it is never subnormal, see
             // signedByDifference).
             Value lp = st.log2P(x.s, fast), lq = st.log2Q(x.t, fast);
-            Value c = where(lp > lq, cAbove, where(lp < lq, cBelow, cTie));
+            Value c =
+                fast ? where(copysign(k.constant(1, DType::F32), lp - lq) > 0.0,
+                             cAbove, cBelow)
+                     : where(lp > lq, cAbove, where(lp < lq, cBelow, cTie));
             k.store(g, x.offs, exp2(lp) * c, x.mask);
           });
         };
@@ -809,8 +816,10 @@ int64_t sliceOf(const dsl::Config &c, int64_t V) {
 }
 
 /// Shared memory the cluster kernels take besides the KEEP array (block
-/// reductions and cluster slots: a few hundred bytes), rounded up.
-constexpr int64_t kStaticSharedBytes = 1024;
+/// reductions, cluster slots and mbarriers), rounded up: 864 bytes at most
+/// (clusters of 16), 1472 for the persistent forward, whose combines in a
+/// loop take two slot buffers each.
+constexpr int64_t kStaticSharedBytes = 2048;
 
 /// The largest KEEP array a program can have.
 constexpr int64_t kMaxKeptBytes = kMaxSharedArrayBytes - kStaticSharedBytes;
@@ -949,7 +958,8 @@ KernelSpec fusedCeTvdLossGradSpec() {
                     "1: a shared array keeps the student's slice from pass 1 "
                     "(pass 2 re-reads only the teacher), then p sign(p - q) "
                     "from pass 2, rounded to the gradient's dtype (pass 3 "
-                    "re-reads nothing unless the slice has a tie); 0: passes "
+                    "re-reads nothing unless pass 2 took its exact form and "
+                    "met a tie); 0: passes "
                     "2 and 3 re-read both inputs. By default 1 where the "
                     "array fits in shared memory"});
   KernelSpec s{"fused_ce_tvd_loss_grad",

@@ -18,8 +18,8 @@ struct CeTvdForwardArgs {
   dsl::Value student, teacher, target;
   /// ce, tvd, sigma, max_s, logsum_s, max_t, logsum_t: f32 (BT)
   std::array<dsl::Value, 7> rowOutputs;
-  /// BT: the rows (i32), which the persistent cluster kernel walks.
-  dsl::Value badTarget, V, rowStride, ignoreIndex, BT;
+  dsl::Value badTarget, V, rowStride, ignoreIndex;
+  dsl::Value BT; ///< the rows (i32), which the persistent cluster kernel walks
 };
 
 /// Declares the forward kernels' arguments, in their order.

@@ -721,7 +721,9 @@ int64_t gridPrograms(const CompiledKernel &kernel, const cuda::Function &fn,
         kernel.threads, kernel.dynamicSharedBytes, kernel.clusterSize);
     // TILEJIT_PERSISTENT_CLUSTERS=n (experiments): n clusters instead.
     if (const char *n = std::getenv("TILEJIT_PERSISTENT_CLUSTERS"))
-      resident = std::max(1, std::atoi(n));
+      if (llvm::StringRef(n).getAsInteger(10, resident) || resident < 1)
+        throw Error(std::string("TILEJIT_PERSISTENT_CLUSTERS=") + n +
+                    ": expected a number of clusters, 1 or more");
     log()->debug("{}: {} clusters at once", kernel.name, resident);
     clusters = std::min(clusters, resident);
   }

@@ -24,7 +24,7 @@ public:
                           const std::string &kernelName);
 
   const std::string &kernelName() const;
-  /// Whether the kernel is persistent (KernelBuilder::persistent).
+  /// Whether the kernel is persistent (KernelBuilder::markPersistent).
   bool persistent() const;
   /// The IR as text (MLIR's generic-free pretty form, with locations off).
   std::string str() const;

@@ -704,7 +704,8 @@ TEST(CeTvdCluster, Bf16NaNTeacherLeavesTheStudentsCeRight) {
 // A teacher equal to the student gives exactly zero TVD and sigma, and no
 // TVD gradient, in both cluster kernels; so does one that differs only
 // where p = q = 0 (row 1: -1000 against -2000), all of whose other elements
-// tie. Pass 2's fast form signs a tie +p, so it must take those slices again.
+// tie. Pass 2's fast form signs a tie +p, so such rows (equal offsets) must
+// take the exact walk.
 TEST(CeTvdCluster, TiesGiveExactlyZeroTvdInBothKernels) {
   const int64_t BT = 3, V = 3000;
   ref::CeTvdInputs in = ref::makeCeTvdInputs(BT, V, DType::BF16, 11);
@@ -733,6 +734,53 @@ TEST(CeTvdCluster, TiesGiveExactlyZeroTvdInBothKernels) {
           << (inPlace ? "in place" : "separate gradient");
     }
   }
+}
+
+// A teacher that is the student shifted by 1 (exact in bf16 for these
+// integer logits) has p = q, but its offsets differ, so the fast form takes
+// it and its gaps come out 0 or a rounding either way. Pass 3 must sign each
+// element as sigma did, a gap of +0 as +: then the TVD gradient p (sign -
+// sigma) / 2 sums to 0 over the row, with the logits re-read (KEEP=0) or the
+// signs kept (KEEP=1), and the two agree. Signing a +0 gap 0 in pass 3
+// alone misses both by about p / 2 per such element.
+TEST(CeTvdCluster, ShiftedTeacherSignsTheGradientAsSigma) {
+  const int64_t BT = 4, V = 20000;
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(BT, V, DType::BF16, 3);
+  for (int64_t i = 0; i < BT * V; ++i) {
+    double s = std::round(loadAsDouble(in.student.data(), DType::BF16, i));
+    storeFromDouble(in.student.data(), DType::BF16, i, s);
+    storeFromDouble(in.teacher.data(), DType::BF16, i, s + 1);
+  }
+  ref::CeTvdForward f =
+      ref::ceTvdForward(in.student.data(), in.teacher.data(), DType::BF16,
+                        in.target.data(), BT, V, V);
+  auto p = [&](int64_t i) {
+    return std::exp(loadAsDouble(in.student.data(), DType::BF16, i) -
+                    f.lseS[i / V]);
+  };
+  std::vector<std::vector<double>> grads;
+  for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+    SCOPED_TRACE(keep);
+    CeTvdReducedOptions o = smallOptions();
+    o.overrides.push_back(keep);
+    o.overrides.push_back("FAST_LOG2=1");
+    o.alpha = 0; // the TVD term alone: gradient p (sign - sigma) / 2
+    o.mean = false;
+    CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+    std::vector<double> g(BT * V);
+    for (int64_t i = 0; i < BT * V; ++i)
+      g[i] = loadAsDouble(out.grad.data(), DType::BF16, i);
+    for (int64_t r = 0; r < BT; ++r) {
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v)
+        sum += g[r * V + v];
+      EXPECT_LE(std::fabs(sum), 1e-3) << "row " << r; // sum p / 2 = 0.5
+    }
+    grads.push_back(g);
+  }
+  for (int64_t i = 0; i < BT * V; ++i)
+    ASSERT_NEAR(grads[0][i], grads[1][i], 1e-2 * p(i) + 1e-9)
+        << "element " << i;
 }
 
 // Pass 2 forms log2 p in one fma (log2SoftmaxFast) in rows whose offsets
@@ -846,6 +894,11 @@ TEST(CeTvdClusterForward, PersistentClustersWalkSeveralRows) {
     CeTvdOutputs perRow = checkedClusterForward(in, run.overrides);
     std::vector<std::string> persistent = run.overrides;
     persistent.push_back("PERSISTENT=1");
+    const KernelSpec &spec = findKernel("fused_ce_tvd_fwd_cluster");
+    EXPECT_TRUE(spec.build(spec.config(run.dt, persistent, {{"V", run.V}}))
+                    .persistent());
+    EXPECT_FALSE(spec.build(spec.config(run.dt, run.overrides, {{"V", run.V}}))
+                     .persistent());
     CeTvdOutputs walked = checkedClusterForward(in, persistent);
     EXPECT_EQ(walked.ce, perRow.ce);
     EXPECT_EQ(walked.tvd, perRow.tvd);
@@ -853,6 +906,30 @@ TEST(CeTvdClusterForward, PersistentClustersWalkSeveralRows) {
     EXPECT_EQ(walked.lseS, perRow.lseS);
     EXPECT_EQ(walked.lseT, perRow.lseT);
   }
+}
+
+// On the GPU: with BT = 512 rows over the clusters that run at once (77 of
+// 8 programs on an H200), each cluster walks several rows; the results are
+// those of a cluster per row, bit for bit.
+TEST(CeTvdClusterForwardGpu, PersistentClustersWalkSeveralRows) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(512, 32000, DType::BF16, 5);
+  std::vector<float> ones(in.BT, 1.f);
+  CeTvdRunOptions o;
+  o.forwardKernel = forwardKernelFor("cluster");
+  o.overrides = {"CLUSTER_SIZE=8"};
+  o.iterations = 1;
+  CeTvdOutputs perRow = runCeTvdGpu(in, ones, ones, o);
+  o.overrides.push_back("PERSISTENT=1");
+  CeTvdOutputs walked = runCeTvdGpu(in, ones, ones, o);
+  EXPECT_LT(walked.forwardPrograms, in.BT * 8);
+  EXPECT_EQ(walked.ce, perRow.ce);
+  EXPECT_EQ(walked.tvd, perRow.tvd);
+  EXPECT_EQ(walked.sigma, perRow.sigma);
+  EXPECT_EQ(walked.lseS, perRow.lseS);
+  EXPECT_EQ(walked.lseT, perRow.lseT);
+  CeTvdCheck c = checkCeTvd(in, ones, ones, walked);
+  EXPECT_TRUE(c.passed) << c.summary;
 }
 
 class CeTvdReducedGpu : public ::testing::TestWithParam<Case> {

@@ -38,7 +38,7 @@ namespace attr {
 constexpr const char *kKernel = "tile.kernel";      // unit: this is a kernel
 constexpr const char *kNumWarps = "tile.num_warps"; // i64
 constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
-// unit: a persistent kernel (KernelBuilder::persistent), launched with no
+// unit: a persistent kernel (KernelBuilder::markPersistent), launched with no
 // more clusters than the GPU runs at once.
 constexpr const char *kPersistent = "tile.persistent";
 // i64: __launch_bounds__'s minimum blocks per SM (registers are capped to
