@@ -41,16 +41,20 @@ struct RowSlice {
   Value row, rank, s, t, y, V, start, end, ignored, inRange;
 };
 
+/// This program's cluster: program id / CLUSTER_SIZE.
+Value clusterId(KernelBuilder &k) {
+  return k.programId(0) / double(k.clusterSize());
+}
+
 /// body(row) for each row of this program's cluster: row c for cluster c,
 /// or with PERSISTENT (a persistent kernel) rows c, c + G, ... below BT for
 /// G clusters in the grid.
 void forEachRow(KernelBuilder &k, Value BT,
                 const std::function<void(Value row)> &body) {
-  const double C = double(k.clusterSize());
-  Value cluster = k.programId(0) / C;
+  Value cluster = clusterId(k);
   if (!k.param("PERSISTENT"))
     return body(cluster);
-  k.forRange(cluster, BT, k.numPrograms(0) / C, body);
+  k.forRange(cluster, BT, k.numPrograms(0) / double(k.clusterSize()), body);
 }
 
 /// The slice of `row` (an i32 scalar) this program walks.
@@ -59,7 +63,7 @@ RowSlice rowSlice(KernelBuilder &k, Value row, Value student, Value teacher,
   RowSlice r;
   const int64_t C = k.clusterSize(), SLICE = k.param("SLICE");
   r.row = row;
-  r.rank = k.programId(0) - (k.programId(0) / double(C)) * double(C);
+  r.rank = k.programId(0) - clusterId(k) * double(C);
   Value rowOffset = r.row.to(DType::I64) * rowStride;
   r.s = student + rowOffset;
   r.t = teacher + rowOffset;
@@ -576,8 +580,8 @@ TileModule buildLossGrad(const Config &c) {
   Value gradStride = k.scalarArg("grad_stride", DType::I64);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
 
-  RowSlice r = rowSlice(k, k.programId(0) / double(k.clusterSize()), student,
-                        teacher, target, V, rowStride, ignoreIndex);
+  RowSlice r = rowSlice(k, clusterId(k), student, teacher, target, V, rowStride,
+                        ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value kept;

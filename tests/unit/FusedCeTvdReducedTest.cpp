@@ -867,6 +867,15 @@ CeTvdOutputs checkedClusterForward(const ref::CeTvdInputs &in,
   return out;
 }
 
+/// The per-row results of two forwards are the same, bit for bit.
+void expectSameForward(const CeTvdOutputs &a, const CeTvdOutputs &b) {
+  EXPECT_EQ(a.ce, b.ce);
+  EXPECT_EQ(a.tvd, b.tvd);
+  EXPECT_EQ(a.sigma, b.sigma);
+  EXPECT_EQ(a.lseS, b.lseS);
+  EXPECT_EQ(a.lseT, b.lseT);
+}
+
 // PERSISTENT: the interpreter runs 3 clusters over 7 or 8 rows (two or
 // three rows each, row 6 ignored), so each combine and the KEEP array are
 // used again row after row. The results are those of a cluster per row, bit
@@ -900,11 +909,7 @@ TEST(CeTvdClusterForward, PersistentClustersWalkSeveralRows) {
     EXPECT_FALSE(spec.build(spec.config(run.dt, run.overrides, {{"V", run.V}}))
                      .persistent());
     CeTvdOutputs walked = checkedClusterForward(in, persistent);
-    EXPECT_EQ(walked.ce, perRow.ce);
-    EXPECT_EQ(walked.tvd, perRow.tvd);
-    EXPECT_EQ(walked.sigma, perRow.sigma);
-    EXPECT_EQ(walked.lseS, perRow.lseS);
-    EXPECT_EQ(walked.lseT, perRow.lseT);
+    expectSameForward(walked, perRow);
   }
 }
 
@@ -923,11 +928,7 @@ TEST(CeTvdClusterForwardGpu, PersistentClustersWalkSeveralRows) {
   o.overrides.push_back("PERSISTENT=1");
   CeTvdOutputs walked = runCeTvdGpu(in, ones, ones, o);
   EXPECT_LT(walked.forwardPrograms, in.BT * 8);
-  EXPECT_EQ(walked.ce, perRow.ce);
-  EXPECT_EQ(walked.tvd, perRow.tvd);
-  EXPECT_EQ(walked.sigma, perRow.sigma);
-  EXPECT_EQ(walked.lseS, perRow.lseS);
-  EXPECT_EQ(walked.lseT, perRow.lseT);
+  expectSameForward(walked, perRow);
   CeTvdCheck c = checkCeTvd(in, ones, ones, walked);
   EXPECT_TRUE(c.passed) << c.summary;
 }
