@@ -84,15 +84,18 @@ TileModule buildForward(const Config &c) {
     logSumT = log(dT);
 
     // Pass 2: TVD and sigma from p and q, computed identically for both so
-    // that a teacher equal to the student gives exactly zero.
+    // that a teacher equal to the student gives exactly zero; the signs in
+    // the exact form (fast_signs = 0), as the backward takes them.
+    RowLogs logs{maxS, logSumS, maxT, logSumT};
     Var absSum = zero, sig = zero; // per lane, reduced once after the loop
     k.forRange(0, V, BLOCK, [&](Value i) {
       Value offs = i + k.arange(BLOCK);
       Value mask = offs < V;
-      Value p = softmaxAt(k.load(s, offs, mask, kNegInf), mS, logSumS);
-      Value q = softmaxAt(k.load(t, offs, mask, kNegInf), mT, logSumT);
-      absSum = absSum + abs(p - q);
-      sig = sig + p * sign(p - q);
+      Value lp = logs.log2P(k.load(s, offs, mask, kNegInf), /*fast=*/false);
+      Value lq = logs.log2Q(k.load(t, offs, mask, kNegInf), /*fast=*/false);
+      Value p = exp2(lp);
+      absSum = absSum + abs(p - exp2(lq));
+      sig = sig + signedP(p, lp - lq, /*fast=*/false);
     });
     tvd = 0.5 * absSum.sum();
     sigma = sig.sum();
@@ -101,7 +104,9 @@ TileModule buildForward(const Config &c) {
     Value sy = k.load(s, y).to(DType::F32);
     ce = log(dS) - (sy - mS);
   });
-  storeRowOutputs(k, args, row, {ce, tvd, sigma, maxS, logSumS, maxT, logSumT});
+  storeRowOutputs(k, args, row,
+                  {ce, tvd, sigma, maxS, logSumS, maxT, logSumT,
+                   k.constant(0, DType::F32)});
   return k.finish();
 }
 
@@ -117,6 +122,7 @@ TileModule buildBackward(const Config &c) {
   Value logSumSIn = k.pointerArg("logsum_s", DType::F32);
   Value maxTIn = k.pointerArg("max_t", DType::F32);
   Value logSumTIn = k.pointerArg("logsum_t", DType::F32);
+  Value fastSignsIn = k.pointerArg("fast_signs", DType::F32);
   Value gCeIn = k.pointerArg("g_ce", DType::F32);
   Value gTvdIn = k.pointerArg("g_tvd", DType::F32);
   Value grad = k.pointerArg("grad", c.dtype);
@@ -134,21 +140,29 @@ TileModule buildBackward(const Config &c) {
   k.ifThen(
       valid,
       [&] {
-        Value mS = k.load(maxSIn, row), logSumS = k.load(logSumSIn, row);
-        Value mT = k.load(maxTIn, row), logSumT = k.load(logSumTIn, row);
+        RowLogs logs{k.load(maxSIn, row), k.load(logSumSIn, row),
+                     k.load(maxTIn, row), k.load(logSumTIn, row)};
+        logs.withOffsets();
         Value sigma = k.load(sigmaIn, row);
         Value gCe = k.load(gCeIn, row), gTvd = k.load(gTvdIn, row);
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          Value mask = offs < V;
-          Value p = softmaxAt(k.load(s, offs, mask, kNegInf), mS, logSumS);
-          Value q = softmaxAt(k.load(t, offs, mask, kNegInf), mT, logSumT);
-          // p_y - 1 is formed in fp32 before the store rounds it.
-          Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
-          Value dce = gCe * (p - onehot);
-          Value dtvd = gTvd * 0.5 * p * (sign(p - q) - sigma);
-          k.store(g, offs, dce + dtvd, mask);
-        });
+        // Each element signed in the form the forward's sigma was.
+        auto walk = [&](bool fast) {
+          k.forRange(0, V, BLOCK, [&](Value i) {
+            Value offs = i + k.arange(BLOCK);
+            Value mask = offs < V;
+            Value lp = logs.log2P(k.load(s, offs, mask, kNegInf), fast);
+            Value lq = logs.log2Q(k.load(t, offs, mask, kNegInf), fast);
+            Value p = exp2(lp);
+            // p_y - 1 is formed in fp32 before the store rounds it.
+            Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
+            Value dce = gCe * (p - onehot);
+            Value dtvd = gTvd * 0.5 * (signedP(p, lp - lq, fast) - p * sigma);
+            k.store(g, offs, dce + dtvd, mask);
+          });
+        };
+        k.ifThen(
+            k.load(fastSignsIn, row) != 0.0, [&] { walk(true); },
+            [&] { walk(false); });
       },
       [&] {
         k.forRange(0, V, BLOCK, [&](Value i) {

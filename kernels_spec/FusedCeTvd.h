@@ -5,22 +5,27 @@
 //
 // fused_ce_tvd_fwd(student, teacher: ptr<dtype> (BT, V) with row_stride,
 //                  target: ptr<i64> (BT), ce, tvd, sigma, max_s, logsum_s,
-//                  max_t, logsum_t: ptr<f32> (BT), bad_target: ptr<i32> (1),
-//                  V: i32, row_stride: i64, ignore_index: i64)
+//                  max_t, logsum_t, fast_signs: ptr<f32> (BT),
+//                  bad_target: ptr<i32> (1), V: i32, row_stride: i64,
+//                  ignore_index: i64, BT: i32)
 //   pass 1: online max / sum-exp of student and teacher rows;
 //   pass 2: tvd = 0.5 sum |p - q|, sigma = sum p sign(p - q);
 //   ce = (lse_s - m_s) - (s_y - m_s). The saved state keeps each row's lse
 //   as (max, log sum-exp) so p = exp((s - max) - logsum) never differences
-//   two large numbers. Ignored rows write zeros. A target outside [0, V)
-//   that is not ignore_index writes row + 1 into bad_target (the host turns
-//   it into an error) and zeros for the row.
+//   two large numbers. fast_signs says in which form pass 2 signed p - q
+//   (RowLogs in SoftmaxParts.h): 1 from log2SoftmaxFast's logs, a rounding
+//   tie +, 0 from log2SoftmaxAt's, a tie 0. Ignored rows write zeros. A
+//   target outside [0, V) that is not ignore_index writes row + 1 into
+//   bad_target (the host turns it into an error) and zeros for the row.
 //
 // fused_ce_tvd_bwd(student, teacher, target, sigma, max_s, logsum_s, max_t,
-//                  logsum_t, g_ce, g_tvd: ptr<f32> (BT), grad: ptr<dtype>
-//                  (BT, V) with grad_stride, V: i32, row_stride: i64,
-//                  grad_stride: i64, ignore_index: i64)
+//                  logsum_t, fast_signs, g_ce, g_tvd: ptr<f32> (BT),
+//                  grad: ptr<dtype> (BT, V) with grad_stride, V: i32,
+//                  row_stride: i64, grad_stride: i64, ignore_index: i64)
 //   grad_v = g_ce (p_v - [v == y]) + g_tvd 0.5 p_v (sign(p_v - q_v) - sigma),
-//   in fp32, stored in dtype; ignored rows get zeros.
+//   in fp32, stored in dtype, each sign in the form fast_signs names (so
+//   that a row's gradient sums to 0 as sigma's signs agree with its own);
+//   ignored rows get zeros.
 //
 // All offsets are 64-bit (BT * V may exceed 2^31).
 //

@@ -29,6 +29,7 @@ enum Buf {
   LogSumS,
   MaxT,
   LogSumT,
+  FastSigns,
   BadTarget,
   GCe,
   GTvd,
@@ -37,14 +38,14 @@ enum Buf {
 };
 /// The pointer arguments of each kernel, in order.
 inline const std::vector<Buf> kForwardBufs = {
-    Student, Teacher, Target, Ce,      Tvd,      Sigma,
-    MaxS,    LogSumS, MaxT,   LogSumT, BadTarget};
+    Student, Teacher, Target, Ce,      Tvd,       Sigma,
+    MaxS,    LogSumS, MaxT,   LogSumT, FastSigns, BadTarget};
 inline const std::vector<Buf> kBackwardBufs = {
-    Student, Teacher, Target, Sigma, MaxS, LogSumS,
-    MaxT,    LogSumT, GCe,    GTvd,  Grad};
+    Student, Teacher, Target,    Sigma, MaxS, LogSumS,
+    MaxT,    LogSumT, FastSigns, GCe,   GTvd, Grad};
 /// The per-row f32 outputs of the forward.
-inline const std::vector<Buf> kRowOutputs = {Ce,      Tvd,  Sigma,  MaxS,
-                                             LogSumS, MaxT, LogSumT};
+inline const std::vector<Buf> kRowOutputs = {Ce,      Tvd,  Sigma,   MaxS,
+                                             LogSumS, MaxT, LogSumT, FastSigns};
 
 /// Element type of `b` when the logits are `dtype`.
 inline DType bufDType(Buf b, DType dtype) {

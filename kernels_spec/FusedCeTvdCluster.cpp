@@ -222,11 +222,9 @@ void flagBadTarget(KernelBuilder &k, const RowSlice &r, Value badTarget) {
 
 /// The row's normalizers and per-row results, identical in every program
 /// of the cluster.
-struct RowStats {
-  Value maxS, logSumS, maxT, logSumT, ce, tvd, sigma;
+struct RowStats : RowLogs {
+  Value ce, tvd, sigma;
   Value targetLogit; ///< the student's logit at y, as f32
-  /// log2SoftmaxFast's offsets, with FAST_LOG2.
-  Value offsetS, offsetT;
   /// With FAST_LOG2, whether this row's pass 2 signs (and so sigma) came
   /// from the fast form; null without.
   Value fastSigns;
@@ -234,15 +232,6 @@ struct RowStats {
   /// holds p: after the fast walk (which signs a rounding tie +p), or after
   /// an exact walk that met no tie (log2 p = log2 q, sign 0).
   Value noTies;
-
-  /// log2 p and log2 q of x in the fast form (log2SoftmaxFast) or the
-  /// exact one (log2SoftmaxAt).
-  Value log2P(Value x, bool fast) const {
-    return fast ? log2SoftmaxFast(x, offsetS) : log2SoftmaxAt(x, maxS, logSumS);
-  }
-  Value log2Q(Value x, bool fast) const {
-    return fast ? log2SoftmaxFast(x, offsetT) : log2SoftmaxAt(x, maxT, logSumT);
-  }
 };
 
 /// body(fast) in the form this program's pass 2 signs came from, so that
@@ -429,7 +418,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
             sig = sig + copysign(e, gap).sumRows(cols);
           } else {
             Value p = exp2(lp);
-            Value pSign = fast ? copysign(p, gap) : signedByDifference(p, gap);
+            Value pSign = signedP(p, gap, fast);
             absSum = absSum + abs(p - exp2(lq)).sumRows(cols);
             sig = sig + pSign.sumRows(cols);
             if (keeping.keep)
@@ -467,8 +456,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     // +p is as right as 0. Equal offsets (a teacher equal to the student,
     // or one that differs only where p = q = 0) take the exact walk. One
     // min per pair less in the fast walk, and no block reduction after it.
-    st.offsetS = log2Offset(st.maxS, st.logSumS);
-    st.offsetT = log2Offset(st.maxT, st.logSumT);
+    st.withOffsets();
     Value fastLogs =
         abs(st.offsetS) < kFastLog2Max && abs(st.offsetT) < kFastLog2Max;
     pass2(/*fast=*/true, maxForm, /*ties=*/false, walk);
@@ -516,7 +504,7 @@ DType keptType(DType dtype) {
   return dtype == DType::BF16 ? DType::BF16 : DType::F32;
 }
 
-/// The forward of one row: its seven results, stored by the cluster's first
+/// The forward of one row: its eight results, stored by the cluster's first
 /// program.
 void forwardRow(KernelBuilder &k, const CeTvdForwardArgs &args,
                 const RowSlice &r, const SliceKeeping &keeping) {
@@ -524,6 +512,7 @@ void forwardRow(KernelBuilder &k, const CeTvdForwardArgs &args,
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero, sigma = zero;
   Var maxS = zero, logSumS = zero, maxT = zero, logSumT = zero;
+  Var fastSigns = zero;
   k.ifThen(!r.ignored && r.inRange, [&] {
     RowStats st = rowStats(k, r, keeping);
     ce = st.ce;
@@ -533,10 +522,12 @@ void forwardRow(KernelBuilder &k, const CeTvdForwardArgs &args,
     logSumS = st.logSumS;
     maxT = st.maxT;
     logSumT = st.logSumT;
+    if (st.fastSigns.valid())
+      fastSigns = st.fastSigns.to(DType::F32);
   });
   k.ifThen(r.rank == 0.0, [&] {
     storeRowOutputs(k, args, r.row,
-                    {ce, tvd, sigma, maxS, logSumS, maxT, logSumT});
+                    {ce, tvd, sigma, maxS, logSumS, maxT, logSumT, fastSigns});
   });
 }
 

@@ -1,7 +1,7 @@
 //===- FusedCeTvdForward.h - what the two CE+TVD forwards share -*- C++ -*-===//
 //
 // fused_ce_tvd_fwd and fused_ce_tvd_fwd_cluster take the same arguments and
-// write the same seven per-row results (FusedCeTvd.h); they differ in how a
+// write the same eight per-row results (FusedCeTvd.h); they differ in how a
 // row is walked.
 //
 //===----------------------------------------------------------------------===//
@@ -16,8 +16,8 @@ namespace tilejit {
 
 struct CeTvdForwardArgs {
   dsl::Value student, teacher, target;
-  /// ce, tvd, sigma, max_s, logsum_s, max_t, logsum_t: f32 (BT)
-  std::array<dsl::Value, 7> rowOutputs;
+  /// ce, tvd, sigma, max_s, logsum_s, max_t, logsum_t, fast_signs: f32 (BT)
+  std::array<dsl::Value, 8> rowOutputs;
   dsl::Value badTarget, V, rowStride, ignoreIndex;
   dsl::Value BT; ///< the rows (i32), which the persistent cluster kernel walks
 };
@@ -28,9 +28,9 @@ inline CeTvdForwardArgs declareForwardArgs(dsl::KernelBuilder &k, DType dtype) {
   a.student = k.pointerArg("student", dtype);
   a.teacher = k.pointerArg("teacher", dtype);
   a.target = k.pointerArg("target", DType::I64);
-  const char *names[7] = {"ce",       "tvd",   "sigma",   "max_s",
-                          "logsum_s", "max_t", "logsum_t"};
-  for (int i = 0; i < 7; ++i)
+  const char *names[8] = {"ce",       "tvd",   "sigma",    "max_s",
+                          "logsum_s", "max_t", "logsum_t", "fast_signs"};
+  for (int i = 0; i < 8; ++i)
     a.rowOutputs[i] = k.pointerArg(names[i], DType::F32);
   a.badTarget = k.pointerArg("bad_target", DType::I32);
   a.V = k.scalarArg("V", DType::I32);
@@ -40,11 +40,11 @@ inline CeTvdForwardArgs declareForwardArgs(dsl::KernelBuilder &k, DType dtype) {
   return a;
 }
 
-/// Stores the seven per-row results (in rowOutputs' order) at `row`.
+/// Stores the eight per-row results (in rowOutputs' order) at `row`.
 inline void storeRowOutputs(dsl::KernelBuilder &k, const CeTvdForwardArgs &a,
                             dsl::Value row,
-                            const std::array<dsl::Value, 7> &values) {
-  for (int i = 0; i < 7; ++i)
+                            const std::array<dsl::Value, 8> &values) {
+  for (int i = 0; i < 8; ++i)
     k.store(a.rowOutputs[i], row, values[i]);
 }
 

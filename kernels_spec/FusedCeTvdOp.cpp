@@ -34,7 +34,7 @@ struct HostBuffers {
   std::array<DType, NumBufs> dtype{};
   std::array<int64_t, NumBufs> count{};
   int32_t badTarget = 0;
-  std::vector<float> gCe, gTvd, maxS, logSumS, maxT, logSumT;
+  std::vector<float> gCe, gTvd, maxS, logSumS, maxT, logSumT, fastSigns;
 
   /// lse = max + log sum-exp, for the caller.
   void fillLse(CeTvdOutputs &out) const {
@@ -103,7 +103,7 @@ void hostBuffers(HostBuffers &h, const ref::CeTvdInputs &in,
   out.grad.assign(n * dtypeSize(in.dtype), 0);
   h.gCe = gCe;
   h.gTvd = gTvd;
-  for (auto *v : {&h.maxS, &h.logSumS, &h.maxT, &h.logSumT})
+  for (auto *v : {&h.maxS, &h.logSumS, &h.maxT, &h.logSumT, &h.fastSigns})
     v->assign(in.BT, 0.f);
   auto set = [&](Buf b, const void *p) {
     h.data[b] = const_cast<void *>(p);
@@ -120,6 +120,7 @@ void hostBuffers(HostBuffers &h, const ref::CeTvdInputs &in,
   set(LogSumS, h.logSumS.data());
   set(MaxT, h.maxT.data());
   set(LogSumT, h.logSumT.data());
+  set(FastSigns, h.fastSigns.data());
   set(BadTarget, &h.badTarget);
   set(GCe, h.gCe.data());
   set(GTvd, h.gTvd.data());

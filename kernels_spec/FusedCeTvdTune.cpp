@@ -27,8 +27,9 @@ const char *const kBwd = "fused_ce_tvd_bwd";
 using namespace cetvd;
 
 const char *const kNames[NumBufs] = {
-    "student",  "teacher", "target",   "ce",         "tvd",  "sigma", "max_s",
-    "logsum_s", "max_t",   "logsum_t", "bad_target", "g_ce", "g_tvd", "grad"};
+    "student",    "teacher",    "target",   "ce",    "tvd",
+    "sigma",      "max_s",      "logsum_s", "max_t", "logsum_t",
+    "fast_signs", "bad_target", "g_ce",     "g_tvd", "grad"};
 
 /// A compiled and loaded kernel.
 struct Kernel : TuneCandidate, OwnModuleKernel {

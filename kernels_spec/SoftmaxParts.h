@@ -157,19 +157,11 @@ rowNormalizer(dsl::Value m, dsl::Value d, SumForm form = SumForm::Exact) {
   return {rowMax, (d * rescale(m, rowMax, form)).sum()};
 }
 
-/// softmax(x) = exp((x - m) - log d): the row max m is subtracted before the
-/// (small) log-sum, so logits sharing a huge offset keep their differences,
-/// which exp(x - lse) would round away. A row that is entirely -inf gives 0.
-inline dsl::Value softmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
-  dsl::Value isEmpty = m == kNegInf;
-  return dsl::exp((x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) -
-                  dsl::where(isEmpty, 0.0, logSum));
-}
-
-/// log2 softmax(x) = (x - m) log2(e) - log(d) log2(e), the same max shift
-/// first, then one multiply-add that scales for exp2 (the cluster kernels'
-/// pass 2: one instruction less per element than softmaxAt). A row that is
-/// entirely -inf gives -inf.
+/// log2 softmax(x) = (x - m) log2(e) - log(d) log2(e): the row max m is
+/// subtracted before the (small) log-sum, so logits sharing a huge offset
+/// keep their differences, which x - lse would round away; then one
+/// multiply-add that scales for exp2 (one instruction less per element than
+/// exp((x - m) - log d)). A row that is entirely -inf gives -inf.
 inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
   dsl::Value isEmpty = m == kNegInf;
   return (x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) * kLog2e -
@@ -208,6 +200,38 @@ inline dsl::Value log2SoftmaxFast(dsl::Value x, dsl::Value K) {
 inline dsl::Value signedByDifference(dsl::Value p, dsl::Value d) {
   return dsl::where(dsl::abs(d) > 0.0, dsl::copysign(p, d),
                     p.builder().constant(0, DType::F32));
+}
+
+/// A row's normalizers and the two forms its log2 p and log2 q take. Every
+/// kernel that signs p - q for a row (pass 2's sigma, the gradient) must use
+/// the form the forward chose for that row (its fast_signs output): near a
+/// tie the two forms may sign differently, and a sign that disagrees with
+/// sigma moves the row's TVD gradient by p sigma / 2 per element.
+struct RowLogs {
+  dsl::Value maxS, logSumS, maxT, logSumT;
+  /// log2SoftmaxFast's offsets (withOffsets()).
+  dsl::Value offsetS, offsetT;
+
+  void withOffsets() {
+    offsetS = log2Offset(maxS, logSumS);
+    offsetT = log2Offset(maxT, logSumT);
+  }
+  /// log2 p and log2 q of x in the fast form (log2SoftmaxFast) or the
+  /// exact one (log2SoftmaxAt).
+  dsl::Value log2P(dsl::Value x, bool fast) const {
+    return fast ? log2SoftmaxFast(x, offsetS) : log2SoftmaxAt(x, maxS, logSumS);
+  }
+  dsl::Value log2Q(dsl::Value x, bool fast) const {
+    return fast ? log2SoftmaxFast(x, offsetT) : log2SoftmaxAt(x, maxT, logSumT);
+  }
+};
+
+/// p sign(p - q) from gap = log2 p - log2 q in either form: the fast one a
+/// plain sign copy (a rounding tie, gap +0, gives +p), the exact one
+/// signedByDifference (a tie gives 0, so that a teacher equal to the student
+/// gives exactly 0).
+inline dsl::Value signedP(dsl::Value p, dsl::Value gap, bool fast) {
+  return fast ? dsl::copysign(p, gap) : signedByDifference(p, gap);
 }
 
 } // namespace tilejit

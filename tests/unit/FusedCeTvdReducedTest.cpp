@@ -743,14 +743,31 @@ TEST(CeTvdCluster, TiesGiveExactlyZeroTvdInBothKernels) {
 // sigma) / 2 sums to 0 over the row, with the logits re-read (KEEP=0) or the
 // signs kept (KEEP=1), and the two agree. Signing a +0 gap 0 in pass 3
 // alone misses both by about p / 2 per such element.
-TEST(CeTvdCluster, ShiftedTeacherSignsTheGradientAsSigma) {
-  const int64_t BT = 4, V = 20000;
+/// Integer student logits and a teacher one above them, both exact in bf16:
+/// p = q exactly, but the two rows' offsets differ, so the fast form signs
+/// every p - q by rounding noise.
+ref::CeTvdInputs shiftedTeacherInputs(int64_t BT, int64_t V) {
   ref::CeTvdInputs in = ref::makeCeTvdInputs(BT, V, DType::BF16, 3);
   for (int64_t i = 0; i < BT * V; ++i) {
     double s = std::round(loadAsDouble(in.student.data(), DType::BF16, i));
     storeFromDouble(in.student.data(), DType::BF16, i, s);
     storeFromDouble(in.teacher.data(), DType::BF16, i, s + 1);
   }
+  return in;
+}
+
+/// Each row's sum of a bf16 (BT, V) gradient.
+std::vector<double> rowSums(const std::vector<uint8_t> &grad, int64_t BT,
+                            int64_t V) {
+  std::vector<double> sums(BT, 0.0);
+  for (int64_t i = 0; i < BT * V; ++i)
+    sums[i / V] += loadAsDouble(grad.data(), DType::BF16, i);
+  return sums;
+}
+
+TEST(CeTvdCluster, ShiftedTeacherSignsTheGradientAsSigma) {
+  const int64_t BT = 4, V = 20000;
+  ref::CeTvdInputs in = shiftedTeacherInputs(BT, V);
   ref::CeTvdForward f =
       ref::ceTvdForward(in.student.data(), in.teacher.data(), DType::BF16,
                         in.target.data(), BT, V, V);
@@ -770,17 +787,51 @@ TEST(CeTvdCluster, ShiftedTeacherSignsTheGradientAsSigma) {
     std::vector<double> g(BT * V);
     for (int64_t i = 0; i < BT * V; ++i)
       g[i] = loadAsDouble(out.grad.data(), DType::BF16, i);
-    for (int64_t r = 0; r < BT; ++r) {
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v)
-        sum += g[r * V + v];
-      EXPECT_LE(std::fabs(sum), 1e-3) << "row " << r; // sum p / 2 = 0.5
-    }
+    std::vector<double> sums = rowSums(out.grad, BT, V);
+    for (int64_t r = 0; r < BT; ++r)
+      EXPECT_LE(std::fabs(sums[r]), 1e-3) << "row " << r; // sum p / 2 = 0.5
     grads.push_back(g);
   }
   for (int64_t i = 0; i < BT * V; ++i)
     ASSERT_NEAR(grads[0][i], grads[1][i], 1e-2 * p(i) + 1e-9)
         << "element " << i;
+}
+
+// The unreduced API on the same rows: the backward signs each p - q in the
+// form the forward's sigma did (its fast_signs), so the TVD gradient sums
+// to 0 per row in every forward; signed each its own way, a row summed to
+// -sigma / 2, anywhere in [-0.5, 0.5].
+void expectShiftedTeacherGradientSumsToZero(decltype(&runCeTvdCpu) run,
+                                            int64_t BT, int64_t V) {
+  ref::CeTvdInputs in = shiftedTeacherInputs(BT, V);
+  std::vector<float> gCe(BT, 0.f), gTvd(BT, 1.f);
+  for (std::vector<std::string> forward : {std::vector<std::string>{"loop"},
+                                           {"cluster", "FAST_LOG2=1"},
+                                           {"cluster", "FAST_LOG2=1", "KEEP=0"},
+                                           {"cluster", "FAST_LOG2=0"}}) {
+    SCOPED_TRACE(forward.size() > 1 ? forward[0] + " " + forward[1]
+                                    : forward[0]);
+    CeTvdRunOptions o;
+    o.forwardKernel = forwardKernelFor(forward[0]);
+    o.overrides.assign(forward.begin() + 1, forward.end());
+    o.iterations = 1;
+    CeTvdOutputs out = run(in, gCe, gTvd, o);
+    std::vector<double> sums = rowSums(out.grad, BT, V);
+    for (int64_t r = 0; r < BT; ++r)
+      EXPECT_LE(std::fabs(sums[r]), 1e-3)
+          << "row " << r << ", sigma " << out.sigma[r];
+    CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
+    EXPECT_TRUE(c.passed) << c.summary;
+  }
+}
+
+TEST(CeTvdCluster, ShiftedTeacherUnreducedGradientSumsToZero) {
+  expectShiftedTeacherGradientSumsToZero(runCeTvdCpu, 4, 20000);
+}
+
+TEST(CeTvdClusterGpu, ShiftedTeacherUnreducedGradientSumsToZero) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  expectShiftedTeacherGradientSumsToZero(runCeTvdGpu, 64, 151936);
 }
 
 // Pass 2 forms log2 p in one fma (log2SoftmaxFast) in rows whose offsets
