@@ -497,11 +497,11 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
 }
 
 /// The element type of the KEEP array, which holds the student's logits
-/// exactly and then p sign(p - q) at the precision of the gradient it
-/// becomes (bf16), or in f32 for f16 (whose range would lose small p) and
-/// f32 logits.
-DType keptType(DType dtype) {
-  return dtype == DType::BF16 ? DType::BF16 : DType::F32;
+/// exactly. With `signs` (the loss + gradient kernel) it then holds p sign(p
+/// - q): at the precision of the gradient it becomes for bf16, in f32 for
+/// f16 (whose range would lose small p) and f32 logits.
+DType keptType(DType dtype, bool signs) {
+  return !signs || dtype == DType::BF16 ? dtype : DType::F32;
 }
 
 /// The forward of one row: its eight results, stored by the cluster's first
@@ -540,7 +540,8 @@ TileModule buildForwardCluster(const Config &c) {
   // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
   SliceKeeping keeping;
   if (k.param("KEEP"))
-    keeping.studentCopy = k.sharedArray(k.param("SLICE"), keptType(c.dtype));
+    keeping.studentCopy =
+        k.sharedArray(k.param("SLICE"), keptType(c.dtype, /*signs=*/false));
   forEachRow(k, args.BT, [&](Value row) {
     RowSlice r = rowSlice(k, row, args.student, args.teacher, args.target,
                           args.V, args.rowStride, args.ignoreIndex);
@@ -577,7 +578,7 @@ TileModule buildLossGrad(const Config &c) {
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value kept;
   if (k.param("KEEP"))
-    kept = k.sharedArray(k.param("SLICE"), keptType(c.dtype));
+    kept = k.sharedArray(k.param("SLICE"), keptType(c.dtype, /*signs=*/true));
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero;
   k.ifThen(
@@ -819,9 +820,10 @@ constexpr int64_t kStaticSharedBytes = 2048;
 /// The largest KEEP array a program can have.
 constexpr int64_t kMaxKeptBytes = kMaxSharedArrayBytes - kStaticSharedBytes;
 
-/// Bytes of the KEEP array of a program of `c` for rows of V.
-int64_t keptBytes(const dsl::Config &c, int64_t V) {
-  return sliceOf(c, V) * int64_t(dtypeSize(keptType(c.dtype)));
+/// Bytes of the KEEP array of a program of `c` for rows of V (`signs`: as
+/// keptType).
+int64_t keptBytes(const dsl::Config &c, int64_t V, bool signs) {
+  return sliceOf(c, V) * int64_t(dtypeSize(keptType(c.dtype, signs)));
 }
 
 /// min_programs_per_sm (the launch bounds' minimum blocks): as many programs
@@ -829,25 +831,27 @@ int64_t keptBytes(const dsl::Config &c, int64_t V) {
 /// so that ptxas keeps under the registers that many programs leave. Uncapped,
 /// ptxas gave the KEEP kernel 77 registers (3 programs of 8 warps per SM),
 /// 12% slower than at 64 (bench/results/2026-11-30-cetvd-session14.md).
-void deriveProgramsPerSm(dsl::Config &c, int64_t V) {
+void deriveProgramsPerSm(dsl::Config &c, int64_t V, bool signs) {
   constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
   int64_t programs =
       kRegistersPerSm / (c.get("REGISTER_BUDGET") * 32 * c.get("num_warps"));
   if (c.get("KEEP")) // each program also reserves 1 KiB for the system
-    programs = std::min(
-        programs, kSharedPerSm / (keptBytes(c, V) + kStaticSharedBytes + 1024));
+    programs = std::min(programs, kSharedPerSm / (keptBytes(c, V, signs) +
+                                                  kStaticSharedBytes + 1024));
   c.params["min_programs_per_sm"] = std::max<int64_t>(1, programs);
 }
 
 /// SLICE, each program's share of a row; refuses a KEEP array that does
 /// not fit in a block's shared memory; ALIGNED; COPY_AHEAD 0 where it has
-/// no effect (no KEEP, or f16, whose f32 array a copy cannot fill), so that
-/// configs print what runs; min_programs_per_sm.
-void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
+/// no effect (no KEEP, or an array of another type than the logits, which a
+/// copy cannot fill: f16 with `signs`), so that configs print what runs;
+/// min_programs_per_sm.
+void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape,
+                 bool signs) {
   auto v = shape.find("V");
   if (v == shape.end() || v->second <= 0)
     throw Error("CE+TVD cluster kernels: the shape needs V > 0");
-  int64_t V = v->second, bytes = keptBytes(c, V);
+  int64_t V = v->second, bytes = keptBytes(c, V, signs);
   c.params["SLICE"] = sliceOf(c, V);
   deriveAligned(c, shape);
   if (c.get("KEEP") && bytes > kMaxKeptBytes)
@@ -857,16 +861,16 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
         ", CLUSTER_SIZE = " + std::to_string(c.get("CLUSTER_SIZE")) +
         " (at most " + std::to_string(kMaxKeptBytes) +
         "); use a larger CLUSTER_SIZE or KEEP=0");
-  if (!c.get("KEEP") || keptType(c.dtype) != c.dtype)
+  if (!c.get("KEEP") || keptType(c.dtype, signs) != c.dtype)
     c.params["COPY_AHEAD"] = 0;
-  deriveProgramsPerSm(c, V);
+  deriveProgramsPerSm(c, V, signs);
 }
 
 /// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
 /// the form that is right either way).
 void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
-  deriveSlice(c, shape);
+  deriveSlice(c, shape, /*signs=*/true);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
 }
 
@@ -884,7 +888,7 @@ void deriveLossGrad(dsl::Config &c,
 /// where 48 made ptxas spill (f16, f32 at small V, unaligned bf16).
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
-                     const std::set<std::string> &overridden) {
+                     const std::set<std::string> &overridden, bool signs) {
   auto v = shape.find("V");
   if (v == shape.end())
     return;
@@ -895,7 +899,7 @@ void defaultsByVocab(dsl::Config &c,
     c.params["CLUSTER_SIZE"] = cluster;
   }
   if (!overridden.count("KEEP"))
-    c.params["KEEP"] = keptBytes(c, v->second) <= kMaxKeptBytes;
+    c.params["KEEP"] = keptBytes(c, v->second, signs) <= kMaxKeptBytes;
   if (!overridden.count("REGISTER_BUDGET"))
     c.params["REGISTER_BUDGET"] =
         c.dtype == DType::BF16 && rowsAreAligned(c, shape) ? 48 : 64;
@@ -940,8 +944,13 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
                kDtypes,
                buildForwardCluster,
                kTuneKey};
-  s.shapeDefaults = defaultsByVocab;
-  s.deriveParams = deriveSlice;
+  // Its KEEP array holds the student's logits alone, in their own type.
+  s.shapeDefaults = [](dsl::Config &c, const auto &shape, const auto &set) {
+    defaultsByVocab(c, shape, set, /*signs=*/false);
+  };
+  s.deriveParams = [](dsl::Config &c, const auto &shape) {
+    deriveSlice(c, shape, /*signs=*/false);
+  };
   return s;
 }
 
@@ -964,7 +973,9 @@ KernelSpec fusedCeTvdLossGradSpec() {
                kDtypes,
                buildLossGrad,
                kTuneKey};
-  s.shapeDefaults = defaultsByVocab;
+  s.shapeDefaults = [](dsl::Config &c, const auto &shape, const auto &set) {
+    defaultsByVocab(c, shape, set, /*signs=*/true);
+  };
   s.deriveParams = deriveLossGrad;
   return s;
 }

@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <tuple>
 
 using namespace tilejit;
@@ -449,19 +450,25 @@ TEST(CeTvdReduced, RegisterCapFollowsWarpsAndTheKeepArray) {
 }
 
 // COPY_AHEAD is 0 in the derived config where it has no array to fill: no
-// KEEP, or f16 (whose array is f32).
+// KEEP, or the loss + gradient kernel's f16 (whose array is f32: it holds p
+// sign(p - q) too). The forward's array holds only the student, in its own
+// type, which also fits twice the f16 programs per SM.
 TEST(CeTvdReduced, CopyAheadOnlyWhereItApplies) {
   for (const char *name :
        {"fused_ce_tvd_loss_grad", "fused_ce_tvd_fwd_cluster"}) {
+    SCOPED_TRACE(name);
     const KernelSpec &spec = findKernel(name);
-    auto ahead = [&](DType dt, std::vector<std::string> o) {
+    auto config = [&](DType dt, std::vector<std::string> o) {
       o.push_back("COPY_AHEAD=2");
-      return spec.config(dt, o, {{"V", 151936}}).get("COPY_AHEAD");
+      return spec.config(dt, o, {{"V", 151936}});
     };
-    EXPECT_EQ(ahead(DType::BF16, {}), 2);
-    EXPECT_EQ(ahead(DType::F32, {}), 2);
-    EXPECT_EQ(ahead(DType::F16, {}), 0);
-    EXPECT_EQ(ahead(DType::BF16, {"KEEP=0"}), 0);
+    const bool forward = std::string(name) == "fused_ce_tvd_fwd_cluster";
+    EXPECT_EQ(config(DType::BF16, {}).get("COPY_AHEAD"), 2);
+    EXPECT_EQ(config(DType::F32, {}).get("COPY_AHEAD"), 2);
+    EXPECT_EQ(config(DType::F16, {}).get("COPY_AHEAD"), forward ? 2 : 0);
+    EXPECT_EQ(config(DType::F16, {}).get("min_programs_per_sm"),
+              forward ? 4 : 2);
+    EXPECT_EQ(config(DType::BF16, {"KEEP=0"}).get("COPY_AHEAD"), 0);
   }
 }
 
@@ -886,16 +893,21 @@ TEST(CeTvdCluster, RowsOnBothSidesOfTheFastLog2Form) {
   }
 }
 
+// Every dtype; the f16 KEEP array is f16, filled by copies ahead.
 TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
-  for (DType dt : {DType::BF16, DType::F32}) {
+  const std::map<DType, std::vector<std::string>> runs = {
+      {DType::BF16, {"UNROLL=1", "KEEP=0"}},
+      {DType::F32, {"UNROLL=4", "KEEP=1"}},
+      {DType::F16, {"UNROLL=2", "KEEP=1", "COPY_AHEAD=1"}}};
+  for (const auto &[dt, more] : runs) {
+    SCOPED_TRACE(dtypeName(dt));
     ref::CeTvdInputs in = ref::makeCeTvdInputs(9, 5001, dt, 4);
     std::vector<float> gCe, gTvd;
     defaultUpstream(in.BT, gCe, gTvd);
     CeTvdRunOptions o;
     o.forwardKernel = forwardKernelFor("cluster");
-    o.overrides = {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4",
-                   dt == DType::F32 ? "UNROLL=4" : "UNROLL=1",
-                   dt == DType::F32 ? "KEEP=1" : "KEEP=0"};
+    o.overrides = {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"};
+    o.overrides.insert(o.overrides.end(), more.begin(), more.end());
     CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, o);
     CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
     EXPECT_TRUE(c.passed) << c.summary;
