@@ -496,12 +496,16 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   return st;
 }
 
-/// The element type of the KEEP array, which holds the student's logits
-/// exactly. With `signs` (the loss + gradient kernel) it then holds p sign(p
-/// - q): at the precision of the gradient it becomes for bf16, in f32 for
-/// f16 (whose range would lose small p) and f32 logits.
-DType keptType(DType dtype, bool signs) {
-  return !signs || dtype == DType::BF16 ? dtype : DType::F32;
+/// The loss + gradient kernel keeps p sign(p - q) in the KEEP array, in the
+/// logits' type (that of the gradient it becomes), times this scale: 2^15
+/// for f16, whose range would lose small p (p <= 1 stays below its max of
+/// 65504, and every p from 2^-29 up keeps f16's full precision; smaller ones
+/// keep an absolute error of 2^-40, far below the f16 gradient's own
+/// rounding while |d loss / d ce_i| is below 2^15), none for bf16 and f32.
+std::optional<double> keptScale(DType dtype) {
+  if (dtype == DType::F16)
+    return 32768.0;
+  return std::nullopt;
 }
 
 /// The forward of one row: its eight results, stored by the cluster's first
@@ -540,8 +544,7 @@ TileModule buildForwardCluster(const Config &c) {
   // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
   SliceKeeping keeping;
   if (k.param("KEEP"))
-    keeping.studentCopy =
-        k.sharedArray(k.param("SLICE"), keptType(c.dtype, /*signs=*/false));
+    keeping.studentCopy = k.sharedArray(k.param("SLICE"), c.dtype);
   forEachRow(k, args.BT, [&](Value row) {
     RowSlice r = rowSlice(k, row, args.student, args.teacher, args.target,
                           args.V, args.rowStride, args.ignoreIndex);
@@ -578,7 +581,7 @@ TileModule buildLossGrad(const Config &c) {
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value kept;
   if (k.param("KEEP"))
-    kept = k.sharedArray(k.param("SLICE"), keptType(c.dtype, /*signs=*/true));
+    kept = k.sharedArray(k.param("SLICE"), c.dtype);
   Value zero = k.constant(0, DType::F32);
   Var ce = zero, tvd = zero;
   k.ifThen(
@@ -591,10 +594,12 @@ TileModule buildLossGrad(const Config &c) {
         // with one re-reads its inputs in pass 3 (also one whose tie has
         // p = 0, needlessly).
         SliceKeeping keeping;
+        const std::optional<double> scale = keptScale(c.dtype);
         if (kept.valid()) {
           keeping.studentCopy = kept;
           keeping.keep = [&](const SliceTile &x, Value signedP) {
-            k.store(kept, x.offs - r.start, signedP.to(kept.dtype()), x.mask);
+            Value scaled = scale ? signedP * *scale : signedP;
+            k.store(kept, x.offs - r.start, scaled.to(kept.dtype()), x.mask);
           };
         }
         RowStats st = rowStats(k, r, keeping);
@@ -630,14 +635,17 @@ TileModule buildLossGrad(const Config &c) {
         };
         // From the kept p sign: p c(sign) = |p sign| cTie + gTvd / 2 p sign
         // where no element of the slice ties; a program that met a tie
-        // re-reads its inputs.
+        // re-reads its inputs. A kept scale comes off the constants
+        // (exactly: a power of 2).
         auto gradFromKept = [&] {
+          Value cKept = scale ? cTie * (1 / *scale) : cTie;
+          Value halfKept = scale ? half * (1 / *scale) : half;
           forEachTile(
               k, r,
               [&](const SliceTile &x) {
                 Value u =
                     k.load(kept, x.offs - r.start, x.mask, 0.0).to(DType::F32);
-                k.store(g, x.offs, abs(u) * cTie + half * u, x.mask);
+                k.store(g, x.offs, abs(u) * cKept + halfKept * u, x.mask);
               },
               Walk{/*backward=*/false, /*student=*/false, /*teacher=*/false});
         };
@@ -820,10 +828,9 @@ constexpr int64_t kStaticSharedBytes = 2048;
 /// The largest KEEP array a program can have.
 constexpr int64_t kMaxKeptBytes = kMaxSharedArrayBytes - kStaticSharedBytes;
 
-/// Bytes of the KEEP array of a program of `c` for rows of V (`signs`: as
-/// keptType).
-int64_t keptBytes(const dsl::Config &c, int64_t V, bool signs) {
-  return sliceOf(c, V) * int64_t(dtypeSize(keptType(c.dtype, signs)));
+/// Bytes of the KEEP array of a program of `c` for rows of V.
+int64_t keptBytes(const dsl::Config &c, int64_t V) {
+  return sliceOf(c, V) * int64_t(dtypeSize(c.dtype));
 }
 
 /// min_programs_per_sm (the launch bounds' minimum blocks): as many programs
@@ -831,27 +838,25 @@ int64_t keptBytes(const dsl::Config &c, int64_t V, bool signs) {
 /// so that ptxas keeps under the registers that many programs leave. Uncapped,
 /// ptxas gave the KEEP kernel 77 registers (3 programs of 8 warps per SM),
 /// 12% slower than at 64 (bench/results/2026-11-30-cetvd-session14.md).
-void deriveProgramsPerSm(dsl::Config &c, int64_t V, bool signs) {
+void deriveProgramsPerSm(dsl::Config &c, int64_t V) {
   constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
   int64_t programs =
       kRegistersPerSm / (c.get("REGISTER_BUDGET") * 32 * c.get("num_warps"));
   if (c.get("KEEP")) // each program also reserves 1 KiB for the system
-    programs = std::min(programs, kSharedPerSm / (keptBytes(c, V, signs) +
-                                                  kStaticSharedBytes + 1024));
+    programs = std::min(
+        programs, kSharedPerSm / (keptBytes(c, V) + kStaticSharedBytes + 1024));
   c.params["min_programs_per_sm"] = std::max<int64_t>(1, programs);
 }
 
 /// SLICE, each program's share of a row; refuses a KEEP array that does
 /// not fit in a block's shared memory; ALIGNED; COPY_AHEAD 0 where it has
-/// no effect (no KEEP, or an array of another type than the logits, which a
-/// copy cannot fill: f16 with `signs`), so that configs print what runs;
+/// no effect (no KEEP), so that configs print what runs;
 /// min_programs_per_sm.
-void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape,
-                 bool signs) {
+void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape) {
   auto v = shape.find("V");
   if (v == shape.end() || v->second <= 0)
     throw Error("CE+TVD cluster kernels: the shape needs V > 0");
-  int64_t V = v->second, bytes = keptBytes(c, V, signs);
+  int64_t V = v->second, bytes = keptBytes(c, V);
   c.params["SLICE"] = sliceOf(c, V);
   deriveAligned(c, shape);
   if (c.get("KEEP") && bytes > kMaxKeptBytes)
@@ -861,16 +866,16 @@ void deriveSlice(dsl::Config &c, const std::map<std::string, int64_t> &shape,
         ", CLUSTER_SIZE = " + std::to_string(c.get("CLUSTER_SIZE")) +
         " (at most " + std::to_string(kMaxKeptBytes) +
         "); use a larger CLUSTER_SIZE or KEEP=0");
-  if (!c.get("KEEP") || keptType(c.dtype, signs) != c.dtype)
+  if (!c.get("KEEP"))
     c.params["COPY_AHEAD"] = 0;
-  deriveProgramsPerSm(c, V, signs);
+  deriveProgramsPerSm(c, V);
 }
 
 /// deriveSlice; IN_PLACE from the caller's entry of that name (absent: 1,
 /// the form that is right either way).
 void deriveLossGrad(dsl::Config &c,
                     const std::map<std::string, int64_t> &shape) {
-  deriveSlice(c, shape, /*signs=*/true);
+  deriveSlice(c, shape);
   setSwitchFromProblem(c, shape, "IN_PLACE", true);
 }
 
@@ -888,7 +893,7 @@ void deriveLossGrad(dsl::Config &c,
 /// where 48 made ptxas spill (f16, f32 at small V, unaligned bf16).
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
-                     const std::set<std::string> &overridden, bool signs) {
+                     const std::set<std::string> &overridden) {
   auto v = shape.find("V");
   if (v == shape.end())
     return;
@@ -899,7 +904,7 @@ void defaultsByVocab(dsl::Config &c,
     c.params["CLUSTER_SIZE"] = cluster;
   }
   if (!overridden.count("KEEP"))
-    c.params["KEEP"] = keptBytes(c, v->second, signs) <= kMaxKeptBytes;
+    c.params["KEEP"] = keptBytes(c, v->second) <= kMaxKeptBytes;
   if (!overridden.count("REGISTER_BUDGET"))
     c.params["REGISTER_BUDGET"] =
         c.dtype == DType::BF16 && rowsAreAligned(c, shape) ? 48 : 64;
@@ -944,13 +949,8 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
                kDtypes,
                buildForwardCluster,
                kTuneKey};
-  // Its KEEP array holds the student's logits alone, in their own type.
-  s.shapeDefaults = [](dsl::Config &c, const auto &shape, const auto &set) {
-    defaultsByVocab(c, shape, set, /*signs=*/false);
-  };
-  s.deriveParams = [](dsl::Config &c, const auto &shape) {
-    deriveSlice(c, shape, /*signs=*/false);
-  };
+  s.shapeDefaults = defaultsByVocab;
+  s.deriveParams = deriveSlice;
   return s;
 }
 
@@ -973,9 +973,7 @@ KernelSpec fusedCeTvdLossGradSpec() {
                kDtypes,
                buildLossGrad,
                kTuneKey};
-  s.shapeDefaults = [](dsl::Config &c, const auto &shape, const auto &set) {
-    defaultsByVocab(c, shape, set, /*signs=*/true);
-  };
+  s.shapeDefaults = defaultsByVocab;
   s.deriveParams = deriveLossGrad;
   return s;
 }
