@@ -152,7 +152,7 @@ TileModule buildBackward(const Config &c) {
             Value mask = offs < V;
             Value lp = logs.log2P(k.load(s, offs, mask, kNegInf), fast);
             Value lq = logs.log2Q(k.load(t, offs, mask, kNegInf), fast);
-            Value p = exp2(lp);
+            Value p = fast ? exp2(lp) * logs.pScaleS : exp2(lp);
             // p_y - 1 is formed in fp32 before the store rounds it.
             Value onehot = (offs.to(DType::I64) == y).to(DType::F32);
             Value dce = gCe * (p - onehot);

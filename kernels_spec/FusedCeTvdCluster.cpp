@@ -433,10 +433,10 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   const bool keep = static_cast<bool>(keeping.keep);
   const bool maxForm = k.param("FAST_LOG2") && !keep;
   Walk walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy};
-  // After a max form walk, S (absSum) joins both sums: inMax = 1, with the
-  // masses to take off; after a sign form walk, all three are 0.
-  Value zero = k.constant(0, DType::F32);
-  Var inMax = zero, tvdLess = zero, sigLess = zero;
+  // inMax: 1 after a max form walk, 0 after a sign form walk. scaleS and
+  // scaleT: the fast form's pScaleS and pScaleT after a fast walk, else 1.
+  Value zero = k.constant(0, DType::F32), one = k.constant(1, DType::F32);
+  Var inMax = zero, scaleS = one, scaleT = one;
   if (!k.param("FAST_LOG2")) {
     pass2(/*fast=*/false, /*maxForm=*/false, /*ties=*/keep, walk);
     if (keep)
@@ -460,11 +460,10 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     Value fastLogs =
         abs(st.offsetS) < kFastLog2Max && abs(st.offsetT) < kFastLog2Max;
     pass2(/*fast=*/true, maxForm, /*ties=*/false, walk);
-    if (maxForm) {
-      inMax = k.constant(1, DType::F32);
-      tvdLess = massS + massT;
-      sigLess = massS;
-    }
+    if (maxForm)
+      inMax = one;
+    scaleS = st.pScaleS;
+    scaleT = st.pScaleT;
     st.fastSigns = fastLogs && st.offsetS != st.offsetT;
     Var noTies = st.fastSigns;
     k.ifThen(!st.fastSigns, [&] {
@@ -473,8 +472,8 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
         exact.studentCopy = Value();
       exact.unroll = 1;
       pass2(/*fast=*/false, /*maxForm=*/false, /*ties=*/keep, exact);
-      if (maxForm)
-        inMax = tvdLess = sigLess = zero;
+      inMax = zero;
+      scaleS = scaleT = one;
       if (keep)
         noTies = noTie();
     });
@@ -482,14 +481,22 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   }
   Value absSlice = absSum.sum(), sigSlice = sig.sum();
   if (maxForm) {
-    Value sMax = inMax * absSlice;
-    absSlice = absSlice + sMax - tvdLess;
-    sigSlice = sigSlice + sMax - sigLess;
+    // The max form's S = cS A + cT B and C = cS A - cT B, with A the sum
+    // of p over p > q, B that of q over the others, and cS, cT the fast
+    // form's scales (1 / scaleS, 1 / scaleT).
+    Value twoA = (absSlice + sigSlice) * scaleS;
+    Value twoB = (absSlice - sigSlice) * scaleT;
+    absSlice = where(inMax > 0.0, twoA + twoB - massS - massT, absSlice);
+    sigSlice = where(inMax > 0.0, twoA - massS, sigSlice);
+  } else {
+    // The sign form's sum of p sign(p - q) scales as p does. (Its sum of
+    // |p - q| is left as it is: off by at most |cS - cT| / 2 in TVD.)
+    sigSlice = sigSlice * scaleS;
   }
   auto t = k.clusterReduce(CO::Sum, {absSlice, sigSlice});
   st.tvd = 0.5 * t[0];
-  // 2 S - P - Q cancels: P and Q (pass 1) and the e (the fast form) differ
-  // by K's rounding, so a TVD within about 3e-6 of 0 could come out below.
+  // 2 A + 2 B - P - Q cancels: a TVD within rounding of 0 could come out
+  // below.
   if (maxForm)
     st.tvd = max(st.tvd, zero);
   st.sigma = t[1];
@@ -617,7 +624,14 @@ TileModule buildLossGrad(const Config &c) {
         Value half = 0.5 * gTvd;
         Value cTie = gCe - half * st.sigma;
         Value cAbove = cTie + half, cBelow = cTie - half;
+        // The fast form's p times st.pScaleS is p (log2OffsetScale); the
+        // scale goes into the constants.
+        auto pScaled = [&](Value c, bool fast) {
+          return fast ? c * st.pScaleS : c;
+        };
         auto gradFromLogits = [&](bool fast) {
+          Value above = pScaled(cAbove, fast), below = pScaled(cBelow, fast);
+          Value tie = pScaled(cTie, fast);
           forEachTile(k, r, [&](const SliceTile &x) {
             // One exp per element: the sign of p - q comes from log2 p and
             // log2 q in the form pass 2's did, as pass 2 took it: the sign
@@ -628,18 +642,26 @@ TileModule buildLossGrad(const Config &c) {
             Value lp = st.log2P(x.s, fast), lq = st.log2Q(x.t, fast);
             Value c =
                 fast ? where(copysign(k.constant(1, DType::F32), lp - lq) > 0.0,
-                             cAbove, cBelow)
-                     : where(lp > lq, cAbove, where(lp < lq, cBelow, cTie));
+                             above, below)
+                     : where(lp > lq, above, where(lp < lq, below, tie));
             k.store(g, x.offs, exp2(lp) * c, x.mask);
           });
         };
         // From the kept p sign: p c(sign) = |p sign| cTie + gTvd / 2 p sign
         // where no element of the slice ties; a program that met a tie
-        // re-reads its inputs. A kept scale comes off the constants
-        // (exactly: a power of 2).
+        // re-reads its inputs. A kept scale (exactly: a power of 2) and the
+        // fast form's come off the constants.
         auto gradFromKept = [&] {
-          Value cKept = scale ? cTie * (1 / *scale) : cTie;
-          Value halfKept = scale ? half * (1 / *scale) : half;
+          Value cKept = cTie, halfKept = half;
+          if (st.fastSigns.valid()) {
+            Value fromFast = where(st.fastSigns, st.pScaleS, 1.0);
+            cKept = cKept * fromFast;
+            halfKept = halfKept * fromFast;
+          }
+          if (scale) {
+            cKept = cKept * (1 / *scale);
+            halfKept = halfKept * (1 / *scale);
+          }
           forEachTile(
               k, r,
               [&](const SliceTile &x) {
@@ -660,15 +682,26 @@ TileModule buildLossGrad(const Config &c) {
         k.barrier();
         k.ifThen(
             r.y >= r.start.to(DType::I64) && r.y < r.end.to(DType::I64), [&] {
-              // In the exact form: pass 2's fast form may have signed a
-              // near tie (|gap| < 2^-17) the other way, as fp32 may against
-              // fp64; keeping its offsets live until here slowed pass 2.
+              // p_y in the exact form, its sign as sigma's: from the kept p
+              // sign (a tie 0 where the exact walk met one), else from the
+              // logs in the row's form.
+              Value ty = k.load(r.t, r.y);
               Value lp = log2SoftmaxAt(st.targetLogit, st.maxS, st.logSumS);
-              Value lq = log2SoftmaxAt(k.load(r.t, r.y), st.maxT, st.logSumT);
+              Value lq = log2SoftmaxAt(ty, st.maxT, st.logSumT);
               Value p = exp2(lp);
-              k.store(g, r.y,
-                      gCe * (p - 1.0) + half * (signedByDifference(p, lp - lq) -
-                                                p * st.sigma));
+              Value pSign;
+              if (kept.valid()) {
+                Value at = r.y.to(DType::I32) - r.start;
+                pSign = p * sign(k.load(kept, at).to(DType::F32));
+              } else if (st.fastSigns.valid()) {
+                Value fastGap =
+                    st.log2P(st.targetLogit, true) - st.log2Q(ty, true);
+                pSign = where(st.fastSigns, copysign(p, fastGap),
+                              signedByDifference(p, lp - lq));
+              } else {
+                pSign = signedByDifference(p, lp - lq);
+              }
+              k.store(g, r.y, gCe * (p - 1.0) + half * (pSign - p * st.sigma));
             });
       },
       [&] {

@@ -54,6 +54,7 @@ inline void onlineUpdateLanes(dsl::Var &m, dsl::Var &d,
 }
 
 constexpr double kLog2e = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
 
 /// log2(e) rounded to f32 (the factor the kernels multiply by), as
 /// kLog2eHi + kLog2eLo where kLog2eHi has 15 significant bits: a bf16
@@ -164,8 +165,10 @@ rowNormalizer(dsl::Value m, dsl::Value d, SumForm form = SumForm::Exact) {
 /// exp((x - m) - log d)). A row that is entirely -inf gives -inf.
 inline dsl::Value log2SoftmaxAt(dsl::Value x, dsl::Value m, dsl::Value logSum) {
   dsl::Value isEmpty = m == kNegInf;
-  return (x.to(DType::F32) - dsl::where(isEmpty, 0.0, m)) * kLog2e -
-         dsl::where(isEmpty, 0.0, logSum * kLog2e);
+  dsl::Value log2e = m.builder().constant(kLog2e, DType::F32);
+  // An explicit fma: every kernel rounds it alike, whatever NVRTC contracts.
+  return dsl::fma(x.to(DType::F32) - dsl::where(isEmpty, 0.0, m), log2e,
+                  -dsl::where(isEmpty, 0.0, logSum * kLog2e));
 }
 
 /// The largest |K| that log2SoftmaxFast takes: K's rounding then moves log2
@@ -189,6 +192,21 @@ inline dsl::Value log2SoftmaxFast(dsl::Value x, dsl::Value K) {
   return dsl::fma(x.to(DType::F32), log2e, -K);
 }
 
+/// K's rounding scales every p = 2^(x log2(e) - K) of a row by 2^r, r = (m +
+/// log d) log2(e) - K, up to 2^-18 (2.6e-6 of p at |K| near 128): what p
+/// must be multiplied by to undo it, 2^-r = 1 - r ln 2. r comes from two
+/// fmas, whose inner one rounds m log2(e) - K, of about log(d) log2(e): the
+/// result is as accurate as log2SoftmaxAt's (which rounds log(d) log2(e)).
+/// Without it, sigma would be off by up to 2.6e-6 and a confident row's
+/// target gradient g_ce (p_y - 1) by as much times g_ce.
+inline dsl::Value log2OffsetScale(dsl::Value m, dsl::Value logSum,
+                                  dsl::Value K) {
+  dsl::KernelBuilder &k = K.builder();
+  dsl::Value log2e = k.constant(kLog2e, DType::F32);
+  dsl::Value r = dsl::fma(logSum, log2e, dsl::fma(m, log2e, -K));
+  return dsl::fma(r, k.constant(-kLn2, DType::F32), k.constant(1, DType::F32));
+}
+
 /// p sign(p - q) from d = log2 p - log2 q (exp2 is monotonic): p with the
 /// sign of d where |d| > 0, else 0, so bit-identical logs (a teacher equal
 /// to the student) give exactly 0. A subtract, a compare, a sign copy and a
@@ -205,16 +223,19 @@ inline dsl::Value signedByDifference(dsl::Value p, dsl::Value d) {
 /// A row's normalizers and the two forms its log2 p and log2 q take. Every
 /// kernel that signs p - q for a row (pass 2's sigma, the gradient) must use
 /// the form the forward chose for that row (its fast_signs output): near a
-/// tie the two forms may sign differently, and a sign that disagrees with
-/// sigma moves the row's TVD gradient by p sigma / 2 per element.
+/// tie the two forms may sign differently, and each sign that disagrees with
+/// sigma's moves that element, and the row's gradient sum, by g_tvd p.
 struct RowLogs {
   dsl::Value maxS, logSumS, maxT, logSumT;
-  /// log2SoftmaxFast's offsets (withOffsets()).
-  dsl::Value offsetS, offsetT;
+  /// log2SoftmaxFast's offsets and what its p and q are to be multiplied
+  /// by (log2OffsetScale), from withOffsets().
+  dsl::Value offsetS, offsetT, pScaleS, pScaleT;
 
   void withOffsets() {
     offsetS = log2Offset(maxS, logSumS);
     offsetT = log2Offset(maxT, logSumT);
+    pScaleS = log2OffsetScale(maxS, logSumS, offsetS);
+    pScaleT = log2OffsetScale(maxT, logSumT, offsetT);
   }
   /// log2 p and log2 q of x in the fast form (log2SoftmaxFast) or the
   /// exact one (log2SoftmaxAt).

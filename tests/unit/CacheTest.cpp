@@ -682,7 +682,7 @@ TEST(Cache, CompileCachedHitsRebuildsAndNeverStoresFailures) {
   EXPECT_EQ(obj->getString("tilejit_version"), TILEJIT_VERSION);
   EXPECT_EQ(obj->getInteger("threads"), 32 * fwdParam("num_warps"));
   ASSERT_NE(obj->getArray("params"), nullptr);
-  EXPECT_EQ(obj->getArray("params")->size(), 15u);
+  EXPECT_EQ(obj->getArray("params")->size(), 16u); // the kernel's arguments
   EXPECT_EQ(obj->getBoolean("persistent"), false);
   const llvm::json::Object *res = obj->getObject("resources");
   ASSERT_NE(res, nullptr);

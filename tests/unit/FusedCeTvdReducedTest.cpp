@@ -22,7 +22,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <random>
 #include <tuple>
 
 using namespace tilejit;
@@ -432,6 +434,7 @@ TEST(CeTvdReduced, KeepOnlyWhereItsArrayFits) {
   }
   EXPECT_EQ(keep(DType::F32, {"CLUSTER_SIZE=2"}, 151936), 0);
   EXPECT_EQ(keep(DType::BF16, {"CLUSTER_SIZE=2"}, 151936), 1);
+  EXPECT_EQ(keep(DType::F16, {"CLUSTER_SIZE=2"}, 151936), 1);
   EXPECT_EQ(keep(DType::F32, {}, 151936), 1); // 8 programs of 20480
   EXPECT_EQ(keep(DType::F32, {}, 500000), 0); // 8 programs of 63488
   EXPECT_EQ(keep(DType::BF16, {}, 500000), 1);
@@ -471,8 +474,8 @@ TEST(CeTvdReduced, RegisterCapFollowsWarpsAndTheKeepArray) {
 
 // COPY_AHEAD is 0 in the derived config where it has no array to fill (no
 // KEEP). Both kernels keep their array in the logits' type (the loss +
-// gradient kernel's f16 p sign(p - q) scaled), which fits 4 f16 programs per
-// SM.
+// gradient kernel's f16 p sign(p - q) scaled): 4 f16 programs per SM, as
+// many as their registers allow (an f32 array allowed 2).
 TEST(CeTvdReduced, CopyAheadOnlyWhereItApplies) {
   for (const char *name :
        {"fused_ce_tvd_loss_grad", "fused_ce_tvd_fwd_cluster"}) {
@@ -833,8 +836,10 @@ void expectShiftedTeacherGradientSumsToZero(decltype(&runCeTvdCpu) run,
                                            {"cluster", "FAST_LOG2=1"},
                                            {"cluster", "FAST_LOG2=1", "KEEP=0"},
                                            {"cluster", "FAST_LOG2=0"}}) {
-    SCOPED_TRACE(forward.size() > 1 ? forward[0] + " " + forward[1]
-                                    : forward[0]);
+    std::string trace;
+    for (const std::string &part : forward)
+      trace += part + " ";
+    SCOPED_TRACE(trace);
     CeTvdRunOptions o;
     o.forwardKernel = forwardKernelFor(forward[0]);
     o.overrides.assign(forward.begin() + 1, forward.end());
@@ -846,6 +851,58 @@ void expectShiftedTeacherGradientSumsToZero(decltype(&runCeTvdCpu) run,
           << "row " << r << ", sigma " << out.sigma[r];
     CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
     EXPECT_TRUE(c.passed) << c.summary;
+  }
+}
+
+/// Confident rows: the target logit 14 above the others (p_y about 1 -
+/// 1e-3, the teacher's 4 lower), the rows shifted by 0 to 70 so that the
+/// fast form's offsets K reach past 64, where their rounding moves every p
+/// by up to 2.6e-6: without log2OffsetScale, sigma and the target's
+/// gradient g_ce (p_y - 1) were off by that much, beyond the checks.
+ref::CeTvdInputs confidentInputs(DType dt) {
+  const std::vector<double> shifts = {0, 10, 20, 35, 50, 70};
+  const int64_t BT = shifts.size(), V = 4096, y = 17;
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(BT, V, dt, 5);
+  std::mt19937 rng(7);
+  std::normal_distribution<double> logit(0, 2), noise(0, 0.3);
+  for (int64_t r = 0; r < BT; ++r) {
+    in.target[r] = y;
+    std::vector<double> s(V);
+    for (double &x : s)
+      x = shifts[r] + logit(rng);
+    s[y] = *std::max_element(s.begin(), s.end()) + 14;
+    for (int64_t v = 0; v < V; ++v) {
+      storeFromDouble(in.student.data(), dt, r * V + v, s[v]);
+      storeFromDouble(in.teacher.data(), dt, r * V + v,
+                      v == y ? s[v] - 4 : s[v] + noise(rng));
+    }
+  }
+  return in;
+}
+
+TEST(CeTvdCluster, ConfidentRowsMatchTheReference) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    ref::CeTvdInputs in = confidentInputs(dt);
+    for (const char *keep : {"KEEP=0", "KEEP=1"}) {
+      SCOPED_TRACE(keep);
+      CeTvdReducedOptions o;
+      o.overrides = {keep};
+      o.mean = false;
+      CeTvdReducedOutputs out = runCeTvdReducedCpu(in, o);
+      CeTvdCheck c = checkCeTvdReduced(in, o, out);
+      EXPECT_TRUE(c.passed) << c.summary;
+    }
+    std::vector<float> gCe(in.BT, 1.f), gTvd(in.BT, 0.5f);
+    for (const char *fast : {"FAST_LOG2=1", "FAST_LOG2=0"}) {
+      SCOPED_TRACE(fast);
+      CeTvdRunOptions o;
+      o.forwardKernel = forwardKernelFor("cluster");
+      o.overrides = {fast};
+      CeTvdOutputs out = runCeTvdCpu(in, gCe, gTvd, o);
+      CeTvdCheck c = checkCeTvd(in, gCe, gTvd, out);
+      EXPECT_TRUE(c.passed) << c.summary;
+    }
   }
 }
 
