@@ -11,10 +11,13 @@
 //   pass 1: online max / sum-exp of student and teacher rows;
 //   pass 2: tvd = 0.5 sum |p - q|, sigma = sum p sign(p - q);
 //   ce = (lse_s - m_s) - (s_y - m_s). The saved state keeps each row's lse
-//   as (max, log sum-exp) so p = exp((s - max) - logsum) never differences
-//   two large numbers. fast_signs says in which form pass 2 signed p - q
-//   (RowLogs in SoftmaxParts.h): 1 from log2SoftmaxFast's logs, a rounding
-//   tie +, 0 from log2SoftmaxAt's, a tie 0. Ignored rows write zeros. A
+//   as (max, log sum-exp) so that p = exp((s - max) - logsum) never
+//   differences two large numbers (log2SoftmaxAt); where |lse| log2(e) <
+//   128 the kernels may form log2 p in one fma, x log2(e) - K, and scale p
+//   back by K's rounding (log2SoftmaxFast, log2OffsetScale). fast_signs
+//   says in which form pass 2 signed p - q (RowLogs in SoftmaxParts.h): 1
+//   from log2SoftmaxFast's logs, a rounding tie +, 0 from log2SoftmaxAt's,
+//   a tie 0. Ignored rows write zeros. A
 //   target outside [0, V) that is not ignore_index writes row + 1 into
 //   bad_target (the host turns it into an error) and zeros for the row.
 //

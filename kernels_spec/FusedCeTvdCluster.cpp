@@ -817,7 +817,7 @@ std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
            copyAhead,
            "with KEEP, pass 1 copies the student's tiles into the KEEP "
            "array this many loop steps before it reads them (cp.async), "
-           "without holding registers (bf16, f32); 0: loads them through "
+           "without holding registers; 0: loads them through "
            "registers"},
           {"PREFETCH_L2",
            {0, 1, 2},
@@ -994,7 +994,8 @@ KernelSpec fusedCeTvdLossGradSpec() {
                     1,
                     "1: a shared array keeps the student's slice from pass 1 "
                     "(pass 2 re-reads only the teacher), then p sign(p - q) "
-                    "from pass 2, rounded to the gradient's dtype (pass 3 "
+                    "from pass 2, rounded to the gradient's dtype (f16 "
+                    "scaled by 2^15) (pass 3 "
                     "re-reads nothing unless pass 2 took its exact form and "
                     "met a tie); 0: passes "
                     "2 and 3 re-read both inputs. By default 1 where the "
