@@ -17,9 +17,9 @@
 //   back by K's rounding (log2SoftmaxFast, log2OffsetScale). fast_signs
 //   says in which form pass 2 signed p - q (RowLogs in SoftmaxParts.h): 1
 //   from log2SoftmaxFast's logs, a rounding tie +, 0 from log2SoftmaxAt's,
-//   a tie 0. Ignored rows write zeros. A
-//   target outside [0, V) that is not ignore_index writes row + 1 into
-//   bad_target (the host turns it into an error) and zeros for the row.
+//   a tie 0. Ignored rows write zeros. A target outside [0, V) that is not
+//   ignore_index writes row + 1 into bad_target (the host turns it into an
+//   error) and zeros for the row.
 //
 // fused_ce_tvd_bwd(student, teacher, target, sigma, max_s, logsum_s, max_t,
 //                  logsum_t, fast_signs, g_ce, g_tvd: ptr<f32> (BT),
