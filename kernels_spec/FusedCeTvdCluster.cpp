@@ -401,7 +401,8 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   // over p > q. Since e = (p + q + |p - q|) / 2, the slice's sum |p - q| is
   // 2 S - P - Q and its sum p sign(p - q) = 2 A - P = C + S - P (without
   // ties), where P and Q are the slice's shares of the probability mass from
-  // pass 1 (massS, massT).
+  // pass 1 (massS, massT). (The fast form's p and q carry scales of their
+  // own, taken off after the walk: see below.)
   auto pass2 = [&](bool fast, bool maxForm, bool ties, const Walk &walk) {
     absSum = groupZero;
     sig = groupZero;
@@ -482,15 +483,16 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   Value absSlice = absSum.sum(), sigSlice = sig.sum();
   if (maxForm) {
     // The max form's S = cS A + cT B and C = cS A - cT B, with A the sum
-    // of p over p > q, B that of q over the others, and cS, cT the fast
-    // form's scales (1 / scaleS, 1 / scaleT).
+    // of p where the gap is +0 or more, B that of q where it is below 0,
+    // and cS, cT the fast form's scales (1 / scaleS, 1 / scaleT).
     Value twoA = (absSlice + sigSlice) * scaleS;
     Value twoB = (absSlice - sigSlice) * scaleT;
     absSlice = where(inMax > 0.0, twoA + twoB - massS - massT, absSlice);
     sigSlice = where(inMax > 0.0, twoA - massS, sigSlice);
   } else {
     // The sign form's sum of p sign(p - q) scales as p does. (Its sum of
-    // |p - q| is left as it is: off by at most |cS - cT| / 2 in TVD.)
+    // |p - q| is left as it is: TVD off by at most |cS - 1| TVD + |cS -
+    // cT| / 2, under 3e-6.)
     sigSlice = sigSlice * scaleS;
   }
   auto t = k.clusterReduce(CO::Sum, {absSlice, sigSlice});
@@ -683,7 +685,9 @@ TileModule buildLossGrad(const Config &c) {
         k.ifThen(
             r.y >= r.start.to(DType::I64) && r.y < r.end.to(DType::I64), [&] {
               // p_y in the exact form, its sign as sigma's: from the kept p
-              // sign (a tie 0 where the exact walk met one), else from the
+              // sign (its sign bit, which survives an underflow to +-0,
+              // after the fast walk or an exact one without ties; three-way
+              // after an exact one with, whose ties kept 0), else from the
               // logs in the row's form.
               Value ty = k.load(r.t, r.y);
               Value lp = log2SoftmaxAt(st.targetLogit, st.maxS, st.logSumS);
@@ -692,7 +696,8 @@ TileModule buildLossGrad(const Config &c) {
               Value pSign;
               if (kept.valid()) {
                 Value at = r.y.to(DType::I32) - r.start;
-                pSign = p * sign(k.load(kept, at).to(DType::F32));
+                Value u = k.load(kept, at).to(DType::F32);
+                pSign = where(st.noTies, copysign(p, u), p * sign(u));
               } else if (st.fastSigns.valid()) {
                 Value fastGap =
                     st.log2P(st.targetLogit, true) - st.log2Q(ty, true);

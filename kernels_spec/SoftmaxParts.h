@@ -193,7 +193,8 @@ inline dsl::Value log2SoftmaxFast(dsl::Value x, dsl::Value K) {
 }
 
 /// K's rounding scales every p = 2^(x log2(e) - K) of a row by 2^r, r = (m +
-/// log d) log2(e) - K, up to 2^-18 (2.6e-6 of p at |K| near 128): what p
+/// log d) log2(e) - K, a little over 2^-18 (K's and log(d) log2(e)'s
+/// roundings: 2.6e-6 of p at |K| near 128): what p
 /// must be multiplied by to undo it, 2^-r = 1 - r ln 2. r comes from two
 /// fmas, whose inner one rounds m log2(e) - K, of about log(d) log2(e): the
 /// result is as accurate as log2SoftmaxAt's (which rounds log(d) log2(e)).
