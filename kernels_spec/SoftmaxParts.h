@@ -192,14 +192,13 @@ inline dsl::Value log2SoftmaxFast(dsl::Value x, dsl::Value K) {
   return dsl::fma(x.to(DType::F32), log2e, -K);
 }
 
-/// K's rounding scales every p = 2^(x log2(e) - K) of a row by 2^r, r = (m +
-/// log d) log2(e) - K, a little over 2^-18 (K's and log(d) log2(e)'s
-/// roundings: 2.6e-6 of p at |K| near 128): what p
-/// must be multiplied by to undo it, 2^-r = 1 - r ln 2. r comes from two
-/// fmas, whose inner one rounds m log2(e) - K, of about log(d) log2(e): the
-/// result is as accurate as log2SoftmaxAt's (which rounds log(d) log2(e)).
-/// Without it, sigma would be off by up to 2.6e-6 and a confident row's
-/// target gradient g_ce (p_y - 1) by as much times g_ce.
+/// What the fast form's p must be multiplied by. K's rounding scales every
+/// p = 2^(x log2(e) - K) of a row by 2^r, r = (m + log d) log2(e) - K: a
+/// little over 2^-18 (2.6e-6 of p) at |K| near 128. This returns 2^-r = 1 -
+/// r ln 2, r from two fmas whose inner one rounds m log2(e) - K, about
+/// -log(d) log2(e): as accurate as log2SoftmaxAt, which rounds log(d)
+/// log2(e) too. Without it, sigma would be off by up to 2.6e-6 and a
+/// confident row's target gradient g_ce (p_y - 1) by as much times g_ce.
 inline dsl::Value log2OffsetScale(dsl::Value m, dsl::Value logSum,
                                   dsl::Value K) {
   dsl::KernelBuilder &k = K.builder();
