@@ -232,6 +232,11 @@ struct RowStats : RowLogs {
   /// holds p: after the fast walk (which signs a rounding tie +p), or after
   /// an exact walk that met no tie (log2 p = log2 q, sign 0).
   Value noTies;
+
+  /// What p from pass 2's last walk (its sums, the kept p sign) is to be
+  /// multiplied by: the fast form's pScaleS after the fast walk, else 1.
+  /// With FAST_LOG2 only.
+  Value lastWalkPScale() const { return where(fastSigns, pScaleS, 1.0); }
 };
 
 /// body(fast) in the form this program's pass 2 signs came from, so that
@@ -434,10 +439,7 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   const bool keep = static_cast<bool>(keeping.keep);
   const bool maxForm = k.param("FAST_LOG2") && !keep;
   Walk walk{/*backward=*/true, /*student=*/true, /*teacher=*/true, copy};
-  // inMax: 1 after a max form walk, 0 after a sign form walk. scaleS and
-  // scaleT: the fast form's pScaleS and pScaleT after a fast walk, else 1.
-  Value zero = k.constant(0, DType::F32), one = k.constant(1, DType::F32);
-  Var inMax = zero, scaleS = one, scaleT = one;
+  Value zero = k.constant(0, DType::F32);
   if (!k.param("FAST_LOG2")) {
     pass2(/*fast=*/false, /*maxForm=*/false, /*ties=*/keep, walk);
     if (keep)
@@ -461,10 +463,6 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     Value fastLogs =
         abs(st.offsetS) < kFastLog2Max && abs(st.offsetT) < kFastLog2Max;
     pass2(/*fast=*/true, maxForm, /*ties=*/false, walk);
-    if (maxForm)
-      inMax = one;
-    scaleS = st.pScaleS;
-    scaleT = st.pScaleT;
     st.fastSigns = fastLogs && st.offsetS != st.offsetT;
     Var noTies = st.fastSigns;
     k.ifThen(!st.fastSigns, [&] {
@@ -473,8 +471,6 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
         exact.studentCopy = Value();
       exact.unroll = 1;
       pass2(/*fast=*/false, /*maxForm=*/false, /*ties=*/keep, exact);
-      inMax = zero;
-      scaleS = scaleT = one;
       if (keep)
         noTies = noTie();
     });
@@ -482,18 +478,19 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   }
   Value absSlice = absSum.sum(), sigSlice = sig.sum();
   if (maxForm) {
-    // The max form's S = cS A + cT B and C = cS A - cT B, with A the sum
-    // of p where the gap is +0 or more, B that of q where it is below 0,
-    // and cS, cT the fast form's scales (1 / scaleS, 1 / scaleT).
-    Value twoA = (absSlice + sigSlice) * scaleS;
-    Value twoB = (absSlice - sigSlice) * scaleT;
-    absSlice = where(inMax > 0.0, twoA + twoB - massS - massT, absSlice);
-    sigSlice = where(inMax > 0.0, twoA - massS, sigSlice);
-  } else {
+    // After the fast walk (the max form), S = cS A + cT B and C = cS A - cT
+    // B, with A the sum of p where the gap is +0 or more, B that of q where
+    // it is below 0, and cS, cT the fast form's scales (1 / pScaleS, 1 /
+    // pScaleT); after the exact walk (the sign form), the sums themselves.
+    Value twoA = (absSlice + sigSlice) * st.pScaleS;
+    Value twoB = (absSlice - sigSlice) * st.pScaleT;
+    absSlice = where(st.fastSigns, twoA + twoB - massS - massT, absSlice);
+    sigSlice = where(st.fastSigns, twoA - massS, sigSlice);
+  } else if (st.fastSigns.valid()) {
     // The sign form's sum of p sign(p - q) scales as p does. (Its sum of
     // |p - q| is left as it is: TVD off by at most |cS - 1| TVD + |cS -
     // cT| / 2, under 3e-6.)
-    sigSlice = sigSlice * scaleS;
+    sigSlice = sigSlice * st.lastWalkPScale();
   }
   auto t = k.clusterReduce(CO::Sum, {absSlice, sigSlice});
   st.tvd = 0.5 * t[0];
@@ -656,9 +653,8 @@ TileModule buildLossGrad(const Config &c) {
         auto gradFromKept = [&] {
           Value cKept = cTie, halfKept = half;
           if (st.fastSigns.valid()) {
-            Value fromFast = where(st.fastSigns, st.pScaleS, 1.0);
-            cKept = cKept * fromFast;
-            halfKept = halfKept * fromFast;
+            cKept = cKept * st.lastWalkPScale();
+            halfKept = halfKept * st.lastWalkPScale();
           }
           if (scale) {
             cKept = cKept * (1 / *scale);
