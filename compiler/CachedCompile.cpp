@@ -30,7 +30,10 @@
 // Finding an entry without running the tile-level passes: each key also has
 // an alias, the same fields hashed with the unoptimized IR instead, kept in
 // memory and on disk (KernelCache::findAlias). A hit by alias costs printing
-// the module, two hashes and reading the entry.
+// the module, three hashes and reading the entry. An alias is only a hint:
+// the entry it names must have been built for the same request (the same
+// fields but the tile IR, compared as requestDigest()), or it is ignored, the
+// key computed and the alias rewritten.
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/Compiler.h"
@@ -117,6 +120,16 @@ KeyParts keyParts(const TileModule &input, const CompileOptions &options,
   return p;
 }
 
+/// BLAKE3 over `key`'s fields but the tile IR: what an entry found through
+/// an alias must have been built for.
+std::string requestDigest(const CacheKey &key) {
+  CacheKey request;
+  for (const auto &[name, value] : key.fields())
+    if (name != "tile_ir" && name != "alias_of")
+      request.add(name, value);
+  return request.hex();
+}
+
 /// The key itself: keyParts() over the optimized tile IR (its "tile_ir").
 KeyParts computeKey(const TileModule &module, const CompileOptions &options,
                     bool wantParams = false) {
@@ -149,18 +162,25 @@ compileCached(const TileModule &module, const CompileOptions &options,
   KeyParts aliasParts = keyParts(module, options, module.str());
   aliasParts.key.add("alias_of", "optimized tile_ir");
   std::string alias = aliasParts.key.hex();
+  std::string request = requestDigest(aliasParts.key);
   std::string key = cache.findAlias(alias);
   if (!key.empty())
     if (auto hit = cache.lookup(key)) {
-      log()->debug("cache hit {} {} (by alias): {:.3f} ms", module.kernelName(),
-                   key.substr(0, 16), msSince(t0));
-      return hit;
+      if (hit->requestDigest == request) {
+        log()->debug("cache hit {} {} (by alias): {:.3f} ms",
+                     module.kernelName(), key.substr(0, 16), msSince(t0));
+        return hit;
+      }
+      log()->warn("cache: alias {} of {} names an entry built for another "
+                  "request ({} {}); ignoring it",
+                  alias.substr(0, 16), module.kernelName(), hit->name,
+                  key.substr(0, 16));
     }
 
   KeyParts parts = computeKey(module, options, /*wantParams=*/true);
   key = parts.key.hex();
   if (auto hit = cache.lookup(key)) {
-    cache.storeAlias(alias, key);
+    cache.storeAlias(alias, key, request);
     log()->debug("cache hit {} {}: {:.3f} ms", module.kernelName(),
                  key.substr(0, 16), msSince(t0));
     return hit;
@@ -178,9 +198,10 @@ compileCached(const TileModule &module, const CompileOptions &options,
     return std::make_shared<const CompiledKernel>(std::move(k));
   }
   k.cacheKey = key;
+  k.requestDigest = request;
   auto stored =
       cache.store(key, std::move(k), parts.key.fields(), parts.params);
-  cache.storeAlias(alias, key); // after the entry, so it never dangles
+  cache.storeAlias(alias, key, request); // after the entry, so it never dangles
   return stored;
 }
 

@@ -418,6 +418,14 @@ struct TileLowerToSimtPass
               << " threads";
           return WalkResult::interrupt();
         }
+        if (tensor.getDimSize(0) / p > kMaxElementsPerThread) {
+          op->emitOpError("in kernel '")
+              << func.getSymName() << "': tile type " << t << " holds "
+              << tensor.getDimSize(0) / p << " elements per thread over " << p
+              << " threads; at most " << kMaxElementsPerThread
+              << " are supported";
+          return WalkResult::interrupt();
+        }
       }
       return WalkResult::advance();
     });

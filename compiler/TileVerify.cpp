@@ -69,6 +69,13 @@ LogicalResult verifyKernel(func::FuncOp kernel) {
             << "is a multiple of 32 * num_warps = " << threads;
         return WalkResult::interrupt();
       }
+      if (n / threads > kMaxElementsPerThread) {
+        op->emitOpError("in kernel '")
+            << name << "': tile " << t << " holds " << n / threads
+            << " elements per thread over " << threads << " threads; at most "
+            << kMaxElementsPerThread << " fit in registers";
+        return WalkResult::interrupt();
+      }
     }
     return WalkResult::advance();
   });

@@ -852,17 +852,16 @@ Value KernelBuilder::numPrograms(int axis, SourceLoc loc) {
 /// Tiles live in registers, n / threads elements per thread: a size that
 /// cannot fit is an error here, not a compile that runs for minutes.
 static void checkTileSize(KernelBuilder::Impl &k, int64_t n, const char *what) {
-  constexpr int64_t kMostPerThread = 256;
   int64_t threads =
       32 * k.func->getAttrOfType<mlir::IntegerAttr>(attr::kNumWarps).getInt();
   if (n <= 0)
     k.fail(std::string(what) + "(" + std::to_string(n) +
            ") needs a positive size (is a BLOCK_SIZE-like parameter 0?)");
-  if (n > kMostPerThread * threads)
+  if (n > kMaxElementsPerThread * threads)
     k.fail(std::string(what) + "(" + std::to_string(n) +
-           "): " + std::to_string((n + threads - 1) / threads) +
+           "): " + std::to_string(ceilDiv(n, threads)) +
            " elements per thread over " + std::to_string(threads) +
-           " threads; at most " + std::to_string(kMostPerThread) +
+           " threads; at most " + std::to_string(kMaxElementsPerThread) +
            " fit in registers (a smaller tile, or more num_warps)");
 }
 

@@ -1007,7 +1007,9 @@ KernelSpec fusedCeTvdLossGradSpec() {
                params,
                kDtypes,
                buildLossGrad,
-               kTuneKey};
+               // In place, the gradient's stores go over the rows being read:
+               // an entry of its own.
+               {{"BT", true}, {"V", false}, {"IN_PLACE", false}}};
   s.shapeDefaults = defaultsByVocab;
   s.deriveParams = deriveLossGrad;
   return s;

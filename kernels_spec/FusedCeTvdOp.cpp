@@ -72,12 +72,9 @@ void validateKernels(const CeTvdRunOptions &options) {
 /// Shapes, dtypes, targets and upstream gradients.
 void validateInputs(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
                     const std::vector<float> &gTvd) {
-  if (in.BT <= 0)
-    throw Error("fused_ce_tvd: empty batch (BT = " + std::to_string(in.BT) +
-                ")");
-  if (in.BT > std::numeric_limits<int32_t>::max())
+  if (in.BT < 0 || in.BT > std::numeric_limits<int32_t>::max())
     throw Error("fused_ce_tvd: BT = " + std::to_string(in.BT) +
-                " must be below 2^31");
+                " must be in [0, 2^31)");
   if (in.V <= 0 || in.V > std::numeric_limits<int32_t>::max())
     throw Error("fused_ce_tvd: vocab V = " + std::to_string(in.V) +
                 " must be in [1, 2^31)");
@@ -91,6 +88,19 @@ void validateInputs(const ref::CeTvdInputs &in, const std::vector<float> &gCe,
       static_cast<int64_t>(gTvd.size()) != in.BT)
     throw Error("fused_ce_tvd: target, g_ce and g_tvd must have BT = " +
                 std::to_string(in.BT) + " entries");
+}
+
+/// The outputs of an empty batch (BT = 0): empty per-row vectors and
+/// gradient, nothing launched. The options are checked as for any batch.
+CeTvdOutputs emptyBatch(const CeTvdRunOptions &opts, const std::string &arch,
+                        const std::string &device) {
+  CeTvdRunOptions options = opts;
+  options.forwardKernel = resolveForwardKernel(opts.forwardKernel, arch);
+  validateKernels(options);
+  CeTvdOutputs out;
+  out.device = device;
+  out.forwardKernel = options.forwardKernel;
+  return out;
 }
 
 /// Points every buffer at `in` / `out` storage.
@@ -195,6 +205,8 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &opts) {
   validateInputs(in, gCe, gTvd);
+  if (in.BT == 0)
+    return emptyBatch(opts, opts.arch, "cpu");
   CeTvdRunOptions options = opts;
   options.forwardKernel = resolveForwardKernel(opts.forwardKernel, opts.arch);
   validateKernels(options);
@@ -248,6 +260,8 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gTvd,
                          const CeTvdRunOptions &opts) {
   validateInputs(in, gCe, gTvd); // bad inputs before a missing GPU
+  if (in.BT == 0)
+    return emptyBatch(opts, opts.arch, "gpu (empty batch: nothing launched)");
   cuda::Device device = cuda::Device::open();
   CompileOptions copts;
   copts.arch = opts.arch.empty() ? device.archString() : opts.arch;

@@ -64,9 +64,9 @@ void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
     if (findKernel(kLossGrad).ownOverrides({s}).empty())
       throw Error("fused_ce_tvd (reduced): '" + s + "' names no parameter of " +
                   kLossGrad + " (see tilejit list)");
-  if (in.BT <= 0 || in.BT > std::numeric_limits<int32_t>::max())
+  if (in.BT < 0 || in.BT > std::numeric_limits<int32_t>::max())
     throw Error("fused_ce_tvd (reduced): BT = " + std::to_string(in.BT) +
-                " must be in [1, 2^31)");
+                " must be in [0, 2^31)");
   if (in.V <= 0 || in.V > std::numeric_limits<int32_t>::max())
     throw Error("fused_ce_tvd (reduced): vocab V = " + std::to_string(in.V) +
                 " must be in [1, 2^31)");
@@ -76,8 +76,8 @@ void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
     throw Error("fused_ce_tvd (reduced): student/teacher must hold BT * V " +
                 std::string(dtypeName(in.dtype)) +
                 " elements and target BT entries");
-  if (!std::isfinite(o.alpha) || !std::isfinite(o.beta))
-    throw Error("fused_ce_tvd (reduced): alpha and beta must be finite");
+  checkF32Scalar("fused_ce_tvd (reduced): alpha", o.alpha);
+  checkF32Scalar("fused_ce_tvd (reduced): beta", o.beta);
 }
 
 /// The three kernels, built for in's shape; clusterSize of the main one.
@@ -157,6 +157,10 @@ CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
   validate(in, options);
   CeTvdReducedOutputs out;
   out.device = "cpu";
+  if (in.BT == 0) { // the loss of nothing is 0, for mean as for sum
+    out.config = "none (empty batch: nothing launched)";
+    return out;
+  }
   Host h(in, options, out);
   Scalars s(in, options);
   auto args = kernelArgs<InterpArg>(
@@ -285,13 +289,18 @@ CeTvdReducedOutputs runCeTvdReducedGpu(const ref::CeTvdInputs &in,
                                        const CeTvdReducedOptions &options) {
   validate(in, options);
   CeTvdReducedOutputs out;
+  if (in.BT == 0) { // the loss of nothing is 0, for mean as for sum
+    out.device = "gpu";
+    out.config = "none (empty batch: nothing launched)";
+    return out;
+  }
   GpuRun run(in, options, out);
   out.device = run.device().name();
   std::vector<std::string> set = options.overrides;
   std::string source = set.empty() ? "default" : "--set";
   if (options.useTuned && set.empty())
     set = tunedCeTvdOverrides(kLossGrad, in, deviceIdentity(run.device()),
-                              &source);
+                              &source, options.inPlace);
   LoadedKernels loaded;
   auto t0 = std::chrono::steady_clock::now();
   run.load(set, loaded);
@@ -385,8 +394,9 @@ tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
   ReducedTarget target(run, scratch, in, options, sampleCheckRows(in.BT, 16));
   DeviceIdentity id = deviceIdentity(run.device());
   TuningDatabase db = TuningDatabase::fromEnvironment();
-  TuningKey key = ceTvdTuningKey(kLossGrad, in, id);
+  TuningKey key = ceTvdTuningKey(kLossGrad, in, id, options.inPlace);
   TuneOptions topts;
+  topts.repetitions = std::max(1, options.iterations);
   topts.progress = progress;
   bool fromDb = false;
   TuningEntry e = lookupOrTune(

@@ -232,10 +232,11 @@ TuneParams defaultParams(const char *name, DType dtype) {
 } // namespace
 
 TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
-                         const DeviceIdentity &device) {
+                         const DeviceIdentity &device, bool inPlace) {
   TuningKey key;
   key.kernel = kernel;
-  key.shape = findKernel(kernel).tuningShapeKey({{"BT", in.BT}, {"V", in.V}});
+  key.shape = findKernel(kernel).tuningShapeKey(
+      {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}});
   key.dtype = dtypeName(in.dtype);
   key.device = device;
   key.kernelVersion = compilerSourceHash();
@@ -250,9 +251,10 @@ TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
 std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
                                              const ref::CeTvdInputs &in,
                                              const DeviceIdentity &device,
-                                             std::string *source) {
+                                             std::string *source,
+                                             bool inPlace) {
   TuningDatabase db = TuningDatabase::fromEnvironment();
-  TuningKey key = ceTvdTuningKey(kernel, in, device);
+  TuningKey key = ceTvdTuningKey(kernel, in, device, inPlace);
   if (std::optional<TuningEntry> e = db.lookup(key)) {
     *source = "tuned, " + db.pathFor(key).string();
     return paramOverrides(e->best);

@@ -38,17 +38,19 @@ struct Function;
 KernelResources candidateResources(const CompiledKernel &k,
                                    const cuda::Function &fn);
 
-/// The key of `kernel` ("fused_ce_tvd_fwd" or "_bwd") for in's shape and
-/// dtype on `device`.
+/// The key of `kernel` (a CE+TVD row kernel) for in's shape and dtype on
+/// `device`; `inPlace` for fused_ce_tvd_loss_grad writing its gradient over
+/// the student (an entry of its own).
 TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
-                         const DeviceIdentity &device);
+                         const DeviceIdentity &device, bool inPlace = false);
 
 /// The stored tuned config of `kernel` as NAME=VALUE overrides, or empty
 /// when there is none (then *source says so; else it names the file).
 std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
                                              const ref::CeTvdInputs &in,
                                              const DeviceIdentity &device,
-                                             std::string *source);
+                                             std::string *source,
+                                             bool inPlace = false);
 
 struct CeTvdTuneOptions {
   std::string arch;       ///< empty = the device's own

@@ -47,6 +47,8 @@ template <typename T> cuda::DeviceBuffer upload(const std::vector<T> &host) {
 LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
                                const LinearCeOptions &options) {
   validateLinearCe(in, options);
+  if (in.N == 0)
+    return emptyLinearCe(in, options, "gpu (empty batch: nothing launched)");
   const ref::LinearCeParams &p = options.params;
   const int64_t N = in.N, d = in.d, V = in.V;
   // Buffers hold the largest chunk; `chunk` is the one the loop runs with.

@@ -100,8 +100,8 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   auto fail = [](const std::string &why) {
     throw Error("fused_linear_ce: " + why);
   };
-  if (in.N <= 0 || in.d <= 0 || in.V <= 0)
-    fail("N, d and V must be positive (got N = " + std::to_string(in.N) +
+  if (in.N < 0 || in.d <= 0 || in.V <= 0)
+    fail("N must be >= 0, d and V positive (got N = " + std::to_string(in.N) +
          ", d = " + std::to_string(in.d) + ", V = " + std::to_string(in.V) +
          ")");
   if (in.N > std::numeric_limits<int32_t>::max() ||
@@ -116,7 +116,7 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
   if (!in.classWeight.empty() && int64_t(in.classWeight.size()) != in.V)
     fail("class weights must have V = " + std::to_string(in.V) + " entries");
   bool none = o.params.reduction == Reduction::None;
-  if (none != !in.gradOutput.empty() ||
+  if ((!none && !in.gradOutput.empty()) ||
       (none && int64_t(in.gradOutput.size()) != in.N))
     fail("reduction none takes a per-row upstream gradient (N entries); mean "
          "and sum take none");
@@ -129,10 +129,11 @@ void validateLinearCe(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
            std::to_string(o.params.ignoreIndex) + ")");
   if (!(o.params.labelSmoothing >= 0 && o.params.labelSmoothing <= 1))
     fail("label smoothing must be in [0, 1]");
-  if (!(o.params.zLoss >= 0) || !std::isfinite(o.params.zLoss))
-    fail("z-loss must be finite and >= 0");
-  if (!std::isfinite(o.params.softcap))
-    fail("softcap must be finite");
+  if (!(o.params.zLoss >= 0))
+    fail("z-loss must be >= 0");
+  checkF32Scalar("fused_linear_ce: label smoothing", o.params.labelSmoothing);
+  checkF32Scalar("fused_linear_ce: z-loss", o.params.zLoss);
+  checkF32Scalar("fused_linear_ce: softcap", o.params.softcap);
   for (const std::string &s : o.overrides)
     if (s.find('=') == std::string::npos)
       fail("--set takes NAME=VALUE (got '" + s + "')");
@@ -198,8 +199,22 @@ float linearCeDzScale(const ref::LinearCeInputs &in, const LinearCeOptions &o) {
              : 1.f;
 }
 
+LinearCeOutputs emptyLinearCe(const ref::LinearCeInputs &in,
+                              const LinearCeOptions &options,
+                              const std::string &device) {
+  LinearCeOutputs out;
+  out.device = device;
+  out.dW.assign(in.V * in.d, 0.f);
+  if (!in.bias.empty())
+    out.db.assign(in.V, 0.f);
+  out.gemmBackend = options.gemmBackend;
+  return out;
+}
+
 int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
                           const LinearCeOptions &o) {
+  if (in.N == 0)
+    return 0;
   if (o.chunkRows > 0)
     return std::min(in.N, o.chunkRows);
   int64_t most = mostChunkRows(in, o);
@@ -254,8 +269,8 @@ dsl::Config lceGemmConfig(DType dtype, const LinearCeOptions &options,
 ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
                                        DType dtype, bool bias, bool weights,
                                        uint64_t seed) {
-  if (N <= 0 || d <= 0 || V <= 0)
-    throw Error("fused_linear_ce: N, d and V must be positive (got N = " +
+  if (N < 0 || d <= 0 || V <= 0)
+    throw Error("fused_linear_ce: N must be >= 0, d and V positive (got N = " +
                 std::to_string(N) + ", d = " + std::to_string(d) +
                 ", V = " + std::to_string(V) + ")");
   // Guard the element counts below against wrapping around.
@@ -305,6 +320,8 @@ ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
 LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,
                                const LinearCeOptions &options) {
   validateLinearCe(in, options);
+  if (in.N == 0)
+    return emptyLinearCe(in, options, "cpu");
   const ref::LinearCeParams &p = options.params;
   const int64_t N = in.N, d = in.d, V = in.V;
   const int64_t chunk = linearCeChunkRows(in, options);

@@ -171,6 +171,13 @@ std::string describeGemmPaths(const LinearCeOutputs &out);
 void validateLinearCe(const ref::LinearCeInputs &in,
                       const LinearCeOptions &options);
 
+/// The outputs of an empty batch (N = 0), computed without launching
+/// anything: loss and z-loss 0 (the mean of nothing is 0), empty per-row
+/// vectors and dh, dW (and db with a bias) all zeros.
+LinearCeOutputs emptyLinearCe(const ref::LinearCeInputs &in,
+                              const LinearCeOptions &options,
+                              const std::string &device);
+
 /// Runs the chunked loss and gradients on the CPU. Throws tilejit::Error for
 /// bad shapes or targets (as the reference does) and kernel errors.
 LinearCeOutputs runLinearCeCpu(const ref::LinearCeInputs &in,

@@ -126,8 +126,9 @@ std::string CacheKey::hex() const { return blake3Hex(canonical()); }
 
 namespace {
 
-// 2: dynamic_shared_bytes, in the checksum too; 3: persistent, also there.
-constexpr int kFormat = 3;
+// 2: dynamic_shared_bytes, in the checksum too; 3: persistent, also there;
+// 4: request_digest, also there.
+constexpr int kFormat = 4;
 const char *const kMeta = "meta.json";
 const char *const kTmpPrefix = ".tmp-";
 const char *const kTrashPrefix = ".trash-";
@@ -156,13 +157,14 @@ payload(const CompiledKernel &k) {
 }
 
 /// One checksum over the whole entry: its key, the kernel name, thread
-/// count, cluster size, persistence and shared bytes that meta.json records,
-/// then name, size and bytes of each file.
+/// count, cluster size, persistence, shared bytes and request digest that
+/// meta.json records, then name, size and bytes of each file.
 std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
   llvm::BLAKE3 h;
   h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":" +
            std::to_string(k.clusterSize) + ":" + std::to_string(k.persistent) +
-           ":" + std::to_string(k.dynamicSharedBytes) + ":");
+           ":" + std::to_string(k.dynamicSharedBytes) + ":" +
+           k.requestDigest + ":");
   for (const auto &[name, bytes] : payload(k)) {
     h.update(name + ":" + std::to_string(bytes.size()) + ":");
     h.update(bytes);
@@ -320,6 +322,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   if (info) {
     info->kernel = str("kernel");
     info->arch = str("arch");
+    info->requestDigest = str("request_digest");
   }
   if (meta->getInteger("format") != kFormat)
     return "format is not " + std::to_string(kFormat);
@@ -343,6 +346,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   k.clusterSize = meta->getInteger("cluster_size").value_or(0);
   k.persistent = meta->getBoolean("persistent").value_or(false);
   k.dynamicSharedBytes = meta->getInteger("dynamic_shared_bytes").value_or(0);
+  k.requestDigest = str("request_digest");
   for (const PayloadFile &f : kTextFiles)
     if (!readFile(entry / f.name, k.*f.text))
       return std::string(f.name) + " is missing or unreadable";
@@ -481,6 +485,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"cluster_size", k.clusterSize},
       {"persistent", k.persistent},
       {"dynamic_shared_bytes", k.dynamicSharedBytes},
+      {"request_digest", k.requestDigest},
       {"resources", cubinResources(k.cubin, k.name)},
       {"compile_us", llvm::json::Object{{"mlir", int64_t(k.mlirMs * 1000)},
                                         {"nvrtc", int64_t(k.nvrtcMs * 1000)}}},
@@ -524,6 +529,20 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
   evict(key);
 }
 
+namespace {
+
+/// An alias file: the key on the first line, the request digest of the
+/// entry it was made for on the second. False if it is anything else.
+bool parseAlias(llvm::StringRef text, std::string &key, std::string &request) {
+  auto [first, rest] = text.split('\n');
+  auto [second, tail] = rest.split('\n');
+  key = first.str();
+  request = second.str();
+  return isKey(key) && isKey(request) && tail.trim().empty();
+}
+
+} // namespace
+
 std::string KernelCache::findAlias(const std::string &alias) {
   {
     std::lock_guard<std::mutex> lock(Mutex);
@@ -531,18 +550,17 @@ std::string KernelCache::findAlias(const std::string &alias) {
     if (it != Aliases.end())
       return it->second;
   }
-  std::string key;
-  if (!UseDisk || !readFile(Dir / "aliases" / alias, key))
-    return "";
-  key = llvm::StringRef(key).trim().str();
-  if (!isKey(key))
+  std::string text, key, request;
+  if (!UseDisk || !readFile(Dir / "aliases" / alias, text) ||
+      !parseAlias(text, key, request))
     return "";
   std::lock_guard<std::mutex> lock(Mutex);
   Aliases.emplace(alias, key);
   return key;
 }
 
-void KernelCache::storeAlias(const std::string &alias, const std::string &key) {
+void KernelCache::storeAlias(const std::string &alias, const std::string &key,
+                             const std::string &requestDigest) {
   {
     std::lock_guard<std::mutex> lock(Mutex);
     Aliases[alias] = key;
@@ -557,7 +575,7 @@ void KernelCache::storeAlias(const std::string &alias, const std::string &key) {
   // Same-directory temp file and rename: readers never see half a key.
   fs::path tmp = dir / uniqueName(kTmpPrefix + alias);
   std::string why;
-  if (!writeFile(tmp, key + "\n", &why)) {
+  if (!writeFile(tmp, key + "\n" + requestDigest + "\n", &why)) {
     fs::remove(tmp, ec);
     return disableWrites(why);
   }
@@ -606,6 +624,41 @@ std::vector<CacheEntryInfo> KernelCache::verifyAndDrop() {
       Memory.erase(e.key);
     }
   return entries;
+}
+
+std::vector<CacheAliasInfo> KernelCache::verifyAliases() {
+  std::map<std::string, CacheEntryInfo> entries;
+  for (CacheEntryInfo &e : list(/*checkContents=*/true))
+    entries.emplace(e.key, std::move(e));
+  std::vector<CacheAliasInfo> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(Dir / "aliases", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    CacheAliasInfo a;
+    a.alias = it->path().filename().string();
+    if (llvm::StringRef(a.alias).starts_with(kTmpPrefix))
+      continue; // a writer's, or cleaned up by evict()
+    std::string text, request;
+    auto entry = entries.end();
+    if (!readFile(it->path(), text) || !parseAlias(text, a.key, request))
+      a.problem = "not a key and a request digest";
+    else if ((entry = entries.find(a.key)) == entries.end())
+      a.problem = "names no entry";
+    else if (!entry->second.valid)
+      a.problem = "names a damaged entry";
+    else if (entry->second.requestDigest != request)
+      a.problem = "names an entry built for another request (" +
+                  entry->second.kernel + ")";
+    a.valid = a.problem.empty();
+    if (!a.valid) {
+      std::error_code rmEc;
+      fs::remove(it->path(), rmEc);
+      std::lock_guard<std::mutex> lock(Mutex);
+      Aliases.erase(a.alias);
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
 }
 
 size_t KernelCache::clear() {
@@ -680,14 +733,14 @@ void KernelCache::evict(const std::string &keep) {
   // Aliases of entries that are gone (evicted or dropped) point nowhere.
   for (fs::directory_iterator it(Dir / "aliases", ec), end; !ec && it != end;
        it.increment(ec)) {
-    std::string key;
+    std::string text, key, request;
     std::string nameStr = it->path().filename().string();
     llvm::StringRef name = nameStr;
-    bool stale =
-        name.starts_with(kTmpPrefix)
-            ? mtimeNs(it->path()) < staleBefore
-            : readFile(it->path(), key) &&
-                  !fs::exists(kernels / llvm::StringRef(key).trim().str());
+    bool stale = name.starts_with(kTmpPrefix)
+                     ? mtimeNs(it->path()) < staleBefore
+                     : readFile(it->path(), text) &&
+                           (!parseAlias(text, key, request) ||
+                            !fs::exists(kernels / key));
     if (stale) {
       std::error_code rmEc;
       fs::remove(it->path(), rmEc);

@@ -8,7 +8,8 @@
 // $XDG_CACHE_HOME/tilejit, else ~/.cache/tilejit. Inside it:
 //   kernels/<key>/   one compiled kernel (KernelCache, below)
 //   aliases/<hash>   the key of the kernel built from some unoptimized IR
-//                    (lets a fresh process skip the tile passes on a hit)
+//                    and that kernel's request digest (lets a fresh process
+//                    skip the tile passes on a hit)
 //   tuning/          the autotuner's database (owned by the autotuner)
 // TILEJIT_CACHE=0 turns the disk cache off: nothing is read or written there
 // (the in-process cache stays: it cannot be stale). TILEJIT_CACHE_MAX_BYTES
@@ -108,6 +109,14 @@ struct CacheEntryInfo {
   std::string kernel, arch;
   uint64_t bytes = 0;
   int64_t lastUseNs = 0; ///< meta.json's mtime, ns since the Unix epoch
+  std::string requestDigest; ///< CompiledKernel::requestDigest
+  bool valid = false;
+  std::string problem; ///< why it is not valid
+};
+
+/// What `tilejit cache verify` reports about one alias file.
+struct CacheAliasInfo {
+  std::string alias, key;
   bool valid = false;
   std::string problem; ///< why it is not valid
 };
@@ -141,10 +150,16 @@ public:
   /// Aliases: a second name for a key (compileCached() names each entry
   /// also by a hash of the unoptimized IR, so a fresh process finds it
   /// without running the passes). Kept in memory and in aliases/<alias>;
-  /// findAlias returns "" when unknown. An alias never vouches for an entry:
-  /// the entry it names is verified as usual.
+  /// findAlias returns "" when unknown or malformed. An alias never vouches
+  /// for an entry: the entry it names is verified as usual, and its caller
+  /// checks that the entry's CompiledKernel::requestDigest is the request's.
+  /// The file records `requestDigest` (the entry's) for verifyAliases().
   std::string findAlias(const std::string &alias);
-  void storeAlias(const std::string &alias, const std::string &key);
+  void storeAlias(const std::string &alias, const std::string &key,
+                  const std::string &requestDigest);
+  /// Checks every alias on disk: it must name a valid entry whose request
+  /// digest is the one the alias recorded. Removes those that do not.
+  std::vector<CacheAliasInfo> verifyAliases();
 
   /// Every entry on disk, oldest use first. With `checkContents`, reads and
   /// verifies each one (slower); otherwise only meta.json is read.

@@ -7,6 +7,7 @@
 #include "tilejit/Error.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace tilejit {
@@ -106,6 +107,22 @@ void storeFromDouble(void *base, DType t, size_t index, double v) {
     throw Error(std::string("storeFromDouble: dtype ") + dtypeName(t) +
                 " is not a float type (expected bf16, f16 or f32)");
   }
+}
+
+void checkF32Scalar(const std::string &what, double v) {
+  auto fail = [&](const char *why) {
+    char value[32];
+    std::snprintf(value, sizeof(value), "%.9g", v);
+    throw Error(what + " = " + value + " " + why);
+  };
+  if (!std::isfinite(v))
+    fail("must be finite");
+  float f = static_cast<float>(v);
+  if (std::isinf(f))
+    fail("is beyond the f32 range the kernels compute in (|x| <= "
+         "3.4028235e38)");
+  if (v != 0 && f == 0)
+    fail("is nonzero but rounds to 0 in f32 (|x| >= 1.4e-45 is needed)");
 }
 
 } // namespace tilejit

@@ -141,6 +141,7 @@ bool benchCommandSelected() { return bool(benchCmd); }
 /// measured matmul rate (6 N d V FLOP), and the memory beyond the gradients.
 static int benchLinearCe() {
   DType dtype = parseDType(benchDtype);
+  requireGpu("tilejit bench");
   ref::LinearCeInputs in = makeLinearCeInputs(benchBt, benchHidden, benchVocab,
                                               dtype, false, false, 1234);
   LinearCeOptions o;
@@ -207,7 +208,7 @@ int runBenchCommand() {
   if (benchKernel != "fused_ce_tvd")
     throw Error("tilejit bench supports fused_ce_tvd and fused_linear_ce");
   DType dtype = parseDType(benchDtype);
-  // Bad shapes are reported before a missing GPU.
+  requireGpu("tilejit bench");
   ref::CeTvdInputs in = ref::makeCeTvdInputs(benchBt, benchVocab, dtype, 1234);
   // Held for the whole command: the copy-bandwidth measurement after the
   // kernels needs the (primary) context to stay alive.

@@ -115,7 +115,18 @@ int runCacheCommand() {
     }
     std::printf("%zu entries checked, %zu ok, %zu dropped\n", total,
                 total - bad, bad);
-    return bad ? 1 : 0;
+    size_t badAliases = 0, aliases = 0;
+    for (const CacheAliasInfo &a : cache.verifyAliases()) {
+      ++aliases;
+      if (!a.valid) {
+        ++badAliases;
+        std::printf("dropped alias %s: %s\n", a.alias.substr(0, 16).c_str(),
+                    a.problem.c_str());
+      }
+    }
+    std::printf("%zu aliases checked, %zu ok, %zu dropped\n", aliases,
+                aliases - badAliases, badAliases);
+    return bad || badAliases ? 1 : 0;
   }
   if (cacheAction == "clear") {
     size_t n = cache.clear();

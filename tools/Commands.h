@@ -8,6 +8,7 @@
 #ifndef TILEJIT_TOOLS_COMMANDS_H
 #define TILEJIT_TOOLS_COMMANDS_H
 
+#include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 
 #include <cstdio>
@@ -32,6 +33,14 @@ inline void rejectForwardWithReduction(bool forwardGiven,
   if (forwardGiven && reduction != "none")
     throw tilejit::Error("--forward applies to --reduction=none (the reduced "
                          "loss has one kernel)");
+}
+
+/// Throws unless a GPU can be used: `what` (e.g. "tilejit bench") says who
+/// needs it. Called before any input is generated (gigabytes for the real
+/// shapes).
+inline void requireGpu(const std::string &what) {
+  if (std::string why; !tilejit::cuda::driverAvailable(&why))
+    throw tilejit::Error(what + " needs a GPU: " + why);
 }
 
 /// --check: prints a check's summary (CeTvdCheck, LinearCeCheck) and turns

@@ -2,6 +2,8 @@
 //
 //   tilejit tune fused_ce_tvd --bt N --vocab V [--dtype bf16|fp16|fp32]
 //                [--reps 20] [--check-rows 16] [--retune] [--arch sm_90]
+//                [--forward auto|loop|cluster | --reduction mean|sum
+//                 [--in-place]]
 //
 // Tunes the CE+TVD forward and backward kernels on this GPU for the shape
 // (kernels_spec/FusedCeTvdTune.h) and prints one table per kernel: every
@@ -66,6 +68,12 @@ static cl::opt<std::string> tuneReduction(
     cl::desc("none: tune the unreduced forward and backward; mean or sum: "
              "tune the reduced loss + gradient kernel"),
     cl::sub(tuneCmd));
+static cl::opt<bool>
+    tuneInPlace("in-place",
+                cl::desc("With --reduction=mean|sum: tune the kernel that "
+                         "writes the gradient over the student logits (the "
+                         "inputs are restored before every candidate)"),
+                cl::sub(tuneCmd));
 static cl::opt<bool> tuneRetune("retune",
                                 cl::desc("Tune even if an entry is stored"),
                                 cl::sub(tuneCmd));
@@ -130,17 +138,20 @@ int runTuneCommand() {
   if (tuneBt <= 0 || tuneVocab <= 0)
     throw Error("--bt and --vocab must be positive");
   DType dtype = parseDType(tuneDtype);
-  if (std::string why; !cuda::driverAvailable(&why)) // before ~GBs of inputs
-    throw Error("tilejit tune needs a GPU: " + why);
+  rejectForwardWithReduction(tuneForward.getNumOccurrences(), tuneReduction);
+  if (tuneInPlace && tuneReduction == "none")
+    throw Error("--in-place applies to --reduction=mean or sum");
+  requireGpu("tilejit tune"); // before ~GBs of inputs
   std::cerr << "generating inputs (BT=" << tuneBt << ", V=" << tuneVocab << ", "
             << dtypeName(dtype) << ")\n";
   ref::CeTvdInputs in =
       ref::makeCeTvdInputs(tuneBt, tuneVocab, dtype, tuneSeed);
-  rejectForwardWithReduction(tuneForward.getNumOccurrences(), tuneReduction);
   if (tuneReduction != "none") {
     CeTvdReducedOptions ro;
     ro.mean = parseReduction(tuneReduction);
+    ro.inPlace = tuneInPlace;
     ro.arch = tuneArch;
+    ro.iterations = tuneReps;
     std::string table;
     auto best = tuneCeTvdReducedGpu(
         in, ro, tuneRetune, &table, [](const std::string &line) {

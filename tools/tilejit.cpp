@@ -18,6 +18,7 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
+#include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"
 
 #include "llvm/Config/llvm-config.h"
@@ -305,6 +306,10 @@ static int runLinearCe() {
   o.narrowLogits = narrowLogitsArg &&
                    (deviceArg == "gpu" || narrowLogitsArg.getNumOccurrences());
   o.overrides = setArgs;
+  // Before generating inputs: the library checks them again.
+  checkF32Scalar("--label-smoothing", smoothingArg);
+  checkF32Scalar("--z-loss", zLossArg);
+  checkF32Scalar("--softcap", softcapArg);
   ref::LinearCeInputs in =
       makeLinearCeInputs(btArg, hiddenArg, vocabArg, parseDType(dtypeArg),
                          biasArg, weightsArg, seedArg);
@@ -373,8 +378,11 @@ static int runKernel() {
   if (deviceArg != "gpu" && deviceArg != "cpu")
     throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
   DType dtype = parseDType(dtypeArg);
-  if (btArg <= 0 || vocabArg <= 0)
-    throw Error("--bt and --vocab must be positive");
+  if (btArg < 0 || vocabArg <= 0)
+    throw Error("--bt must be >= 0 and --vocab positive");
+  // Before generating inputs: the library checks them again.
+  checkF32Scalar("--alpha", alphaArg);
+  checkF32Scalar("--beta", betaArg);
   auto t0 = std::chrono::steady_clock::now();
   if (reductionArg == "none" && (inPlaceArg || alphaArg.getNumOccurrences() ||
                                  betaArg.getNumOccurrences()))

@@ -49,6 +49,12 @@ struct CompiledKernel {
   double mlirMs = 0, nvrtcMs = 0;
   /// The kernel cache's key (runtime/Cache.h); set by compileCached() only.
   std::string cacheKey;
+  /// BLAKE3 over the key's fields other than the tile IR (kernel name,
+  /// num_warps, constexprs, signature, arch, versions): the request the
+  /// binary was built for. A lookup through an alias checks it, so an alias
+  /// that names another kernel's entry is never served. Set by
+  /// compileCached() only.
+  std::string requestDigest;
 };
 
 /// Runs the tile-level steps in place (verify, specialize, canonicalize, CSE,

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace tilejit {
@@ -65,6 +66,13 @@ std::vector<float> loadAsFloats(const void *base, DType t, size_t n);
 /// same path a device store of an fp32 accumulator takes. Throws
 /// tilejit::Error for non-float types.
 void storeFromDouble(void *base, DType t, size_t index, double v);
+
+/// Checks a scalar that a kernel receives as an f32 argument (a loss weight,
+/// the z-loss coefficient, the softcap): throws tilejit::Error naming `what`
+/// unless `v` is finite, within the f32 range (|v| <= 3.4028235e38) and, if
+/// nonzero, does not round to 0 in f32 (|v| >= about 7e-46). Such values would
+/// reach the kernel as inf or 0 and give inf, NaN or a silently wrong loss.
+void checkF32Scalar(const std::string &what, double v);
 
 } // namespace tilejit
 

@@ -206,12 +206,12 @@ void require(bool ok, const std::string &message) {
 // Checks shapes, pointers and targets up front so that worker threads never
 // throw and no output is half written.
 void validate(const Problem &pb) {
-  require(pb.BT > 0, "BT must be positive (got " + std::to_string(pb.BT) + ")");
+  require(pb.BT >= 0, "BT must be >= 0 (got " + std::to_string(pb.BT) + ")");
   require(pb.V > 0, "V must be positive (got " + std::to_string(pb.V) + ")");
   require(pb.rowStride >= pb.V,
           "row stride " + std::to_string(pb.rowStride) +
               " is smaller than V = " + std::to_string(pb.V));
-  require(pb.student.data && pb.teacher.data && pb.target,
+  require(pb.BT == 0 || (pb.student.data && pb.teacher.data && pb.target),
           "null student, teacher or target pointer");
   require(pb.student.isF64 || isFloat(pb.student.dtype),
           std::string("logits dtype must be bf16, f16 or f32 (got ") +
@@ -247,7 +247,7 @@ CeTvdForward forward(const Problem &pb) {
 void backward(const Problem &pb, const double *gCe, const double *gTvd,
               double *gradOut) {
   validate(pb);
-  require(gCe && gTvd && gradOut, "null gradient pointer");
+  require(pb.BT == 0 || (gCe && gTvd && gradOut), "null gradient pointer");
   forEachRow(pb, [&](int64_t row, RowState &st) {
     double *grad = gradOut + row * pb.V;
     if (pb.ignored(row)) {

@@ -74,8 +74,8 @@ void generateBlock(CeTvdInputs &in, int64_t begin, int64_t end,
 } // namespace
 
 CeTvdInputs makeCeTvdInputs(int64_t BT, int64_t V, DType dtype, uint64_t seed) {
-  if (BT <= 0 || V <= 0)
-    throw Error("makeCeTvdInputs: BT and V must be positive (got BT = " +
+  if (BT < 0 || V <= 0)
+    throw Error("makeCeTvdInputs: BT must be >= 0 and V positive (got BT = " +
                 std::to_string(BT) + ", V = " + std::to_string(V) + ")");
   if (!isFloat(dtype))
     throw Error(std::string("makeCeTvdInputs: dtype must be bf16, f16 or "

@@ -35,7 +35,7 @@ struct CeTvdInputs {
 /// to `dtype` from float, RNE), targets uniform in [0, V) except rows with
 /// row % 7 == 6, which are kCeTvdIgnoreIndex. The result depends only on
 /// (BT, V, dtype, seed), not on the number of threads used to generate it.
-/// Throws tilejit::Error if BT <= 0, V <= 0 or dtype is not bf16/f16/f32.
+/// Throws tilejit::Error if BT < 0, V <= 0 or dtype is not bf16/f16/f32.
 CeTvdInputs makeCeTvdInputs(int64_t BT, int64_t V, DType dtype, uint64_t seed);
 
 } // namespace ref

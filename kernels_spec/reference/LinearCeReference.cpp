@@ -73,7 +73,7 @@ void requireBytes(const std::vector<uint8_t> &buf, int64_t elements,
 }
 
 void validate(const LinearCeInputs &in, const LinearCeParams &p) {
-  require(in.N > 0, "N must be positive (got " + std::to_string(in.N) + ")");
+  require(in.N >= 0, "N must be >= 0 (got " + std::to_string(in.N) + ")");
   require(in.d > 0, "d must be positive (got " + std::to_string(in.d) + ")");
   require(in.V > 0, "V must be positive (got " + std::to_string(in.V) + ")");
   require(isFloat(in.dtype),

@@ -76,3 +76,13 @@ func.func @rows_size(%x: tensor<256xf32>) attributes {tile.kernel, tile.num_warp
   %r = tile.reduce_rows sum %x {cols = 4 : i64} : tensor<256xf32> -> tensor<32xf32>
   return
 }
+
+// -----
+
+// Beyond 256 elements per thread a tile cannot live in registers (and its
+// i32 indices would wrap past 2^31 elements).
+func.func @huge_tile(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 4 : i64} {
+  // expected-error @+1 {{in kernel 'huge_tile': tile 'tensor<1099511627776xi32>' holds 8589934592 elements per thread over 128 threads; at most 256 fit in registers}}
+  %r = tile.arange : tensor<1099511627776xi32>
+  return
+}

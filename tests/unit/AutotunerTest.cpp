@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Autotuner.h"
 #include "kernels_spec/FusedCeTvdOp.h"
+#include "kernels_spec/FusedCeTvdReducedOp.h"
 #include "kernels_spec/FusedCeTvdTune.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/TuningDatabase.h"
@@ -507,6 +508,42 @@ TEST(AutotunerGpu, TunesCeTvdAndThenUsesTheEntry) {
   EXPECT_NE(out.forwardConfig.find("(tuned"), std::string::npos)
       << out.forwardConfig;
   EXPECT_TRUE(checkCeTvd(in, gCe, gTvd, out).passed);
+  unsetenv("TILEJIT_CACHE_DIR");
+  fs::remove_all(dir);
+}
+
+// The in-place loss + gradient kernel is tuned as an entry of its own, with
+// the student restored before every candidate: a run that uses the entry
+// gives the bits a run pinned to the winner gives.
+TEST(AutotunerGpu, TunesTheInPlaceReducedKernel) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  fs::path dir = fs::temp_directory_path() /
+                 ("tilejit-tune-inplace-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  setenv("TILEJIT_CACHE_DIR", dir.c_str(), 1);
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(64, 5000, DType::BF16, 7);
+  CeTvdReducedOptions o;
+  o.inPlace = true;
+  o.iterations = 3;
+  std::vector<std::string> best = tuneCeTvdReducedGpu(in, o, false);
+  ASSERT_FALSE(best.empty());
+
+  o.useTuned = true;
+  CeTvdReducedOutputs tuned = runCeTvdReducedGpu(in, o);
+  EXPECT_NE(tuned.config.find("(tuned"), std::string::npos) << tuned.config;
+  o.useTuned = false;
+  o.overrides = best;
+  CeTvdReducedOutputs pinned = runCeTvdReducedGpu(in, o);
+  EXPECT_EQ(tuned.grad, pinned.grad);
+  EXPECT_EQ(tuned.loss, pinned.loss);
+  EXPECT_TRUE(checkCeTvdReduced(in, o, pinned).passed);
+
+  // The out-of-place kernel has no entry yet.
+  CeTvdReducedOptions separate;
+  separate.useTuned = true;
+  separate.iterations = 1;
+  EXPECT_NE(runCeTvdReducedGpu(in, separate).config.find("not tuned"),
+            std::string::npos);
   unsetenv("TILEJIT_CACHE_DIR");
   fs::remove_all(dir);
 }

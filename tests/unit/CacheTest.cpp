@@ -702,6 +702,94 @@ TEST(Cache, CompileCachedHitsRebuildsAndNeverStoresFailures) {
   EXPECT_TRUE(entries[0].valid) << entries[0].problem;
 }
 
+// An alias file that names another valid entry (another kernel, or the same
+// kernel for another shape's constexprs) is never served: the entry must have
+// been built for the request, and `cache verify` drops such aliases.
+TEST(Cache, AliasNamingAnotherEntryIsNotServed) {
+  TempDir tmp;
+  CompileOptions o;
+  // The same kernel for two vocab sizes: V = 32001 rows are not 16-byte
+  // aligned, so its binary must not be the V = 32000 one.
+  const KernelSpec &spec = findKernel("fused_ce_tvd_fwd");
+  TileModule aligned =
+      spec.build(spec.config(DType::BF16, {}, {{"BT", 64}, {"V", 32000}}));
+  TileModule unaligned =
+      spec.build(spec.config(DType::BF16, {}, {{"BT", 64}, {"V", 32001}}));
+  std::string alignedKey, unalignedKey;
+  {
+    KernelCache c(tmp.path(), true, 0);
+    alignedKey = compileCached(aligned, o, c)->cacheKey;
+    unalignedKey = compileCached(unaligned, o, c)->cacheKey;
+  }
+  ASSERT_NE(alignedKey, unalignedKey);
+
+  // Point every alias of the V = 32001 kernel at the V = 32000 entry.
+  size_t redirected = 0;
+  for (const auto &f : fs::directory_iterator(tmp.path() / "aliases")) {
+    std::string text = readAll(f.path());
+    if (text.rfind(unalignedKey, 0) == 0) {
+      writeAll(f.path(), alignedKey + text.substr(unalignedKey.size()));
+      ++redirected;
+    }
+  }
+  ASSERT_EQ(redirected, 1u);
+  {
+    KernelCache c(tmp.path(), true, 0);
+    auto k = compileCached(unaligned, o, c);
+    EXPECT_EQ(k->cacheKey, unalignedKey);
+    // ... and the alias was rewritten to the right key.
+    KernelCache again(tmp.path(), true, 0);
+    EXPECT_EQ(compileCached(unaligned, o, again)->cacheKey, unalignedKey);
+  }
+
+  // A _bwd entry named by the _fwd kernel's alias, request digest and all.
+  const KernelSpec &bwdSpec = findKernel("fused_ce_tvd_bwd");
+  TileModule bwd = bwdSpec.build(
+      bwdSpec.config(DType::BF16, {}, {{"BT", 64}, {"V", 32000}}));
+  std::string bwdKey;
+  {
+    KernelCache c(tmp.path(), true, 0);
+    bwdKey = compileCached(bwd, o, c)->cacheKey;
+  }
+  std::string bwdAlias;
+  for (const auto &f : fs::directory_iterator(tmp.path() / "aliases"))
+    if (readAll(f.path()).rfind(bwdKey, 0) == 0)
+      bwdAlias = readAll(f.path());
+  ASSERT_FALSE(bwdAlias.empty());
+  for (const auto &f : fs::directory_iterator(tmp.path() / "aliases"))
+    if (readAll(f.path()).rfind(alignedKey, 0) == 0)
+      writeAll(f.path(), bwdAlias);
+  {
+    KernelCache c(tmp.path(), true, 0);
+    auto k = compileCached(aligned, o, c);
+    EXPECT_EQ(k->name, "fused_ce_tvd_fwd");
+    EXPECT_EQ(k->cacheKey, alignedKey);
+  }
+
+  // verify: an alias whose entry was built for another request, one that
+  // names no entry, and a malformed one are dropped; the rest are kept.
+  fs::path aliases = tmp.path() / "aliases";
+  writeAll(aliases / keyOf("wrong-request"), bwdAlias.substr(0, 65) +
+                                                 alignedKey.substr(0, 64) +
+                                                 "\n");
+  writeAll(aliases / keyOf("dangling"), keyOf("nothing") + "\n" +
+                                            keyOf("nothing") + "\n");
+  writeAll(aliases / keyOf("malformed"), "not a key\n");
+  KernelCache c(tmp.path(), true, 0);
+  std::map<std::string, std::string> problems;
+  size_t ok = 0;
+  for (const CacheAliasInfo &a : c.verifyAliases())
+    a.valid ? void(++ok) : void(problems[a.alias] = a.problem);
+  EXPECT_EQ(ok, 3u); // fwd at 32000 and 32001, bwd
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_NE(problems[keyOf("wrong-request")].find("another request"),
+            std::string::npos);
+  EXPECT_NE(problems[keyOf("dangling")].find("no entry"), std::string::npos);
+  EXPECT_NE(problems[keyOf("malformed")].find("not a key"), std::string::npos);
+  EXPECT_FALSE(fs::exists(aliases / keyOf("wrong-request")));
+  EXPECT_EQ(c.verifyAliases().size(), 3u);
+}
+
 //===----------------------------------------------------------------------===//
 // Unwritable directory, disabled cache, size limit
 //===----------------------------------------------------------------------===//
@@ -722,7 +810,7 @@ TEST(Cache, UnwritableDirectoryFallsBackToMemoryWithOneWarning) {
     for (int i = 0; i < 3; ++i)
       c.store(keyOf(std::to_string(i)),
               syntheticKernel("k" + std::to_string(i)));
-    c.storeAlias(keyOf("alias"), keyOf("0"));
+    c.storeAlias(keyOf("alias"), keyOf("0"), keyOf("request"));
     for (int i = 0; i < 3; ++i) {
       auto k = c.lookup(keyOf(std::to_string(i)));
       ASSERT_NE(k, nullptr) << dir;
@@ -794,7 +882,7 @@ TEST(Cache, ClearRemovesEverything) {
   KernelCache c(tmp.path(), true, 0);
   c.store(keyOf("a"), syntheticKernel("a"));
   c.store(keyOf("b"), syntheticKernel("b"));
-  c.storeAlias(keyOf("x"), keyOf("a"));
+  c.storeAlias(keyOf("x"), keyOf("a"), keyOf("request"));
   // A killed writer's leftover goes too, and is not counted as an entry.
   fs::create_directories(tmp.path() / "kernels" / ".tmp-killed-writer");
   EXPECT_EQ(c.clear(), 2u);

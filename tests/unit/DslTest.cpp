@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace tilejit;
@@ -291,6 +292,18 @@ TEST(Dsl, TileTooSmallForTheWarpsFailsVerification) {
   TileModule m = k.finish();
   expectError([&] { optimizeTile(m); }, {"kernel 'tiny_tile'", "tile-verify",
                                          "multiple of 32 * num_warps"});
+}
+
+// The per-thread count in the message is computed without overflow, even
+// for a size near 2^63.
+TEST(Dsl, TileTooLargeForRegistersSaysHowManyPerThread) {
+  KernelBuilder k("huge_tile", config(256, 4));
+  expectError([&] { k.arange(int64_t(1) << 20); },
+              {"kernel 'huge_tile'", "8192 elements per thread over 128",
+               "at most 256"});
+  int64_t most = std::numeric_limits<int64_t>::max();
+  expectError([&] { k.arange(most); },
+              {"72057594037927936 elements per thread over 128"});
 }
 
 /// y = x reversed within each program's tile of 256, through a shared array:

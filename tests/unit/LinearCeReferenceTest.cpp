@@ -609,9 +609,9 @@ TEST(LinearCeReference, RejectsBadInputs) {
     std::function<void(LinearCeInputs &, LinearCeParams &)> edit;
   };
   const Bad cases[] = {
-      {"N = 0",
+      {"N = -1",
        [](LinearCeInputs &in, LinearCeParams &) {
-         in.N = 0;
+         in.N = -1;
          in.h.clear();
          in.target.clear();
        }},

@@ -533,7 +533,7 @@ TEST(CeTvdReference, OutOfRangeTargetThrows) {
 TEST(CeTvdReference, BadShapesThrow) {
   std::vector<double> s(8, 0.0);
   std::vector<int64_t> y = {0, 0};
-  expectError([&] { ceTvdForward(s.data(), s.data(), y.data(), 0, 4, 4); },
+  expectError([&] { ceTvdForward(s.data(), s.data(), y.data(), -1, 4, 4); },
               {"BT"});
   expectError([&] { ceTvdForward(s.data(), s.data(), y.data(), 2, 0, 4); },
               {"V"});
@@ -543,8 +543,19 @@ TEST(CeTvdReference, BadShapesThrow) {
       [&] { ceTvdForward(s.data(), s.data(), DType::I32, y.data(), 2, 4, 4); },
       {"dtype"});
   EXPECT_THROW(
-      ceTvdReducedLoss(s.data(), s.data(), y.data(), 0, 4, 4, 1, 1, true),
+      ceTvdReducedLoss(s.data(), s.data(), y.data(), -1, 4, 4, 1, 1, true),
       Error);
+}
+
+// An empty batch: no rows, and a reduced loss of 0 (mean and sum).
+TEST(CeTvdReference, EmptyBatch) {
+  std::vector<double> s(4, 0.0);
+  std::vector<int64_t> y;
+  EXPECT_EQ(ceTvdReducedLoss(s.data(), s.data(), y.data(), 0, 4, 4, 1, 1, true),
+            0.0);
+  EXPECT_EQ(
+      ceTvdReducedLoss(s.data(), s.data(), y.data(), 0, 4, 4, 1, 1, false),
+      0.0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -688,7 +699,8 @@ TEST(CeTvdInputs, TvdIsInsideTheUnitInterval) {
 }
 
 TEST(CeTvdInputs, BadArgumentsThrow) {
-  EXPECT_THROW(makeCeTvdInputs(0, 8, DType::BF16, 1), Error);
+  EXPECT_THROW(makeCeTvdInputs(-1, 8, DType::BF16, 1), Error);
+  EXPECT_EQ(makeCeTvdInputs(0, 8, DType::BF16, 1).target.size(), 0u);
   EXPECT_THROW(makeCeTvdInputs(8, 0, DType::BF16, 1), Error);
   EXPECT_THROW(makeCeTvdInputs(8, 8, DType::I64, 1), Error);
 }

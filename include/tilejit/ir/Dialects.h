@@ -62,6 +62,16 @@ constexpr const char *kAlignedVectors = "tile.aligned_vectors";
 constexpr const char *kSharedBytes = "tile.shared_bytes";
 } // namespace attr
 
+/// Tiles live in registers, N / P elements per thread for P threads: beyond
+/// this many per thread a kernel cannot be register-allocated (ptxas runs for
+/// minutes, then spills everything), and the lowering's per-thread arrays
+/// would not fit in memory. The DSL, tile-verify and tile-lower-to-simt reject
+/// larger tiles. With P at most 1024 it also keeps every index in i32.
+constexpr int64_t kMaxElementsPerThread = 256;
+
+/// ceil(n / d) for n >= 0, d > 0, without overflow.
+inline int64_t ceilDiv(int64_t n, int64_t d) { return n / d + (n % d != 0); }
+
 /// The group width of a tile of K = N / P elements per thread where no row
 /// op asks for another: `vec` (simt.vec) capped by the largest power of two
 /// dividing K, so that the width divides K.
