@@ -788,10 +788,6 @@ void KernelBuilder::assumeAlignedVectors() {
   k.func->setAttr(attr::kAlignedVectors, mlir::UnitAttr::get(k.ctx.get()));
 }
 
-void KernelBuilder::markPersistent() {
-  impl_->func->setAttr(attr::kPersistent, impl_->b.getUnitAttr());
-}
-
 int64_t KernelBuilder::clusterSize() const {
   auto it = impl_->config.params.find("CLUSTER_SIZE");
   return it == impl_->config.params.end() ? 1 : it->second;

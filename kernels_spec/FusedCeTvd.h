@@ -7,7 +7,7 @@
 //                  target: ptr<i64> (BT), ce, tvd, sigma, max_s, logsum_s,
 //                  max_t, logsum_t, fast_signs: ptr<f32> (BT),
 //                  bad_target: ptr<i32> (1), V: i32, row_stride: i64,
-//                  ignore_index: i64, BT: i32)
+//                  ignore_index: i64)
 //   pass 1: online max / sum-exp of student and teacher rows;
 //   pass 2: tvd = 0.5 sum |p - q|, sigma = sum p sign(p - q);
 //   ce = (lse_s - m_s) - (s_y - m_s). The saved state keeps each row's lse

@@ -46,24 +46,13 @@ Value clusterId(KernelBuilder &k) {
   return k.programId(0) / double(k.clusterSize());
 }
 
-/// body(row) for each row of this program's cluster: row c for cluster c,
-/// or with PERSISTENT (a persistent kernel) rows c, c + G, ... below BT for
-/// G clusters in the grid.
-void forEachRow(KernelBuilder &k, Value BT,
-                const std::function<void(Value row)> &body) {
-  Value cluster = clusterId(k);
-  if (!k.param("PERSISTENT"))
-    return body(cluster);
-  k.forRange(cluster, BT, k.numPrograms(0) / double(k.clusterSize()), body);
-}
-
-/// The slice of `row` (an i32 scalar) this program walks.
-RowSlice rowSlice(KernelBuilder &k, Value row, Value student, Value teacher,
-                  Value target, Value V, Value rowStride, Value ignoreIndex) {
+/// The slice this program walks of its cluster's row (row c for cluster c).
+RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
+                  Value V, Value rowStride, Value ignoreIndex) {
   RowSlice r;
   const int64_t C = k.clusterSize(), SLICE = k.param("SLICE");
-  r.row = row;
-  r.rank = k.programId(0) - clusterId(k) * double(C);
+  r.row = clusterId(k);
+  r.rank = k.programId(0) - r.row * double(C);
   Value rowOffset = r.row.to(DType::I64) * rowStride;
   r.s = student + rowOffset;
   r.t = teacher + rowOffset;
@@ -545,17 +534,13 @@ TileModule buildForwardCluster(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
   applyAligned(k);
   CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
-  if (k.param("PERSISTENT"))
-    k.markPersistent();
   // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
   SliceKeeping keeping;
   if (k.param("KEEP"))
     keeping.studentCopy = k.sharedArray(k.param("SLICE"), c.dtype);
-  forEachRow(k, args.BT, [&](Value row) {
-    RowSlice r = rowSlice(k, row, args.student, args.teacher, args.target,
-                          args.V, args.rowStride, args.ignoreIndex);
-    forwardRow(k, args, r, keeping);
-  });
+  RowSlice r = rowSlice(k, args.student, args.teacher, args.target, args.V,
+                        args.rowStride, args.ignoreIndex);
+  forwardRow(k, args, r, keeping);
   return k.finish();
 }
 
@@ -581,8 +566,8 @@ TileModule buildLossGrad(const Config &c) {
   Value gradStride = k.scalarArg("grad_stride", DType::I64);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
 
-  RowSlice r = rowSlice(k, clusterId(k), student, teacher, target, V, rowStride,
-                        ignoreIndex);
+  RowSlice r =
+      rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value kept;
@@ -855,8 +840,7 @@ int64_t sliceOf(const dsl::Config &c, int64_t V) {
 
 /// Shared memory the cluster kernels take besides the KEEP array (block
 /// reductions, cluster slots and mbarriers), rounded up: 864 bytes at most
-/// (clusters of 16), 1472 for the persistent forward, whose combines in a
-/// loop take two slot buffers each.
+/// (clusters of 16).
 constexpr int64_t kStaticSharedBytes = 2048;
 
 /// The largest KEEP array a program can have.
@@ -967,15 +951,6 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
                     "1: a shared array keeps the student's slice from pass 1, "
                     "so pass 2 re-reads only the teacher; by default 1 where "
                     "it fits in shared memory"});
-  // PERSISTENT=1 was slower on the H200 with any number of clusters
-  // (bench/results/2026-11-30-cetvd-session21.md), so the tuner leaves it.
-  params.push_back({"PERSISTENT",
-                    {0, 1},
-                    0,
-                    "1: a persistent kernel, no more clusters than the GPU "
-                    "runs at once, each walking rows c, c + G, ...; 0: a "
-                    "cluster per row",
-                    /*tuned=*/false});
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "(sm_90)",

@@ -44,8 +44,7 @@ struct CeTvdOutputs {
   /// GPU: the config each kernel ran with and where it came from, e.g.
   /// "BLOCK_SIZE=4096 num_warps=8 (tuned, <file>)".
   std::string forwardConfig, backwardConfig;
-  std::string forwardKernel;   ///< the forward kernel that ran
-  int64_t forwardPrograms = 0; ///< GPU: the forward's grid, in programs
+  std::string forwardKernel; ///< the forward kernel that ran
 };
 
 /// Throws the error for the bad_target flag (row + 1 of the first row whose

@@ -135,11 +135,6 @@ struct Function {
   void setMaxDynamicSharedBytes(int bytes) const;
   /// Allows clusters of more than 8 blocks (up to 16 on sm_90).
   void allowNonPortableClusterSize() const;
-  /// How many clusters of `clusterSize` programs of `threads` threads and
-  /// `sharedBytes` dynamic shared memory the device runs at once
-  /// (cuOccupancyMaxActiveClusters). Throws where that is none.
-  int maxActiveClusters(int64_t threads, int64_t sharedBytes,
-                        int64_t clusterSize) const;
 
 private:
   int attribute(CUfunction_attribute attr) const;

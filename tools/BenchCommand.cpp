@@ -263,8 +263,6 @@ int runBenchCommand() {
   std::printf("  forward config : %s: %s\n  backward config: %s\n",
               out.forwardKernel.c_str(), out.forwardConfig.c_str(),
               out.backwardConfig.c_str());
-  std::printf("  forward grid: %lld programs\n",
-              (long long)out.forwardPrograms);
   std::printf("  JIT (DSL build -> loaded CUBIN, through the kernel cache): "
               "forward %.1f ms, backward %.1f ms\n",
               out.forwardJitMs, out.backwardJitMs);
