@@ -265,8 +265,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   }
   // This program's (max, sum-exp) of its slice, from a walk that copies
   // the student into the KEEP array where `copying` (and pass 1's own
-  // copies do not): per lane (LANE_STATS = 1), per thread group (2) or with
-  // block-wide reductions every tile (0), the sums in `form`.
+  // copies do not): per thread's vector group, the sums in `form`. (Per
+  // lane, or with a block reduction every tile, never won on the H200: the
+  // forward took 1.325 ms per lane against 1.074 per group.)
   struct SliceNorm {
     std::pair<Value, Value> s, t;
   };
@@ -276,29 +277,12 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
         k.store(copy, x.offs - r.start, x.s.to(copy.dtype()), x.mask);
     };
     SliceNorm out;
-    int64_t mode = k.param("LANE_STATS");
-    if (mode == 0) {
-      Value negInf = k.constant(kNegInf, DType::F32);
-      Value scalarZero = k.constant(0, DType::F32);
-      Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
-      forEachTile(
-          k, r,
-          [&](const SliceTile &x) {
-            copyStudent(x);
-            tileUpdate(mS, dS, x.s.to(DType::F32));
-            tileUpdate(mT, dT, x.t.to(DType::F32));
-          },
-          walk);
-      out.s = {mS, dS};
-      out.t = {mT, dT};
-      return out;
-    }
-    int64_t cols = mode == 2 ? k.threadGroup(BLOCK, k.config().dtype) : 1;
+    const int64_t cols = k.threadGroup(BLOCK, k.config().dtype);
     Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
     Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
     Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
-    // Per group, one rescale per step for all its tiles
-    // (bench/results/2026-11-30-cetvd-session17.md).
+    // Per group, one rescale per step for all its tiles (2 exps fewer per
+    // 16 pairs than one per tile).
     forEachStep(
         k, r,
         [&](const std::vector<SliceTile> &tiles) {
@@ -316,12 +300,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     out.t = rowNormalizer(mT, dT, form);
     return out;
   };
-  // The scaled form where its shift is exact: bf16 logits, per thread
-  // group.
+  // The scaled form where its shift is exact: bf16 logits.
   const SumForm form =
-      k.config().dtype == DType::BF16 && k.param("LANE_STATS") == 2
-          ? SumForm::Scaled
-          : SumForm::Exact;
+      k.config().dtype == DType::BF16 ? SumForm::Scaled : SumForm::Exact;
   SliceNorm slice = sliceNorm(pass1, form, /*copying=*/true);
   // A program's sum, rescaled to the row max M.
   auto rescaled = [&](const std::pair<Value, Value> &part, Value M, SumForm f) {
@@ -761,37 +742,26 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
 /// The cluster kernels' tuning space; the defaults are the fastest configs
 /// measured on the H200 at BT = 4096, V = 151936, bf16. 16 warps per program
-/// never won in either kernel (bench/results/2026-11-30-cetvd-session13.md
-/// and -session14.md), so they are left to --set; LANE_STATS 0 and 1 and
-/// UNROLL 1 never won either, so the tuner keeps their defaults.
+/// never won in either kernel, so they are left to --set; UNROLL 1 never won
+/// either, so the tuner keeps its default.
 /// REGISTER_BUDGET 48 fits 5 programs of 8 warps per SM (the KEEP array allows
 /// 5 at V = 151936), and COPY_AHEAD frees the registers that pass 1 held the
 /// student's loads in: together, 1.207 to 1.131 ms for the reduced loss +
-/// gradient, where either alone gained nothing or lost
-/// (bench/results/2026-11-30-cetvd-session16.md, calls 2 and 3).
+/// gradient, where either alone gained nothing or lost.
 /// PREFETCH_L2 (1 step ahead in the reduced kernel, 2 in the forward): 1.120
-/// to 1.110 ms and 0.852 to 0.835 ms
-/// (bench/results/2026-11-30-cetvd-session17.md); its other values are
-/// left to --set. FAST_LOG2 (pass 2 in one fma per log-probability): bf16
-/// 1.111 to 1.077 ms and 0.835 to 0.820 ms
-/// (bench/results/2026-11-30-cetvd-session18.md). With it, pass 2 takes one
-/// exp per pair where it keeps no p sign (the max form): the bf16 forward
-/// 0.818-0.825 to 0.781-0.795 ms
-/// (bench/results/2026-11-30-cetvd-session19.md). Since its walk looks for
-/// ties per row, not per pair, it is faster for f16 and fp32 too (it was
-/// bf16's alone before: bench/results/2026-11-30-cetvd-session21.md).
+/// to 1.110 ms and 0.852 to 0.835 ms; its other values are left to --set.
+/// FAST_LOG2 (pass 2 in one fma per log-probability): bf16 1.111 to 1.077 ms
+/// and 0.835 to 0.820 ms. With it, pass 2 takes one exp per pair where it
+/// keeps no p sign (the max form): the bf16 forward 0.818-0.825 to
+/// 0.781-0.795 ms. Its walk looks for ties per row, not per pair, which
+/// makes it as fast or faster for f16 and fp32 too (fp32 forward 1.385 to
+/// 1.324 ms, f16 1.214 to 1.106 ms).
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
                                      int64_t copyAhead, int64_t prefetch,
                                      const char *clusterHelp) {
   return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, clusterHelp},
           {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
           {"num_warps", {4, 8}, 8, "warps per program"},
-          {"LANE_STATS",
-           {0, 1, 2},
-           2,
-           "pass 1 keeps softmax state per lane (1), per thread's vector "
-           "group (2), or reduces across the block every tile (0)",
-           /*tuned=*/false},
           {"UNROLL",
            {1, 2},
            2,
