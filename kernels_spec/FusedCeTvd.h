@@ -1,6 +1,6 @@
 //===- FusedCeTvd.h - fused cross-entropy + TVD kernels ---------*- C++ -*-===//
 //
-// The unreduced two-pass CE+TVD loss of shared/semantics.md §1, one program
+// The unreduced two-pass CE+TVD loss of docs/semantics.md §1, one program
 // per row (grid = BT):
 //
 // fused_ce_tvd_fwd(student, teacher: ptr<dtype> (BT, V) with row_stride,

@@ -7,16 +7,15 @@
 // through distributed shared memory (tile.cluster_reduce); pass 2 (TVD,
 // sigma) reads the slice again, from L2 where it is still there, else from
 // HBM. Each loop step has UNROLL tiles' loads in flight, and pass 2 walks
-// backward so that it meets pass 1's latest tiles first (measured:
-// bench/results/2026-11-30-cetvd-session13.md).
+// backward so that it meets pass 1's latest tiles first.
 //
 // The reduced kernel adds pass 3 (the gradient). With KEEP, a shared array
 // of the slice holds the student from pass 1 for pass 2, then p sign(p - q)
 // from pass 2 for pass 3, so that pass 2 re-reads only the teacher and pass
-// 3 reads nothing unless pass 2 took its exact form and met a tie
-// (bench/results/2026-11-30-cetvd-session14.md). With COPY_AHEAD, pass 1
-// fills the array with cp.async copies issued loop steps ahead, which hold
-// no registers (bench/results/2026-11-30-cetvd-session16.md).
+// 3 reads nothing unless pass 2 took its exact form and met a tie (on the
+// H200 at BT 4096, V 151936, bf16: HBM reads 3.69 to 2.48 GB, 1.648 to
+// 1.386 ms). With COPY_AHEAD, pass 1 fills the array with cp.async copies
+// issued loop steps ahead, which hold no registers.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -248,7 +247,7 @@ struct SliceKeeping {
   std::function<void(const SliceTile &, Value signedP)> keep;
 };
 
-/// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
+/// Passes 1 and 2 of docs/semantics.md §1 over this program's slice, combined
 /// across the cluster. p and q are formed by the same operations, so a
 /// teacher equal to the student gives p == q bit for bit.
 RowStats rowStats(KernelBuilder &k, const RowSlice &r,
@@ -347,14 +346,15 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   st.maxT = m[1];
   st.logSumT = logSumT;
   // Differences against the row max keep the gap when logits share a large
-  // offset (semantics.md §1).
+  // offset (docs/semantics.md §1).
   st.targetLogit = d[2];
   st.ce = st.logSumS - (d[2] - m[0]);
 
   // Pass 2 walks the slice backward: it meets pass 1's latest tiles first,
   // and a pass 3 that re-reads the inputs, forward again, meets pass 2's
-  // (fewer HBM re-reads, -1-2% on the H200:
-  // bench/results/2026-11-30-cetvd-session13.md).
+  // (on the H200 at BT 4096, V 151936, bf16: HBM reads 3.93 to 3.72 GB and
+  // 1.655 to 1.637 ms for the loss + gradient, 4.27 to 4.12 GB and 0.971 to
+  // 0.950 ms for the forward).
   // Its sums are kept per thread's vector group (tile-assign-layout's
   // groups), not per element: fewer registers, and no spills.
   const int64_t cols = k.threadGroup(BLOCK, k.config().dtype);
@@ -825,7 +825,7 @@ int64_t keptBytes(const dsl::Config &c, int64_t V) {
 /// per SM as REGISTER_BUDGET registers per thread and the KEEP array allow,
 /// so that ptxas keeps under the registers that many programs leave. Uncapped,
 /// ptxas gave the KEEP kernel 77 registers (3 programs of 8 warps per SM),
-/// 12% slower than at 64 (bench/results/2026-11-30-cetvd-session14.md).
+/// 12% slower than at 64 (1.557 against 1.384 ms).
 void deriveProgramsPerSm(dsl::Config &c, int64_t V) {
   constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
   int64_t programs =
@@ -871,14 +871,13 @@ void deriveLossGrad(dsl::Config &c,
 /// of 2, 4 and 8 that leaves each program a slice of at least 16000
 /// elements (measured on the H200: 8 at V = 151936 and 128256, 2 at V =
 /// 32000, where 8 programs of 4000 elements ran 1.6x slower); KEEP on where
-/// its array fits (bench/results/2026-11-30-cetvd-session14.md). Both
-/// cluster kernels take them. Since the combines need no cluster barrier,
-/// the bf16 forward is faster this way than with its former fixed 2
-/// programs and no KEEP at every shape measured (0.929 to 0.896 ms at BT
-/// 4096, V 151936: bench/results/2026-11-30-cetvd-session15.md).
+/// its array fits. Both cluster kernels take them: as the combines need no
+/// cluster barrier, the bf16 forward is faster this way than with 2 programs
+/// and no KEEP at every shape measured (0.896 against 0.929 ms at BT 4096,
+/// V 151936).
 /// REGISTER_BUDGET 48 for bf16 with aligned rows, measured faster in both
-/// kernels (bench/results/2026-11-30-cetvd-session16.md); 64 elsewhere,
-/// where 48 made ptxas spill (f16, f32 at small V, unaligned bf16).
+/// kernels; 64 elsewhere, where 48 made ptxas spill (f16, f32 at small V,
+/// unaligned bf16).
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
                      const std::set<std::string> &overridden) {
@@ -912,7 +911,7 @@ std::vector<ParamSpec> singleProgramParams() {
 KernelSpec fusedCeTvdForwardClusterSpec() {
   // No COPY_AHEAD by default: without a pass 3 the forward fits 48
   // registers anyway, and copying ahead was slower there (0.880 ms against
-  // 0.907-0.965; bench/results/2026-11-30-cetvd-session16.md, call 3).
+  // 0.907-0.965 for 1-3 steps ahead).
   // Its pass 1 prefetches both inputs 2 steps ahead.
   std::vector<ParamSpec> params = clusterParams(8, 2048, 0, 2, kClusterHelp);
   params.push_back({"KEEP",

@@ -1,6 +1,6 @@
 //===- LinearCe.h - per-chunk programs of the fused linear CE ---*- C++ -*-===//
 //
-// shared/semantics.md §2. Between the chunk's GEMMs (z = h_c W^T + b before,
+// docs/semantics.md §2. Between the chunk's GEMMs (z = h_c W^T + b before,
 // dh_c = dz W and dW += dz^T h_c after), one program per logits row:
 //
 // lce_logits_grad(logits: ptr<f32> (rows, V) with row_stride, the GEMM

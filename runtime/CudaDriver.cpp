@@ -567,7 +567,7 @@ void synchronize() { check(api().cuCtxSynchronize(), "cuCtxSynchronize"); }
 double measureCopyBandwidth(size_t bytes, int iterations) {
   // The fastest copy over three fresh pairs of buffers: a ceiling. One pair
   // per process gave 3.83 to 4.26 TB/s on one H200 from one process to the
-  // next (stop 15), by where the buffers landed.
+  // next, by where the buffers landed.
   float best = std::numeric_limits<float>::infinity();
   for (int pair = 0; pair < 3; ++pair) {
     DeviceBuffer src(bytes), dst(bytes);

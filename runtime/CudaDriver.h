@@ -178,9 +178,9 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 /// Waits for all work in the current context (cuCtxSynchronize).
 void synchronize();
 
-/// Device-to-device copy bandwidth in bytes/s (bytes read + written, as
-/// ../shared/anchors.md counts it): the fastest of `iterations` copies of
-/// `bytes`, in each of three fresh pairs of buffers.
+/// Device-to-device copy bandwidth in bytes/s (bytes read + written): the
+/// fastest of `iterations` copies of `bytes`, in each of three fresh pairs
+/// of buffers.
 double measureCopyBandwidth(size_t bytes, int iterations = 10);
 
 /// A blocking stream (CU_STREAM_DEFAULT): ordered with the legacy default

@@ -9,9 +9,9 @@
 // the roofline: the forward must read student and teacher once (2 units of
 // BT * V * element bytes), the backward read both and write the gradient
 // (3 units); forward + backward is compared with 3 units, the minimum for
-// the loss and its gradient (../shared/anchors.md). --check compares the
-// timed run's outputs with the fp64 reference on sampled rows (exit 1 on a
-// mismatch), so one process both times and tests a shape.
+// the loss and its gradient. --check compares the timed run's outputs with
+// the fp64 reference on sampled rows (exit 1 on a mismatch), so one process
+// both times and tests a shape.
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"

@@ -1,4 +1,4 @@
-//===- CacheTest.cpp - the kernel cache, against shared/cases/infra.md ----===//
+//===- CacheTest.cpp - the kernel cache -----------------------------------===//
 //
 // No GPU needed. Every test uses its own temporary TILEJIT_CACHE_DIR, never
 // the user's cache; and so that no other test in this binary touches it

@@ -480,8 +480,8 @@ TEST(CeTvdReduced, CopyAheadOnlyWhereItApplies) {
 // ptxas spills nothing in either cluster kernel's default config, at
 // aligned and unaligned V, small and large: REGISTER_BUDGET is 48 only where
 // that holds. (At V = 16384 the f16 and f32 loss + gradient kernel spills
-// 24-44 bytes at its 64 registers, as before there was a budget; those
-// shapes are left out.)
+// 24-44 bytes at its 64 registers, a spill the register budget does not
+// cause; those shapes are left out.)
 class CeTvdClusterSpills : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CeTvdClusterSpills, DefaultsDoNotSpill) {
@@ -524,7 +524,7 @@ TEST(CeTvdReduced, BadInputsAreClearErrors) {
   EXPECT_THROW(parseReduction("avg"), Error);
 }
 
-// shared/cases/numerics.json "mean-over-valid-rows": uniform logits over 8
+// tests/data/numerics.json "mean-over-valid-rows": uniform logits over 8
 // classes, two of four rows ignored, alpha = 1, beta = 0.
 TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
   llvm::json::Object c = numericsCase("mean-over-valid-rows");
@@ -562,8 +562,9 @@ TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
   }
 }
 
-// semantics.md's hand-checked TVD gradient: s = [0, 0, 1, 2], t = [0, 0, 2,
-// 1], the two tied entries take sign 0 (numerics.json "tvd-ties").
+// The hand-checked TVD gradient of docs/semantics.md §1: s = [0, 0, 1, 2],
+// t = [0, 0, 2, 1], the two tied entries take sign 0 (numerics.json
+// "tvd-ties").
 TEST(CeTvdReduced, TvdTiesUseThreeWaySign) {
   json::Object c = numericsCase("tvd-ties");
   ref::CeTvdInputs in = oneRow(numbers((*c.getArray("student"))[0]),

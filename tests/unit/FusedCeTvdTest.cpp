@@ -266,8 +266,8 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
   // A parameter with 0 among its candidates is a switch or a mode.
   EXPECT_THROW(spec.config(DType::BF16, {"LANE_STATS=3"}), Error);
   EXPECT_NO_THROW(spec.config(DType::BF16, {"LANE_STATS=2"}));
-  // Sizes start at 1 (0 used to reach a division by zero); clusters stop
-  // at 16; a tile too large for the registers is refused while building.
+  // Sizes start at 1 (0 would divide by zero); clusters stop at 16; a tile
+  // too large for the registers is refused while building.
   const KernelSpec &cluster = findKernel("fused_ce_tvd_loss_grad");
   EXPECT_THROW(cluster.config(DType::BF16, {"CLUSTER_SIZE=0"}), Error);
   EXPECT_THROW(cluster.config(DType::BF16, {"BLOCK_SIZE=0"}), Error);
