@@ -4,9 +4,9 @@ CE+TVD) at several shapes in one process, for scripts/gpu-cetvd-shapes.sh.
 The measurements themselves come from a peers harness that is not part of
 this repository (a peers.py with `ceilings`, `cetvd` and `emit`, named by
 --harness; scripts/gpu-cetvd-shapes.sh passes $PEERS_HARNESS): its
-`ceilings` (copy bandwidth) once, then its `cetvd` per shape. torch.compile starts afresh at each shape
-(dynamo reset), so every shape gets its own static-shape kernels, as a user
-compiling for one shape would.
+`ceilings` (copy bandwidth) once, then its `cetvd` per shape. torch.compile
+starts afresh at each shape (dynamo reset), so every shape gets its own
+static-shape kernels, as a user compiling for one shape would.
 
   python3 bench/cetvd_peers.py --harness .carry/peers.py \
       [--providers torch_compile,liger] BT:V:dtype [BT:V:dtype ...]

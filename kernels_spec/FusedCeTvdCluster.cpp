@@ -45,7 +45,7 @@ Value clusterId(KernelBuilder &k) {
   return k.programId(0) / double(k.clusterSize());
 }
 
-/// The slice this program walks of its cluster's row (row c for cluster c).
+/// This program's slice of its cluster's row (row c for cluster c).
 RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
                   Value V, Value rowStride, Value ignoreIndex) {
   RowSlice r;
@@ -547,8 +547,7 @@ TileModule buildLossGrad(const Config &c) {
   Value gradStride = k.scalarArg("grad_stride", DType::I64);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
 
-  RowSlice r =
-      rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
+  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value kept;
