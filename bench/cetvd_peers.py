@@ -1,11 +1,12 @@
 """Times the CE+TVD peers (torch eager, torch.compile, Liger-Kernel's fused
 CE+TVD) at several shapes in one process, for scripts/gpu-cetvd-shapes.sh.
 
-The measurements themselves come from the shared harness (../shared/bench/
-peers.py, carried to the GPU machine): its `ceilings` (copy bandwidth) once,
-then its `cetvd` per shape. torch.compile starts afresh at each shape
-(dynamo reset), so every shape gets its own static-shape kernels, as a user
-compiling for one shape would.
+The measurements themselves come from a peers harness that is not part of
+this repository (a peers.py with `ceilings`, `cetvd` and `emit`, named by
+--harness; scripts/gpu-cetvd-shapes.sh passes $PEERS_HARNESS): its
+`ceilings` (copy bandwidth) once, then its `cetvd` per shape. torch.compile
+starts afresh at each shape (dynamo reset), so every shape gets its own
+static-shape kernels, as a user compiling for one shape would.
 
   python3 bench/cetvd_peers.py --harness .carry/peers.py \
       [--providers torch_compile,liger] BT:V:dtype [BT:V:dtype ...]
@@ -14,6 +15,7 @@ Prints the harness's JSON lines (one per provider and shape).
 """
 import argparse
 import importlib.util
+import os
 import sys
 
 
@@ -26,10 +28,13 @@ def load_harness(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--harness", required=True, help="path of peers.py")
+    ap.add_argument("--harness", required=True,
+                    help="path of the peers harness (peers.py)")
     ap.add_argument("--providers", default="torch_compile,liger")
     ap.add_argument("shapes", nargs="+", help="BT:V:dtype")
     a = ap.parse_args()
+    if not os.path.isfile(a.harness):
+        ap.error(f"no peers harness at {a.harness}")
     peers = load_harness(a.harness)
     import torch
 

@@ -1,7 +1,7 @@
 //===- CachedCompile.cpp - compile() through the kernel cache -------------===//
 //
-// The key covers everything that can change the binary (shared/cases/
-// infra.md item 1), each as a named field of a CacheKey:
+// The key covers everything that can change the binary, each as a named
+// field of a CacheKey:
 //   tile_ir          the tile IR after optimizeTile(): specialized, with
 //                    constants folded, so DSL programs that build the same
 //                    kernel share it. MLIR prints no addresses; SSA names and

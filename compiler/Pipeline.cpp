@@ -98,7 +98,6 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
       out.threads = p.getInt();
     if (auto c = f->getAttrOfType<IntegerAttr>(attr::kClusterSize))
       out.clusterSize = c.getInt();
-    out.persistent = f->hasAttr(attr::kPersistent);
     if (auto s = f->getAttrOfType<IntegerAttr>(attr::kSharedBytes))
       out.dynamicSharedBytes = s.getInt();
   });

@@ -788,10 +788,6 @@ void KernelBuilder::assumeAlignedVectors() {
   k.func->setAttr(attr::kAlignedVectors, mlir::UnitAttr::get(k.ctx.get()));
 }
 
-void KernelBuilder::markPersistent() {
-  impl_->func->setAttr(attr::kPersistent, impl_->b.getUnitAttr());
-}
-
 int64_t KernelBuilder::clusterSize() const {
   auto it = impl_->config.params.find("CLUSTER_SIZE");
   return it == impl_->config.params.end() ? 1 : it->second;
@@ -1135,7 +1131,8 @@ void KernelBuilder::walkTiles(
   // The whole steps, then the whole tiles left one at a time, then the
   // partial tile: a tail of 1.2 tiles costs one unmasked and one masked
   // tile where a masked step of `unroll` tiles cost about twice `unroll`
-  // unmasked ones (bench/results/2026-11-30-cetvd-session20.md).
+  // unmasked ones (in SASS: 528 instructions for a masked step of 2 tiles
+  // against 276 for a whole one).
   // The ends are lo for an empty or reversed range.
   Value span = max(hi - lo, constant(0, hi.dtype(), loc));
   auto wholeEnd = [&](int64_t width) {

@@ -52,14 +52,6 @@ TileModule TileModule::parse(const std::string &text,
 
 const std::string &TileModule::kernelName() const { return impl_->kernelName; }
 
-bool TileModule::persistent() const {
-  bool found = false;
-  impl_->module->walk([&](mlir::Operation *op) {
-    found = found || op->hasAttr(attr::kPersistent);
-  });
-  return found;
-}
-
 std::string TileModule::str() const {
   std::string text;
   llvm::raw_string_ostream os(text);

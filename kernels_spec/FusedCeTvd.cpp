@@ -100,7 +100,7 @@ TileModule buildForward(const Config &c) {
     tvd = 0.5 * absSum.sum();
     sigma = sig.sum();
     // Differences against the row max keep the gap when logits share a
-    // large offset (semantics.md §1).
+    // large offset (docs/semantics.md §1).
     Value sy = k.load(s, y).to(DType::F32);
     ce = log(dS) - (sy - mS);
   });

@@ -1,13 +1,13 @@
 //===- FusedCeTvd.h - fused cross-entropy + TVD kernels ---------*- C++ -*-===//
 //
-// The unreduced two-pass CE+TVD loss of shared/semantics.md §1, one program
+// The unreduced two-pass CE+TVD loss of docs/semantics.md §1, one program
 // per row (grid = BT):
 //
 // fused_ce_tvd_fwd(student, teacher: ptr<dtype> (BT, V) with row_stride,
 //                  target: ptr<i64> (BT), ce, tvd, sigma, max_s, logsum_s,
 //                  max_t, logsum_t, fast_signs: ptr<f32> (BT),
 //                  bad_target: ptr<i32> (1), V: i32, row_stride: i64,
-//                  ignore_index: i64, BT: i32)
+//                  ignore_index: i64)
 //   pass 1: online max / sum-exp of student and teacher rows;
 //   pass 2: tvd = 0.5 sum |p - q|, sigma = sum p sign(p - q);
 //   ce = (lse_s - m_s) - (s_y - m_s). The saved state keeps each row's lse

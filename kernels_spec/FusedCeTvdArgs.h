@@ -65,17 +65,15 @@ inline int64_t bufCount(Buf b, int64_t BT, int64_t V) {
 /// The scalar arguments, in one place so that the GPU can point at them.
 struct Scalars {
   explicit Scalars(const ref::CeTvdInputs &in)
-      : V(static_cast<int32_t>(in.V)), rowStride(in.V), gradStride(in.V),
-        BT(static_cast<int32_t>(in.BT)) {}
+      : V(static_cast<int32_t>(in.V)), rowStride(in.V), gradStride(in.V) {}
   int32_t V;
   int64_t rowStride, gradStride;
   int64_t ignoreIndex = ref::kCeTvdIgnoreIndex;
-  int32_t BT;
 };
 
 /// The arguments of the forward (or, with `backward`, the backward) kernel:
 /// buffer(b) for each pointer argument, then scalar(x) for V, row_stride,
-/// grad_stride (backward only), ignore_index and BT (forward only).
+/// grad_stride (backward only) and ignore_index.
 template <typename Arg, typename BufFn, typename ScalarFn>
 std::vector<Arg> kernelArgs(bool backward, const Scalars &s, BufFn buffer,
                             ScalarFn scalar) {
@@ -87,8 +85,6 @@ std::vector<Arg> kernelArgs(bool backward, const Scalars &s, BufFn buffer,
   if (backward)
     args.push_back(scalar(s.gradStride));
   args.push_back(scalar(s.ignoreIndex));
-  if (!backward)
-    args.push_back(scalar(s.BT));
   return args;
 }
 

@@ -7,16 +7,15 @@
 // through distributed shared memory (tile.cluster_reduce); pass 2 (TVD,
 // sigma) reads the slice again, from L2 where it is still there, else from
 // HBM. Each loop step has UNROLL tiles' loads in flight, and pass 2 walks
-// backward so that it meets pass 1's latest tiles first (measured:
-// bench/results/2026-11-30-cetvd-session13.md).
+// backward so that it meets pass 1's latest tiles first.
 //
 // The reduced kernel adds pass 3 (the gradient). With KEEP, a shared array
 // of the slice holds the student from pass 1 for pass 2, then p sign(p - q)
 // from pass 2 for pass 3, so that pass 2 re-reads only the teacher and pass
-// 3 reads nothing unless pass 2 took its exact form and met a tie
-// (bench/results/2026-11-30-cetvd-session14.md). With COPY_AHEAD, pass 1
-// fills the array with cp.async copies issued loop steps ahead, which hold
-// no registers (bench/results/2026-11-30-cetvd-session16.md).
+// 3 reads nothing unless pass 2 took its exact form and met a tie (on the
+// H200 at BT 4096, V 151936, bf16: HBM reads 3.69 to 2.48 GB, 1.648 to
+// 1.386 ms). With COPY_AHEAD, pass 1 fills the array with cp.async copies
+// issued loop steps ahead, which hold no registers.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/FusedCeTvd.h"
@@ -46,24 +45,13 @@ Value clusterId(KernelBuilder &k) {
   return k.programId(0) / double(k.clusterSize());
 }
 
-/// body(row) for each row of this program's cluster: row c for cluster c,
-/// or with PERSISTENT (a persistent kernel) rows c, c + G, ... below BT for
-/// G clusters in the grid.
-void forEachRow(KernelBuilder &k, Value BT,
-                const std::function<void(Value row)> &body) {
-  Value cluster = clusterId(k);
-  if (!k.param("PERSISTENT"))
-    return body(cluster);
-  k.forRange(cluster, BT, k.numPrograms(0) / double(k.clusterSize()), body);
-}
-
-/// The slice of `row` (an i32 scalar) this program walks.
-RowSlice rowSlice(KernelBuilder &k, Value row, Value student, Value teacher,
-                  Value target, Value V, Value rowStride, Value ignoreIndex) {
+/// This program's slice of its cluster's row (row c for cluster c).
+RowSlice rowSlice(KernelBuilder &k, Value student, Value teacher, Value target,
+                  Value V, Value rowStride, Value ignoreIndex) {
   RowSlice r;
   const int64_t C = k.clusterSize(), SLICE = k.param("SLICE");
-  r.row = row;
-  r.rank = k.programId(0) - clusterId(k) * double(C);
+  r.row = clusterId(k);
+  r.rank = k.programId(0) - r.row * double(C);
   Value rowOffset = r.row.to(DType::I64) * rowStride;
   r.s = student + rowOffset;
   r.t = teacher + rowOffset;
@@ -259,7 +247,7 @@ struct SliceKeeping {
   std::function<void(const SliceTile &, Value signedP)> keep;
 };
 
-/// Passes 1 and 2 of semantics.md §1 over this program's slice, combined
+/// Passes 1 and 2 of docs/semantics.md §1 over this program's slice, combined
 /// across the cluster. p and q are formed by the same operations, so a
 /// teacher equal to the student gives p == q bit for bit.
 RowStats rowStats(KernelBuilder &k, const RowSlice &r,
@@ -276,8 +264,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   }
   // This program's (max, sum-exp) of its slice, from a walk that copies
   // the student into the KEEP array where `copying` (and pass 1's own
-  // copies do not): per lane (LANE_STATS = 1), per thread group (2) or with
-  // block-wide reductions every tile (0), the sums in `form`.
+  // copies do not): per thread's vector group, the sums in `form`. (Per
+  // lane, or with a block reduction every tile, never won on the H200: the
+  // forward took 1.325 ms per lane against 1.074 per group.)
   struct SliceNorm {
     std::pair<Value, Value> s, t;
   };
@@ -287,29 +276,12 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
         k.store(copy, x.offs - r.start, x.s.to(copy.dtype()), x.mask);
     };
     SliceNorm out;
-    int64_t mode = k.param("LANE_STATS");
-    if (mode == 0) {
-      Value negInf = k.constant(kNegInf, DType::F32);
-      Value scalarZero = k.constant(0, DType::F32);
-      Var mS = negInf, dS = scalarZero, mT = negInf, dT = scalarZero;
-      forEachTile(
-          k, r,
-          [&](const SliceTile &x) {
-            copyStudent(x);
-            tileUpdate(mS, dS, x.s.to(DType::F32));
-            tileUpdate(mT, dT, x.t.to(DType::F32));
-          },
-          walk);
-      out.s = {mS, dS};
-      out.t = {mT, dT};
-      return out;
-    }
-    int64_t cols = mode == 2 ? k.threadGroup(BLOCK, k.config().dtype) : 1;
+    const int64_t cols = k.threadGroup(BLOCK, k.config().dtype);
     Value negInf = k.full(BLOCK / cols, k.constant(kNegInf, DType::F32));
     Value noSum = k.full(BLOCK / cols, k.constant(0, DType::F32));
     Var mS = negInf, dS = noSum, mT = negInf, dT = noSum;
-    // Per group, one rescale per step for all its tiles
-    // (bench/results/2026-11-30-cetvd-session17.md).
+    // Per group, one rescale per step for all its tiles (2 exps fewer per
+    // 16 pairs than one per tile).
     forEachStep(
         k, r,
         [&](const std::vector<SliceTile> &tiles) {
@@ -327,12 +299,9 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
     out.t = rowNormalizer(mT, dT, form);
     return out;
   };
-  // The scaled form where its shift is exact: bf16 logits, per thread
-  // group.
+  // The scaled form where its shift is exact: bf16 logits.
   const SumForm form =
-      k.config().dtype == DType::BF16 && k.param("LANE_STATS") == 2
-          ? SumForm::Scaled
-          : SumForm::Exact;
+      k.config().dtype == DType::BF16 ? SumForm::Scaled : SumForm::Exact;
   SliceNorm slice = sliceNorm(pass1, form, /*copying=*/true);
   // A program's sum, rescaled to the row max M.
   auto rescaled = [&](const std::pair<Value, Value> &part, Value M, SumForm f) {
@@ -377,14 +346,15 @@ RowStats rowStats(KernelBuilder &k, const RowSlice &r,
   st.maxT = m[1];
   st.logSumT = logSumT;
   // Differences against the row max keep the gap when logits share a large
-  // offset (semantics.md §1).
+  // offset (docs/semantics.md §1).
   st.targetLogit = d[2];
   st.ce = st.logSumS - (d[2] - m[0]);
 
   // Pass 2 walks the slice backward: it meets pass 1's latest tiles first,
   // and a pass 3 that re-reads the inputs, forward again, meets pass 2's
-  // (fewer HBM re-reads, -1-2% on the H200:
-  // bench/results/2026-11-30-cetvd-session13.md).
+  // (on the H200 at BT 4096, V 151936, bf16: HBM reads 3.93 to 3.72 GB and
+  // 1.655 to 1.637 ms for the loss + gradient, 4.27 to 4.12 GB and 0.971 to
+  // 0.950 ms for the forward).
   // Its sums are kept per thread's vector group (tile-assign-layout's
   // groups), not per element: fewer registers, and no spills.
   const int64_t cols = k.threadGroup(BLOCK, k.config().dtype);
@@ -545,17 +515,13 @@ TileModule buildForwardCluster(const Config &c) {
   KernelBuilder k("fused_ce_tvd_fwd_cluster", c);
   applyAligned(k);
   CeTvdForwardArgs args = declareForwardArgs(k, c.dtype);
-  if (k.param("PERSISTENT"))
-    k.markPersistent();
   // KEEP: pass 2 reads the student's slice from where pass 1 copied it.
   SliceKeeping keeping;
   if (k.param("KEEP"))
     keeping.studentCopy = k.sharedArray(k.param("SLICE"), c.dtype);
-  forEachRow(k, args.BT, [&](Value row) {
-    RowSlice r = rowSlice(k, row, args.student, args.teacher, args.target,
-                          args.V, args.rowStride, args.ignoreIndex);
-    forwardRow(k, args, r, keeping);
-  });
+  RowSlice r = rowSlice(k, args.student, args.teacher, args.target, args.V,
+                        args.rowStride, args.ignoreIndex);
+  forwardRow(k, args, r, keeping);
   return k.finish();
 }
 
@@ -581,8 +547,7 @@ TileModule buildLossGrad(const Config &c) {
   Value gradStride = k.scalarArg("grad_stride", DType::I64);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
 
-  RowSlice r = rowSlice(k, clusterId(k), student, teacher, target, V, rowStride,
-                        ignoreIndex);
+  RowSlice r = rowSlice(k, student, teacher, target, V, rowStride, ignoreIndex);
   flagBadTarget(k, r, badTarget);
   Value g = grad + r.row.to(DType::I64) * gradStride;
   Value kept;
@@ -776,37 +741,26 @@ const std::vector<TuneKeyArg> kTuneKey = {{"BT", true}, {"V", false}};
 
 /// The cluster kernels' tuning space; the defaults are the fastest configs
 /// measured on the H200 at BT = 4096, V = 151936, bf16. 16 warps per program
-/// never won in either kernel (bench/results/2026-11-30-cetvd-session13.md
-/// and -session14.md), so they are left to --set; LANE_STATS 0 and 1 and
-/// UNROLL 1 never won either, so the tuner keeps their defaults.
+/// never won in either kernel, so they are left to --set; UNROLL 1 never won
+/// either, so the tuner keeps its default.
 /// REGISTER_BUDGET 48 fits 5 programs of 8 warps per SM (the KEEP array allows
 /// 5 at V = 151936), and COPY_AHEAD frees the registers that pass 1 held the
 /// student's loads in: together, 1.207 to 1.131 ms for the reduced loss +
-/// gradient, where either alone gained nothing or lost
-/// (bench/results/2026-11-30-cetvd-session16.md, calls 2 and 3).
+/// gradient, where either alone gained nothing or lost.
 /// PREFETCH_L2 (1 step ahead in the reduced kernel, 2 in the forward): 1.120
-/// to 1.110 ms and 0.852 to 0.835 ms
-/// (bench/results/2026-11-30-cetvd-session17.md); its other values are
-/// left to --set. FAST_LOG2 (pass 2 in one fma per log-probability): bf16
-/// 1.111 to 1.077 ms and 0.835 to 0.820 ms
-/// (bench/results/2026-11-30-cetvd-session18.md). With it, pass 2 takes one
-/// exp per pair where it keeps no p sign (the max form): the bf16 forward
-/// 0.818-0.825 to 0.781-0.795 ms
-/// (bench/results/2026-11-30-cetvd-session19.md). Since its walk looks for
-/// ties per row, not per pair, it is faster for f16 and fp32 too (it was
-/// bf16's alone before: bench/results/2026-11-30-cetvd-session21.md).
+/// to 1.110 ms and 0.852 to 0.835 ms; its other values are left to --set.
+/// FAST_LOG2 (pass 2 in one fma per log-probability): bf16 1.111 to 1.077 ms
+/// and 0.835 to 0.820 ms. With it, pass 2 takes one exp per pair where it
+/// keeps no p sign (the max form): the bf16 forward 0.818-0.825 to
+/// 0.781-0.795 ms. Its walk looks for ties per row, not per pair, which
+/// makes it as fast or faster for f16 and fp32 too (fp32 forward 1.385 to
+/// 1.324 ms, f16 1.214 to 1.106 ms).
 std::vector<ParamSpec> clusterParams(int64_t cluster, int64_t block,
                                      int64_t copyAhead, int64_t prefetch,
                                      const char *clusterHelp) {
   return {{"CLUSTER_SIZE", {2, 4, 8, 16}, cluster, clusterHelp},
           {"BLOCK_SIZE", {1024, 2048}, block, "vocab elements per tile"},
           {"num_warps", {4, 8}, 8, "warps per program"},
-          {"LANE_STATS",
-           {0, 1, 2},
-           2,
-           "pass 1 keeps softmax state per lane (1), per thread's vector "
-           "group (2), or reduces across the block every tile (0)",
-           /*tuned=*/false},
           {"UNROLL",
            {1, 2},
            2,
@@ -855,8 +809,7 @@ int64_t sliceOf(const dsl::Config &c, int64_t V) {
 
 /// Shared memory the cluster kernels take besides the KEEP array (block
 /// reductions, cluster slots and mbarriers), rounded up: 864 bytes at most
-/// (clusters of 16), 1472 for the persistent forward, whose combines in a
-/// loop take two slot buffers each.
+/// (clusters of 16).
 constexpr int64_t kStaticSharedBytes = 2048;
 
 /// The largest KEEP array a program can have.
@@ -871,7 +824,7 @@ int64_t keptBytes(const dsl::Config &c, int64_t V) {
 /// per SM as REGISTER_BUDGET registers per thread and the KEEP array allow,
 /// so that ptxas keeps under the registers that many programs leave. Uncapped,
 /// ptxas gave the KEEP kernel 77 registers (3 programs of 8 warps per SM),
-/// 12% slower than at 64 (bench/results/2026-11-30-cetvd-session14.md).
+/// 12% slower than at 64 (1.557 against 1.384 ms).
 void deriveProgramsPerSm(dsl::Config &c, int64_t V) {
   constexpr int64_t kRegistersPerSm = 65536, kSharedPerSm = 228 * 1024;
   int64_t programs =
@@ -917,14 +870,13 @@ void deriveLossGrad(dsl::Config &c,
 /// of 2, 4 and 8 that leaves each program a slice of at least 16000
 /// elements (measured on the H200: 8 at V = 151936 and 128256, 2 at V =
 /// 32000, where 8 programs of 4000 elements ran 1.6x slower); KEEP on where
-/// its array fits (bench/results/2026-11-30-cetvd-session14.md). Both
-/// cluster kernels take them. Since the combines need no cluster barrier,
-/// the bf16 forward is faster this way than with its former fixed 2
-/// programs and no KEEP at every shape measured (0.929 to 0.896 ms at BT
-/// 4096, V 151936: bench/results/2026-11-30-cetvd-session15.md).
+/// its array fits. Both cluster kernels take them: as the combines need no
+/// cluster barrier, the bf16 forward is faster this way than with 2 programs
+/// and no KEEP at every shape measured (0.896 against 0.929 ms at BT 4096,
+/// V 151936).
 /// REGISTER_BUDGET 48 for bf16 with aligned rows, measured faster in both
-/// kernels (bench/results/2026-11-30-cetvd-session16.md); 64 elsewhere,
-/// where 48 made ptxas spill (f16, f32 at small V, unaligned bf16).
+/// kernels; 64 elsewhere, where 48 made ptxas spill (f16, f32 at small V,
+/// unaligned bf16).
 void defaultsByVocab(dsl::Config &c,
                      const std::map<std::string, int64_t> &shape,
                      const std::set<std::string> &overridden) {
@@ -958,7 +910,7 @@ std::vector<ParamSpec> singleProgramParams() {
 KernelSpec fusedCeTvdForwardClusterSpec() {
   // No COPY_AHEAD by default: without a pass 3 the forward fits 48
   // registers anyway, and copying ahead was slower there (0.880 ms against
-  // 0.907-0.965; bench/results/2026-11-30-cetvd-session16.md, call 3).
+  // 0.907-0.965 for 1-3 steps ahead).
   // Its pass 1 prefetches both inputs 2 steps ahead.
   std::vector<ParamSpec> params = clusterParams(8, 2048, 0, 2, kClusterHelp);
   params.push_back({"KEEP",
@@ -967,15 +919,6 @@ KernelSpec fusedCeTvdForwardClusterSpec() {
                     "1: a shared array keeps the student's slice from pass 1, "
                     "so pass 2 re-reads only the teacher; by default 1 where "
                     "it fits in shared memory"});
-  // PERSISTENT=1 was slower on the H200 with any number of clusters
-  // (bench/results/2026-11-30-cetvd-session21.md), so the tuner leaves it.
-  params.push_back({"PERSISTENT",
-                    {0, 1},
-                    0,
-                    "1: a persistent kernel, no more clusters than the GPU "
-                    "runs at once, each walking rows c, c + G, ...; 0: a "
-                    "cluster per row",
-                    /*tuned=*/false});
   KernelSpec s{"fused_ce_tvd_fwd_cluster",
                "CE+TVD forward, each row split over a cluster of programs "
                "(sm_90)",

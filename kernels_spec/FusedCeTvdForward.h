@@ -19,7 +19,6 @@ struct CeTvdForwardArgs {
   /// ce, tvd, sigma, max_s, logsum_s, max_t, logsum_t, fast_signs: f32 (BT)
   std::array<dsl::Value, 8> rowOutputs;
   dsl::Value badTarget, V, rowStride, ignoreIndex;
-  dsl::Value BT; ///< the rows (i32), which the persistent cluster kernel walks
 };
 
 /// Declares the forward kernels' arguments, in their order.
@@ -36,7 +35,6 @@ inline CeTvdForwardArgs declareForwardArgs(dsl::KernelBuilder &k, DType dtype) {
   a.V = k.scalarArg("V", DType::I32);
   a.rowStride = k.scalarArg("row_stride", DType::I64);
   a.ignoreIndex = k.scalarArg("ignore_index", DType::I64);
-  a.BT = k.scalarArg("BT", DType::I32);
   return a;
 }
 

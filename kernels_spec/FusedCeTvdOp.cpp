@@ -228,11 +228,7 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
   TileModule fwd = buildKernel(options.forwardKernel, in, options.overrides,
                                nullptr, &cluster);
   optimizeTile(fwd);
-  // A persistent forward gets fewer clusters than rows, as on a GPU.
-  const int64_t kCpuPersistentClusters = 3;
-  int64_t clusters =
-      fwd.persistent() ? std::min(in.BT, kCpuPersistentClusters) : in.BT;
-  interpret(fwd.operation(), fwd.kernelName(), Grid{clusters * cluster, 1, 1},
+  interpret(fwd.operation(), fwd.kernelName(), Grid{in.BT * cluster, 1, 1},
             args(false));
   Grid grid{in.BT, 1, 1};
   throwIfBadTarget(in, h.badTarget);
@@ -288,16 +284,15 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
     CompiledKernel k = compileCached(buildKernel(name, in, set, config), copts);
     const cuda::Function &f = loaded.function(k);
     *ms = msSince(t0);
-    return std::make_tuple(k.threads, gridPrograms(k, f, in.BT),
+    return std::make_tuple(k.threads, k.clusterSize,
                            static_cast<size_t>(k.dynamicSharedBytes), f);
   };
-  auto [fwdThreads, fwdPrograms, fwdShared, fwdF] =
+  auto [fwdThreads, fwdCluster, fwdShared, fwdF] =
       jit(options.forwardKernel, fwdSet, &out.forwardConfig, &out.forwardJitMs);
-  auto [bwdThreads, bwdPrograms, bwdShared, bwdF] =
+  auto [bwdThreads, bwdCluster, bwdShared, bwdF] =
       jit("fused_ce_tvd_bwd", bwdSet, &out.backwardConfig, &out.backwardJitMs);
 
   out.device = device.name();
-  out.forwardPrograms = fwdPrograms;
   HostBuffers h;
   hostBuffers(h, in, gCe, gTvd, out);
   std::vector<cuda::DeviceBuffer> dev;
@@ -314,12 +309,12 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   auto fwdArgs = launchArgs(false, scalars, ptrs.data());
   auto bwdArgs = launchArgs(true, scalars, ptrs.data());
   auto launchFwd = [&] {
-    cuda::launch(fwdF, {static_cast<unsigned>(fwdPrograms)},
+    cuda::launch(fwdF, {static_cast<unsigned>(in.BT * fwdCluster)},
                  {static_cast<unsigned>(fwdThreads)}, fwdShared, nullptr,
                  fwdArgs);
   };
   auto launchBwd = [&] {
-    cuda::launch(bwdF, {static_cast<unsigned>(bwdPrograms)},
+    cuda::launch(bwdF, {static_cast<unsigned>(in.BT * bwdCluster)},
                  {static_cast<unsigned>(bwdThreads)}, bwdShared, nullptr,
                  bwdArgs);
   };

@@ -1,7 +1,7 @@
 //===- FusedCeTvdReducedOp.h - the reduced CE+TVD loss and gradient -*- C++
 //-*-//
 //
-// The reduced API of shared/semantics.md §1:
+// The reduced API of docs/semantics.md §1:
 //   loss = (alpha sum_i ce_i + beta sum_i tvd_i) / n_valid   (mean)
 //   loss =  alpha sum_i ce_i + beta sum_i tvd_i              (sum)
 // with the student gradient produced in the same pass that reads the logits

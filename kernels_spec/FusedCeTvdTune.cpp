@@ -32,9 +32,7 @@ const char *const kNames[NumBufs] = {
     "fast_signs", "bad_target", "g_ce",     "g_tvd", "grad"};
 
 /// A compiled and loaded kernel.
-struct Kernel : TuneCandidate, OwnModuleKernel {
-  int64_t programs = 0; ///< the grid over the batch's rows, once loaded
-};
+struct Kernel : TuneCandidate, OwnModuleKernel {};
 
 /// Index of the first Inf/NaN element of a dtype buffer, or -1.
 int64_t firstNonFinite(const uint8_t *data, DType dtype, int64_t n) {
@@ -103,14 +101,13 @@ public:
 
   KernelResources load(Kernel &k) const {
     k.load();
-    k.programs = gridPrograms(k.compiled, k.fn, In.BT);
     return candidateResources(k.compiled, k.fn);
   }
 
   void launchAsync(const Kernel &k) {
     std::vector<void *> args =
         launchArgs(k.compiled.name == kBwd, ScalarArgs, Ptrs);
-    cuda::launch(k.fn, {static_cast<unsigned>(k.programs)},
+    cuda::launch(k.fn, {static_cast<unsigned>(In.BT * k.compiled.clusterSize)},
                  {static_cast<unsigned>(k.compiled.threads)},
                  static_cast<size_t>(k.compiled.dynamicSharedBytes), nullptr,
                  args);

@@ -1,6 +1,6 @@
 //===- LinearCe.cpp - the per-chunk programs of the fused linear CE -------===//
 //
-// The chunk loop of the linear cross-entropy (shared/semantics.md §2) is:
+// The chunk loop of the linear cross-entropy (docs/semantics.md §2) is:
 // logits of a chunk of rows = h_chunk W^T (+ b); lce_logits_grad turns them,
 // row by row, into the loss terms and, in place, into d loss / d logits;
 // then dh_chunk = dz W and dW += dz^T h_chunk. The GEMMs are the host's (or a

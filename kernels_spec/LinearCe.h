@@ -1,6 +1,6 @@
 //===- LinearCe.h - per-chunk programs of the fused linear CE ---*- C++ -*-===//
 //
-// shared/semantics.md §2. Between the chunk's GEMMs (z = h_c W^T + b before,
+// docs/semantics.md §2. Between the chunk's GEMMs (z = h_c W^T + b before,
 // dh_c = dz W and dW += dz^T h_c after), one program per logits row:
 //
 // lce_logits_grad(logits: ptr<f32> (rows, V) with row_stride, the GEMM
@@ -58,12 +58,6 @@ KernelSpec linearCeRowWeightsSpec();
 ///   one program: loss[0] = g_ce sum (row_loss - row_z_loss) + g_z sum
 ///   row_z_loss, loss[1] = g_z sum row_z_loss (the z-loss on its own).
 KernelSpec linearCeLossSumSpec();
-/// lce_fused_fwd(h: ptr<dtype> (N, d), W: ptr<dtype> (V, d), target:
-///   ptr<i64> (N), row_loss, lse: ptr<f32> (N), N, d, V: i32,
-///   ignore_index: i64), grid = ceil(N / BLOCK_M): plain cross-entropy per
-///   row (0 for ignored rows) and its lse, the logits formed block by block
-///   on chip with tile `dot` and never stored (LinearCeFused.cpp).
-KernelSpec linearCeFusedForwardSpec();
 /// lce_gemm(A, B: ptr<dtype>, C: ptr<f32> (C_F32 = 1) or ptr<dtype>; M, N,
 ///   K: i32; lda, ldb, ldc: i64; alpha, beta: f32), grid = (ceil(M /
 ///   BLOCK_M), ceil(N / BLOCK_N)): row-major C (M x N) = alpha op(A) op(B)

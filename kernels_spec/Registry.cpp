@@ -174,7 +174,6 @@ const std::vector<KernelSpec> &kernelRegistry() {
       linearCeLogitsGradSpec(),
       linearCeRowWeightsSpec(),
       linearCeLossSumSpec(),
-      linearCeFusedForwardSpec(),
       linearCeGemmSpec()};
   return kernels;
 }

@@ -17,8 +17,7 @@
 // Before every launch (check, warm-up, timed) the tuner asks the target to
 // restore the inputs its kernel writes and to poison (NaN-fill) its outputs:
 // an in-place kernel never sees an earlier trial's result, and a config that
-// writes only part of the output cannot pass on an earlier trial's data
-// (shared/cases/infra.md item 4).
+// writes only part of the output cannot pass on an earlier trial's data.
 //
 // The selection logic here never calls CUDA: a TuningTarget does the compiles
 // and launches, so tests drive it with fakes and no GPU. The CUDA helpers at

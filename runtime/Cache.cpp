@@ -126,8 +126,9 @@ std::string CacheKey::hex() const { return blake3Hex(canonical()); }
 
 namespace {
 
-// 2: dynamic_shared_bytes, in the checksum too; 3: persistent, also there;
-// 4: request_digest, also there.
+// meta.json's format; an entry of another is a miss. 2: dynamic_shared_bytes,
+// in the checksum too; 3: a persistent flag, also there; 4: without it, and
+// the request digest, also in the checksum.
 constexpr int kFormat = 4;
 const char *const kMeta = "meta.json";
 const char *const kTmpPrefix = ".tmp-";
@@ -157,14 +158,13 @@ payload(const CompiledKernel &k) {
 }
 
 /// One checksum over the whole entry: its key, the kernel name, thread
-/// count, cluster size, persistence, shared bytes and request digest that
-/// meta.json records, then name, size and bytes of each file.
+/// count, cluster size, shared bytes and request digest that meta.json
+/// records, then name, size and bytes of each file.
 std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
   llvm::BLAKE3 h;
   h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":" +
-           std::to_string(k.clusterSize) + ":" + std::to_string(k.persistent) +
-           ":" + std::to_string(k.dynamicSharedBytes) + ":" +
-           k.requestDigest + ":");
+           std::to_string(k.clusterSize) + ":" +
+           std::to_string(k.dynamicSharedBytes) + ":" + k.requestDigest + ":");
   for (const auto &[name, bytes] : payload(k)) {
     h.update(name + ":" + std::to_string(bytes.size()) + ":");
     h.update(bytes);
@@ -344,7 +344,6 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   k.name = str("kernel");
   k.threads = meta->getInteger("threads").value_or(0);
   k.clusterSize = meta->getInteger("cluster_size").value_or(0);
-  k.persistent = meta->getBoolean("persistent").value_or(false);
   k.dynamicSharedBytes = meta->getInteger("dynamic_shared_bytes").value_or(0);
   k.requestDigest = str("request_digest");
   for (const PayloadFile &f : kTextFiles)
@@ -483,7 +482,6 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"nvrtc_version", field("nvrtc_version")},
       {"threads", k.threads},
       {"cluster_size", k.clusterSize},
-      {"persistent", k.persistent},
       {"dynamic_shared_bytes", k.dynamicSharedBytes},
       {"request_digest", k.requestDigest},
       {"resources", cubinResources(k.cubin, k.name)},
@@ -765,22 +763,6 @@ cuda::Function entryPoint(const cuda::Module &module,
   if (kernel.clusterSize > 8)
     fn.allowNonPortableClusterSize();
   return fn;
-}
-
-int64_t gridPrograms(const CompiledKernel &kernel, const cuda::Function &fn,
-                     int64_t clusters) {
-  if (kernel.persistent) {
-    int64_t resident = fn.maxActiveClusters(
-        kernel.threads, kernel.dynamicSharedBytes, kernel.clusterSize);
-    // TILEJIT_PERSISTENT_CLUSTERS=n (experiments): n clusters instead.
-    if (const char *n = std::getenv("TILEJIT_PERSISTENT_CLUSTERS"))
-      if (llvm::StringRef(n).getAsInteger(10, resident) || resident < 1)
-        throw Error(std::string("TILEJIT_PERSISTENT_CLUSTERS=") + n +
-                    ": expected a number of clusters, 1 or more");
-    log()->debug("{}: {} clusters at once", kernel.name, resident);
-    clusters = std::min(clusters, resident);
-  }
-  return clusters * kernel.clusterSize;
 }
 
 const cuda::Function &LoadedKernels::function(const CompiledKernel &kernel) {

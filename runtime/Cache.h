@@ -212,15 +212,6 @@ cuda::Module loadModule(const CompiledKernel &kernel);
 cuda::Function entryPoint(const cuda::Module &module,
                           const CompiledKernel &kernel);
 
-/// Programs along x to launch `kernel` (loaded as `fn`) over `clusters`
-/// clusters' worth of work: that many, or for a persistent kernel no more
-/// than the GPU runs at once (cuOccupancyMaxActiveClusters, or
-/// TILEJIT_PERSISTENT_CLUSTERS where set), each cluster then walking
-/// several. Throws if the kernel cannot run at all or the variable is not a
-/// positive number.
-int64_t gridPrograms(const CompiledKernel &kernel, const cuda::Function &fn,
-                     int64_t clusters);
-
 /// A compiled kernel in a module of its own: what a tuning candidate holds
 /// (LoadedKernels shares modules by key instead).
 struct OwnModuleKernel {

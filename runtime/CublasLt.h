@@ -1,7 +1,7 @@
 //===- CublasLt.h - GEMMs through cuBLASLt, loaded at run time --*- C++ -*-===//
 //
 // The chunk loop of the linear cross-entropy hands its three GEMMs to
-// cuBLASLt (the issue allows an external GEMM beside tilejit's own `dot`).
+// cuBLASLt by default (tilejit's own `dot`, lce_gemm, is the alternative).
 // libcublasLt is opened with dlopen, as libcuda is: TILEJIT_CUBLASLT names
 // the library file; otherwise libcublasLt.so.13 and .12 are tried through
 // the loader's search path. Row-major matrices throughout; the column-major

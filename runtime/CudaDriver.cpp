@@ -59,7 +59,6 @@ namespace {
   X(cuFuncGetAttribute)                                                        \
   X(cuFuncSetAttribute)                                                        \
   X(cuLaunchKernel)                                                            \
-  X(cuOccupancyMaxActiveClusters)                                              \
   X(cuStreamCreate)                                                            \
   X(cuStreamDestroy_v2)                                                        \
   X(cuStreamSynchronize)                                                       \
@@ -522,36 +521,6 @@ void Function::allowNonPortableClusterSize() const {
          "allowing clusters of more than 8 blocks for kernel '" + name + "'");
 }
 
-int Function::maxActiveClusters(int64_t threads, int64_t sharedBytes,
-                                int64_t clusterSize) const {
-  if (sharedBytes > 0)
-    setMaxDynamicSharedBytes(static_cast<int>(sharedBytes));
-  CUlaunchAttribute dims{};
-  dims.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  dims.value.clusterDim.x = static_cast<unsigned>(clusterSize);
-  dims.value.clusterDim.y = dims.value.clusterDim.z = 1;
-  CUlaunchConfig config{};
-  config.gridDimX = static_cast<unsigned>(clusterSize);
-  config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = static_cast<unsigned>(threads);
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = static_cast<unsigned>(sharedBytes);
-  config.attrs = &dims;
-  config.numAttrs = 1;
-  int clusters = 0;
-  if (CUresult r = api().cuOccupancyMaxActiveClusters(&clusters, fn, &config);
-      r != CUDA_SUCCESS)
-    fail(r, "cuOccupancyMaxActiveClusters",
-         "asking how many clusters of kernel '" + name + "' run at once");
-  if (clusters <= 0)
-    throw Error("kernel '" + name + "': no cluster of " +
-                std::to_string(clusterSize) + " programs of " +
-                std::to_string(threads) + " threads and " +
-                std::to_string(sharedBytes) +
-                " bytes of shared memory fits on this GPU");
-  return clusters;
-}
-
 //===----------------------------------------------------------------------===//
 // Launch, streams, events
 //===----------------------------------------------------------------------===//
@@ -598,7 +567,7 @@ void synchronize() { check(api().cuCtxSynchronize(), "cuCtxSynchronize"); }
 double measureCopyBandwidth(size_t bytes, int iterations) {
   // The fastest copy over three fresh pairs of buffers: a ceiling. One pair
   // per process gave 3.83 to 4.26 TB/s on one H200 from one process to the
-  // next (stop 15), by where the buffers landed.
+  // next, by where the buffers landed.
   float best = std::numeric_limits<float>::infinity();
   for (int pair = 0; pair < 3; ++pair) {
     DeviceBuffer src(bytes), dst(bytes);

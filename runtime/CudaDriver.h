@@ -135,11 +135,6 @@ struct Function {
   void setMaxDynamicSharedBytes(int bytes) const;
   /// Allows clusters of more than 8 blocks (up to 16 on sm_90).
   void allowNonPortableClusterSize() const;
-  /// How many clusters of `clusterSize` programs of `threads` threads and
-  /// `sharedBytes` dynamic shared memory the device runs at once
-  /// (cuOccupancyMaxActiveClusters). Throws where that is none.
-  int maxActiveClusters(int64_t threads, int64_t sharedBytes,
-                        int64_t clusterSize) const;
 
 private:
   int attribute(CUfunction_attribute attr) const;
@@ -183,9 +178,9 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 /// Waits for all work in the current context (cuCtxSynchronize).
 void synchronize();
 
-/// Device-to-device copy bandwidth in bytes/s (bytes read + written, as
-/// ../shared/anchors.md counts it): the fastest of `iterations` copies of
-/// `bytes`, in each of three fresh pairs of buffers.
+/// Device-to-device copy bandwidth in bytes/s (bytes read + written): the
+/// fastest of `iterations` copies of `bytes`, in each of three fresh pairs
+/// of buffers.
 double measureCopyBandwidth(size_t bytes, int iterations = 10);
 
 /// A blocking stream (CU_STREAM_DEFAULT): ordered with the legacy default

@@ -9,9 +9,9 @@
 // the roofline: the forward must read student and teacher once (2 units of
 // BT * V * element bytes), the backward read both and write the gradient
 // (3 units); forward + backward is compared with 3 units, the minimum for
-// the loss and its gradient (../shared/anchors.md). --check compares the
-// timed run's outputs with the fp64 reference on sampled rows (exit 1 on a
-// mismatch), so one process both times and tests a shape.
+// the loss and its gradient. --check compares the timed run's outputs with
+// the fp64 reference on sampled rows (exit 1 on a mismatch), so one process
+// both times and tests a shape.
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
@@ -264,8 +264,6 @@ int runBenchCommand() {
   std::printf("  forward config : %s: %s\n  backward config: %s\n",
               out.forwardKernel.c_str(), out.forwardConfig.c_str(),
               out.backwardConfig.c_str());
-  std::printf("  forward grid: %lld programs\n",
-              (long long)out.forwardPrograms);
   std::printf("  JIT (DSL build -> loaded CUBIN, through the kernel cache): "
               "forward %.1f ms, backward %.1f ms\n",
               out.forwardJitMs, out.backwardJitMs);

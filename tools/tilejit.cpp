@@ -341,8 +341,8 @@ static int runLinearCe() {
   if (!checkArg)
     return 0;
   // fp32 math on the CPU: 1e-5. GEMMs in bf16/f16 with a narrow dz (the
-  // GPU, lce_gemm), logits in the input dtype or a bf16 dW accumulator: the
-  // issue's 1e-3 (loss) and 1e-2 (gradients).
+  // GPU, lce_gemm), logits in the input dtype or a bf16 dW accumulator:
+  // 1e-3 (loss) and 1e-2 (gradients).
   bool narrow = deviceArg == "gpu" || o.bf16GradAccumulation ||
                 o.narrowLogits ||
                 o.gemmBackend == LinearCeOptions::GemmBackend::Dsl;

@@ -35,9 +35,6 @@ struct CompiledKernel {
   int64_t threads = 0; ///< threads per program (block size)
   /// Programs per thread-block cluster (grids must be a multiple along x).
   int64_t clusterSize = 1;
-  /// A persistent kernel (KernelBuilder::markPersistent): launch it with
-  /// gridPrograms() (runtime/Cache.h), no more clusters than run at once.
-  bool persistent = false;
   /// Dynamic shared memory per program (its sharedArray()s), in bytes: the
   /// launch must pass it (cuda::launch then raises the 48 KiB default).
   int64_t dynamicSharedBytes = 0;

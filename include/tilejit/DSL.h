@@ -206,11 +206,6 @@ public:
 
   Value programId(int axis = 0, SourceLoc loc = SourceLoc::here());
   Value numPrograms(int axis = 0, SourceLoc loc = SourceLoc::here());
-  /// Marks the kernel persistent: its launchers give it no more clusters
-  /// than the GPU runs at once (gridPrograms in runtime/Cache.h), so it must
-  /// walk its work in strides of numPrograms(), e.g. rows c, c + G, ... for
-  /// cluster c of G clusters, G anywhere from 1 to the number of rows.
-  void markPersistent();
   /// Programs per thread-block cluster: the CLUSTER_SIZE parameter, 1 when
   /// the config has none. Programs c*n .. c*n + n-1 along axis 0 form
   /// cluster c (on the GPU a CUDA cluster, sm_90 or newer).

@@ -24,8 +24,6 @@ public:
                           const std::string &kernelName);
 
   const std::string &kernelName() const;
-  /// Whether the kernel is persistent (KernelBuilder::markPersistent).
-  bool persistent() const;
   /// The IR as text (MLIR's generic-free pretty form, with locations off).
   std::string str() const;
   TileModule clone() const;

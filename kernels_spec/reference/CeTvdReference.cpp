@@ -1,7 +1,7 @@
 //===- CeTvdReference.cpp - fp64 reference for fused CE + TVD -------------===//
 //
 // One row at a time: load both rows as double, softmax with the row max
-// subtracted, then the per-row terms of semantics.md section 1. Sums use an
+// subtracted, then the per-row terms of docs/semantics.md §1. Sums use an
 // exactly rounded accumulator so that a teacher row that permutes the
 // student's values gets a bit-identical normalizer; otherwise p_v - q_v would
 // be +-1 ulp instead of an exact tie and sign() would pick a wrong

@@ -1,7 +1,7 @@
 //===- CeTvdReference.h - fp64 reference for fused CE + TVD -----*- C++ -*-===//
 //
 // Double-precision CPU reference for the fused cross-entropy + total
-// variation distance loss. The formulas are those of semantics.md section 1
+// variation distance loss. The formulas are those of docs/semantics.md §1
 // (the project's kernel-semantics contract); GPU kernels and the CPU
 // interpreter are checked against this file.
 //
@@ -40,7 +40,7 @@
 namespace tilejit {
 namespace ref {
 
-/// Per-row forward results, each of length BT (semantics.md section 1):
+/// Per-row forward results, each of length BT (docs/semantics.md §1):
 /// ce = (lse_s - m_s) - (s_y - m_s), tvd = 0.5 * sum |p - q|,
 /// lseS/lseT = log-sum-exp of the student/teacher row,
 /// sigma = sum_v p_v * sign(p_v - q_v) with sign(0) = 0.

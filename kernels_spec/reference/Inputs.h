@@ -2,7 +2,7 @@
 //
 // Deterministic synthetic distillation batches for benchmarks and
 // `tilejit run`: LLM-like student logits, a teacher that is a noisy copy of
-// the student (so the TVD of semantics.md section 1 lands well inside
+// the student (so the TVD of docs/semantics.md §1 lands well inside
 // (0, 1)), and targets with some padding rows.
 //
 //===----------------------------------------------------------------------===//

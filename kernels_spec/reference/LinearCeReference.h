@@ -1,7 +1,7 @@
 //===- LinearCeReference.h - fp64 reference for fused linear CE -*- C++ -*-===//
 //
 // Double-precision CPU reference for the chunked fused linear cross-entropy
-// (LCE) of semantics.md section 2: logits z = h W^T (+ b), an optional
+// (LCE) of docs/semantics.md §2: logits z = h W^T (+ b), an optional
 // softcap, label smoothing, z-loss, class weights, ignore_index and the
 // mean/sum/none reductions, with the gradients dh, dW and db. GPU kernels and
 // the CPU interpreter are checked against this file. All math is fp64 on the

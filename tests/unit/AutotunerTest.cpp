@@ -184,8 +184,8 @@ TEST(Autotuner, LaunchErrorsAreRecordedNotFatal) {
   EXPECT_EQ(r.winner, 1);
 }
 
-// shared/cases/infra.md item 4: an in-place kernel (increments its input)
-// tuned over several candidates leaves exactly one run's result.
+// An in-place kernel (increments its input) tuned over several candidates
+// leaves exactly one run's result.
 TEST(Autotuner, InPlaceInputsAreRestoredBeforeEveryLaunch) {
   auto increment = [](std::vector<float> &in, std::vector<float> &out) {
     for (size_t i = 0; i < in.size(); ++i)

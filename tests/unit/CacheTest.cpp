@@ -1,4 +1,4 @@
-//===- CacheTest.cpp - the kernel cache, against shared/cases/infra.md ----===//
+//===- CacheTest.cpp - the kernel cache -----------------------------------===//
 //
 // No GPU needed. Every test uses its own temporary TILEJIT_CACHE_DIR, never
 // the user's cache; and so that no other test in this binary touches it
@@ -512,14 +512,12 @@ TEST(Cache, LaunchSettingsSurviveTheDisk) {
   std::string key = keyOf("launch-settings");
   CompiledKernel k = syntheticKernel("k");
   k.clusterSize = 8;
-  k.persistent = true;
   k.dynamicSharedBytes = 77824;
   KernelCache(tmp.path(), true, 0).store(key, k);
   auto hit = KernelCache(tmp.path(), true, 0).lookup(key);
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->threads, 256);
   EXPECT_EQ(hit->clusterSize, 8);
-  EXPECT_TRUE(hit->persistent);
   EXPECT_EQ(hit->dynamicSharedBytes, 77824);
 }
 
@@ -682,8 +680,7 @@ TEST(Cache, CompileCachedHitsRebuildsAndNeverStoresFailures) {
   EXPECT_EQ(obj->getString("tilejit_version"), TILEJIT_VERSION);
   EXPECT_EQ(obj->getInteger("threads"), 32 * fwdParam("num_warps"));
   ASSERT_NE(obj->getArray("params"), nullptr);
-  EXPECT_EQ(obj->getArray("params")->size(), 16u); // the kernel's arguments
-  EXPECT_EQ(obj->getBoolean("persistent"), false);
+  EXPECT_EQ(obj->getArray("params")->size(), 15u); // the kernel's arguments
   const llvm::json::Object *res = obj->getObject("resources");
   ASSERT_NE(res, nullptr);
   EXPECT_GT(res->getInteger("registers").value_or(0), 16);

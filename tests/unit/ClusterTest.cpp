@@ -123,45 +123,6 @@ TEST(Cluster, DivergingProgramsAndBadGridsAreErrorsNotHangs) {
   }
 }
 
-/// A persistent kernel (KernelBuilder::markPersistent) of clusters of C
-/// programs: out[pid] = pid.
-TileModule persistentKernel(int64_t C) {
-  KernelBuilder k("persistent_ids", clusterConfig(C));
-  k.markPersistent();
-  Value out = k.pointerArg("out", DType::I32);
-  k.store(out, k.programId(0), k.programId(0));
-  return k.finish();
-}
-
-TEST(Cluster, PersistentKernelsSayTheyAre) {
-  EXPECT_TRUE(persistentKernel(2).persistent());
-  EXPECT_FALSE(clusterKernel(2).persistent());
-  EXPECT_TRUE(
-      compile(persistentKernel(2), {"sm_90", Stage::Simt, {}}).persistent);
-  EXPECT_FALSE(
-      compile(clusterKernel(2), {"sm_90", Stage::Simt, {}}).persistent);
-}
-
-// A persistent kernel gets no more clusters than run at once (at least
-// one), a plain one as many as asked for.
-TEST(ClusterGpu, PersistentGridsHoldWhatRunsAtOnce) {
-  TILEJIT_SKIP_WITHOUT_GPU();
-  cuda::Device device = cuda::Device::open();
-  LoadedKernels loaded;
-  const int64_t C = 8, many = int64_t(1) << 20;
-  CompiledKernel p =
-      compile(persistentKernel(C), {device.archString(), Stage::Cubin, {}});
-  const cuda::Function &f = loaded.function(p);
-  int64_t programs = gridPrograms(p, f, many);
-  EXPECT_GE(programs, C);
-  EXPECT_LE(programs, device.smCount() * int64_t(2048 / p.threads));
-  EXPECT_EQ(programs % C, 0);
-  EXPECT_EQ(gridPrograms(p, f, 1), C);
-  CompiledKernel plain =
-      compile(clusterKernel(C), {device.archString(), Stage::Cubin, {}});
-  EXPECT_EQ(gridPrograms(plain, loaded.function(plain), many), many * C);
-}
-
 TEST(Cluster, ReduceOfATileIsRejected) {
   KernelBuilder k("bad", clusterConfig(2));
   Value t = k.arange(32).to(DType::F32);

@@ -108,14 +108,6 @@ INSTANTIATE_TEST_SUITE_P(
              false,
              {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=8"}},
         Case{9, 30001, DType::BF16, true, false, {}},
-        Case{9, 30001, DType::BF16, false, true, {"LANE_STATS=0"}},
-        Case{7,
-             3,
-             DType::F32,
-             true,
-             false,
-             {"LANE_STATS=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
-              "num_warps=4"}},
         // Pass 1 per thread group: bf16 rows of 8, f16 with BLOCK 2048 (2
         // groups per thread), f32 in place.
         Case{9,
@@ -123,24 +115,21 @@ INSTANTIATE_TEST_SUITE_P(
              DType::BF16,
              true,
              false,
-             {"LANE_STATS=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
-              "num_warps=4"}},
+             {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}},
         Case{8,
              4097,
              DType::F16,
              false,
              true,
-             {"LANE_STATS=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=2048",
-              "num_warps=4"}},
+             {"CLUSTER_SIZE=2", "BLOCK_SIZE=2048", "num_warps=4"}},
         Case{7,
              3,
              DType::F32,
              true,
              true,
-             {"LANE_STATS=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
-              "num_warps=8"}},
+             {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=8"}},
         // Several tiles per loop step (UNROLL): whole steps, a tail of
-        // whole tiles and a partial one, in place, every pass-1 form.
+        // whole tiles and a partial one, in place and not.
         Case{9,
              9001,
              DType::BF16,
@@ -152,15 +141,13 @@ INSTANTIATE_TEST_SUITE_P(
              DType::F32,
              false,
              false,
-             {"UNROLL=2", "LANE_STATS=0", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
-              "num_warps=4"}},
+             {"UNROLL=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4"}},
         Case{7,
              5001,
              DType::BF16,
              false,
              true,
-             {"UNROLL=2", "LANE_STATS=1", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
-              "num_warps=4"}},
+             {"UNROLL=2", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}},
         // KEEP=1 (the default) keeps the student's slice, then p sign, in
         // shared memory; KEEP=0 re-reads both inputs: every dtype, in place,
         // a tail, clusters whose programs own nothing.
@@ -189,8 +176,7 @@ INSTANTIATE_TEST_SUITE_P(
              DType::F16,
              false,
              false,
-             {"KEEP=0", "LANE_STATS=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024",
-              "num_warps=8"}},
+             {"KEEP=0", "CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=8"}},
         Case{7,
              3,
              DType::F32,
@@ -202,15 +188,14 @@ INSTANTIATE_TEST_SUITE_P(
              DType::F32,
              true,
              false,
-             {"KEEP=0", "LANE_STATS=0", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
-              "num_warps=4"}},
+             {"KEEP=0", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4"}},
         Case{7,
              3001,
              DType::F32,
              true,
              true,
-             {"KEEP=1", "LANE_STATS=1", "UNROLL=2", "CLUSTER_SIZE=2",
-              "BLOCK_SIZE=1024", "num_warps=4"}},
+             {"KEEP=1", "UNROLL=2", "CLUSTER_SIZE=2", "BLOCK_SIZE=1024",
+              "num_warps=4"}},
         // COPY_AHEAD: pass 1's copies run 1 or 2 steps ahead over 5 steps,
         // the last a tail of a whole tile and a partial one in the second
         // program; with KEEP=0 it has no array to fill.
@@ -495,8 +480,8 @@ TEST(CeTvdReduced, CopyAheadOnlyWhereItApplies) {
 // ptxas spills nothing in either cluster kernel's default config, at
 // aligned and unaligned V, small and large: REGISTER_BUDGET is 48 only where
 // that holds. (At V = 16384 the f16 and f32 loss + gradient kernel spills
-// 24-44 bytes at its 64 registers, as before there was a budget; those
-// shapes are left out.)
+// 24-44 bytes at its 64 registers, a spill the register budget does not
+// cause; those shapes are left out.)
 class CeTvdClusterSpills : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CeTvdClusterSpills, DefaultsDoNotSpill) {
@@ -539,7 +524,7 @@ TEST(CeTvdReduced, BadInputsAreClearErrors) {
   EXPECT_THROW(parseReduction("avg"), Error);
 }
 
-// shared/cases/numerics.json "mean-over-valid-rows": uniform logits over 8
+// tests/data/numerics.json "mean-over-valid-rows": uniform logits over 8
 // classes, two of four rows ignored, alpha = 1, beta = 0.
 TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
   llvm::json::Object c = numericsCase("mean-over-valid-rows");
@@ -577,8 +562,9 @@ TEST(CeTvdReduced, MeanIsOverValidRowsAsInTheNumericsCase) {
   }
 }
 
-// semantics.md's hand-checked TVD gradient: s = [0, 0, 1, 2], t = [0, 0, 2,
-// 1], the two tied entries take sign 0 (numerics.json "tvd-ties").
+// The hand-checked TVD gradient of docs/semantics.md §1: s = [0, 0, 1, 2],
+// t = [0, 0, 2, 1], the two tied entries take sign 0 (numerics.json
+// "tvd-ties").
 TEST(CeTvdReduced, TvdTiesUseThreeWaySign) {
   json::Object c = numericsCase("tvd-ties");
   ref::CeTvdInputs in = oneRow(numbers((*c.getArray("student"))[0]),
@@ -990,87 +976,6 @@ TEST(CeTvdClusterForward, MatchesReferenceInTheInterpreter) {
   EXPECT_THROW(forwardKernelFor("twopass"), Error);
 }
 
-/// The cluster forward of `in` with `overrides` and upstream gradients of 1
-/// in the interpreter, checked against the fp64 reference.
-CeTvdOutputs checkedClusterForward(const ref::CeTvdInputs &in,
-                                   const std::vector<std::string> &overrides) {
-  std::vector<float> ones(in.BT, 1.f);
-  CeTvdRunOptions o;
-  o.forwardKernel = forwardKernelFor("cluster");
-  o.overrides = overrides;
-  CeTvdOutputs out = runCeTvdCpu(in, ones, ones, o);
-  CeTvdCheck c = checkCeTvd(in, ones, ones, out);
-  EXPECT_TRUE(c.passed) << c.summary;
-  EXPECT_EQ(c.rowsChecked, in.BT);
-  return out;
-}
-
-/// The per-row results of two forwards are the same, bit for bit.
-void expectSameForward(const CeTvdOutputs &a, const CeTvdOutputs &b) {
-  EXPECT_EQ(a.ce, b.ce);
-  EXPECT_EQ(a.tvd, b.tvd);
-  EXPECT_EQ(a.sigma, b.sigma);
-  EXPECT_EQ(a.lseS, b.lseS);
-  EXPECT_EQ(a.lseT, b.lseT);
-}
-
-// PERSISTENT: the interpreter runs 3 clusters over 7 or 8 rows (two or
-// three rows each, row 6 ignored), so each combine and the KEEP array are
-// used again row after row. The results are those of a cluster per row, bit
-// for bit: the same operations in the same order.
-TEST(CeTvdClusterForward, PersistentClustersWalkSeveralRows) {
-  struct Run {
-    int64_t BT, V;
-    DType dt;
-    std::vector<std::string> overrides;
-  };
-  for (const Run &run :
-       {Run{7,
-            5001,
-            DType::BF16,
-            {"CLUSTER_SIZE=4", "BLOCK_SIZE=1024", "num_warps=4"}},
-        Run{8,
-            3001,
-            DType::F32,
-            {"CLUSTER_SIZE=2", "BLOCK_SIZE=1024", "num_warps=4", "KEEP=0",
-             "UNROLL=1"}},
-        Run{7, 30001, DType::BF16, {}}}) {
-    SCOPED_TRACE(dtypeName(run.dt) + std::string(" V ") +
-                 std::to_string(run.V));
-    ref::CeTvdInputs in = ref::makeCeTvdInputs(run.BT, run.V, run.dt, 5);
-    CeTvdOutputs perRow = checkedClusterForward(in, run.overrides);
-    std::vector<std::string> persistent = run.overrides;
-    persistent.push_back("PERSISTENT=1");
-    const KernelSpec &spec = findKernel("fused_ce_tvd_fwd_cluster");
-    EXPECT_TRUE(spec.build(spec.config(run.dt, persistent, {{"V", run.V}}))
-                    .persistent());
-    EXPECT_FALSE(spec.build(spec.config(run.dt, run.overrides, {{"V", run.V}}))
-                     .persistent());
-    CeTvdOutputs walked = checkedClusterForward(in, persistent);
-    expectSameForward(walked, perRow);
-  }
-}
-
-// On the GPU: with BT = 512 rows over the clusters that run at once (77 of
-// 8 programs on an H200), each cluster walks several rows; the results are
-// those of a cluster per row, bit for bit.
-TEST(CeTvdClusterForwardGpu, PersistentClustersWalkSeveralRows) {
-  TILEJIT_SKIP_WITHOUT_GPU();
-  ref::CeTvdInputs in = ref::makeCeTvdInputs(512, 32000, DType::BF16, 5);
-  std::vector<float> ones(in.BT, 1.f);
-  CeTvdRunOptions o;
-  o.forwardKernel = forwardKernelFor("cluster");
-  o.overrides = {"CLUSTER_SIZE=8"};
-  o.iterations = 1;
-  CeTvdOutputs perRow = runCeTvdGpu(in, ones, ones, o);
-  o.overrides.push_back("PERSISTENT=1");
-  CeTvdOutputs walked = runCeTvdGpu(in, ones, ones, o);
-  EXPECT_LT(walked.forwardPrograms, in.BT * 8);
-  expectSameForward(walked, perRow);
-  CeTvdCheck c = checkCeTvd(in, ones, ones, walked);
-  EXPECT_TRUE(c.passed) << c.summary;
-}
-
 class CeTvdReducedGpu : public ::testing::TestWithParam<Case> {
 protected:
   void SetUp() override { TILEJIT_SKIP_WITHOUT_GPU(); }
@@ -1100,12 +1005,7 @@ INSTANTIATE_TEST_SUITE_P(
              false,
              false,
              {"CLUSTER_SIZE=16", "num_warps=16"}},
-        Case{32,
-             32000,
-             DType::BF16,
-             true,
-             false,
-             {"CLUSTER_SIZE=2", "LANE_STATS=0"}},
+        Case{32, 32000, DType::BF16, true, false, {"CLUSTER_SIZE=2"}},
         Case{16,
              151937,
              DType::BF16,
@@ -1123,14 +1023,8 @@ INSTANTIATE_TEST_SUITE_P(
              DType::BF16,
              true,
              true,
-             {"LANE_STATS=2", "CLUSTER_SIZE=4", "num_warps=4",
-              "BLOCK_SIZE=1024"}},
-        Case{16,
-             128256,
-             DType::F32,
-             false,
-             false,
-             {"LANE_STATS=2", "CLUSTER_SIZE=8"}},
+             {"CLUSTER_SIZE=4", "num_warps=4", "BLOCK_SIZE=1024"}},
+        Case{16, 128256, DType::F32, false, false, {"CLUSTER_SIZE=8"}},
         // Without KEEP (on by default where it fits).
         Case{16, 151937, DType::BF16, true, true, {"KEEP=0", "CLUSTER_SIZE=8"}},
         Case{16,

@@ -238,8 +238,9 @@ TEST(CeTvdForward, AutoPicksTheClusterKernelFromSm90) {
   EXPECT_THROW(runCeTvdCpu(in, gCe, gTvd, o), Error);
 }
 
-// LANE_STATS=2 keeps each thread's softmax state in registers: its row
-// reductions must not fall back to shared memory (tj_reduce_rows).
+// Pass 1 per thread group (the cluster kernels' form, fused_ce_tvd_fwd's
+// default LANE_STATS=2) keeps each thread's softmax state in registers: its
+// row reductions must not fall back to shared memory (tj_reduce_rows).
 TEST(CeTvdCompile, ThreadGroupStatsStayInRegisters) {
   for (const char *name : {"fused_ce_tvd_fwd", "fused_ce_tvd_fwd_cluster",
                            "fused_ce_tvd_loss_grad"})
@@ -247,9 +248,8 @@ TEST(CeTvdCompile, ThreadGroupStatsStayInRegisters) {
       for (const char *warps : {"num_warps=4", "num_warps=16"}) {
         SCOPED_TRACE(std::string(name) + " " + dtypeName(dt) + " " + warps);
         const KernelSpec &spec = findKernel(name);
-        TileModule m = spec.build(
-            spec.config(dt, {"LANE_STATS=2", "BLOCK_SIZE=2048", warps},
-                        {{"BT", 8}, {"V", 5000}}));
+        TileModule m = spec.build(spec.config(dt, {"BLOCK_SIZE=2048", warps},
+                                              {{"BT", 8}, {"V", 5000}}));
         CompileOptions upToCuda;
         upToCuda.upTo = Stage::Cuda;
         CompiledKernel k = compile(m, upToCuda);
@@ -266,8 +266,8 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
   // A parameter with 0 among its candidates is a switch or a mode.
   EXPECT_THROW(spec.config(DType::BF16, {"LANE_STATS=3"}), Error);
   EXPECT_NO_THROW(spec.config(DType::BF16, {"LANE_STATS=2"}));
-  // Sizes start at 1 (0 used to reach a division by zero); clusters stop
-  // at 16; a tile too large for the registers is refused while building.
+  // Sizes start at 1 (0 would divide by zero); clusters stop at 16; a tile
+  // too large for the registers is refused while building.
   const KernelSpec &cluster = findKernel("fused_ce_tvd_loss_grad");
   EXPECT_THROW(cluster.config(DType::BF16, {"CLUSTER_SIZE=0"}), Error);
   EXPECT_THROW(cluster.config(DType::BF16, {"BLOCK_SIZE=0"}), Error);
@@ -281,7 +281,7 @@ TEST(CeTvdErrors, UnknownParameterIsReported) {
 }
 
 // The tuner tries every combination of the tuned parameters' candidates and
-// leaves the untuned ones (LANE_STATS, UNROLL, PREFETCH_L2, FAST_LOG2) out,
+// leaves the untuned ones (UNROLL, PREFETCH_L2, FAST_LOG2) out,
 // so that they take their defaults.
 TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
   const KernelSpec &spec = findKernel("fused_ce_tvd_loss_grad");
@@ -289,8 +289,7 @@ TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
   EXPECT_EQ(configs.size(), 4u * 2 * 2 * 3 * 2 * 2);
   std::set<int64_t> copyAhead;
   for (const auto &c : configs) {
-    for (const char *untuned :
-         {"LANE_STATS", "UNROLL", "PREFETCH_L2", "FAST_LOG2"})
+    for (const char *untuned : {"UNROLL", "PREFETCH_L2", "FAST_LOG2"})
       EXPECT_EQ(c.count(untuned), 0u) << untuned;
     copyAhead.insert(c.at("COPY_AHEAD"));
   }
@@ -308,7 +307,7 @@ TEST(CeTvdTuning, UntunedParametersKeepTheirDefaults) {
       spec.config(DType::F32, {"FAST_LOG2=0"}, {{"V", 4096}}).get("FAST_LOG2"),
       0);
   // --set still takes an untuned candidate.
-  EXPECT_EQ(spec.config(DType::BF16, {"LANE_STATS=0"}).get("LANE_STATS"), 0);
+  EXPECT_EQ(spec.config(DType::BF16, {"UNROLL=1"}).get("UNROLL"), 1);
 }
 
 // Every configuration the autotuner tries, and every other candidate of an

@@ -1,6 +1,6 @@
 //===- LinearCeReferenceTest.cpp - tests of the fp64 linear CE reference --===//
 //
-// Checks the fused linear cross-entropy reference (semantics.md section 2):
+// Checks the fused linear cross-entropy reference (docs/semantics.md §2):
 // dh, dW and db against central finite differences with every feature on,
 // the loss against plain CE and PyTorch's label-smoothing/weight formula
 // written out independently here, the numerics.json cases that name

@@ -1,7 +1,7 @@
 //===- ReferenceTest.cpp - tests of the fp64 CE+TVD reference -------------===//
 //
 // Checks the reference against the independent fp64 vectors and the numerics
-// cases in tests/data, the hand-checked values of semantics.md section 1, a
+// cases in tests/data, the hand-checked values of docs/semantics.md §1, a
 // finite-difference gradient, the error paths, the host float conversions
 // and the input generator.
 //
@@ -485,7 +485,7 @@ TEST(CeTvdNumerics, LargeCommonOffset) {
 }
 
 //===----------------------------------------------------------------------===//
-// (c) Hand-checked values of semantics.md section 1.
+// (c) Hand-checked values of docs/semantics.md §1.
 //===----------------------------------------------------------------------===//
 
 TEST(CeTvdReference, HandCheckedSemanticsValues) {

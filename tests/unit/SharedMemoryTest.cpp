@@ -3,8 +3,8 @@
 // A bf16 tile copied into a shared array with copyAsync (16-byte cp.async
 // groups, the partial group element by element), then read back by other
 // lanes after waitCopies: the interpreter and the GPU must give the same
-// bits. No library kernel uses these ops since stop 13, so this is their
-// GPU test.
+// bits. The library's kernels read back only their own lanes' copies
+// (waitOwnCopies), so this is the GPU test of copies that other lanes read.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Cache.h"

@@ -38,9 +38,6 @@ namespace attr {
 constexpr const char *kKernel = "tile.kernel";      // unit: this is a kernel
 constexpr const char *kNumWarps = "tile.num_warps"; // i64
 constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
-// unit: a persistent kernel (KernelBuilder::markPersistent), launched with no
-// more clusters than the GPU runs at once.
-constexpr const char *kPersistent = "tile.persistent";
 // i64: __launch_bounds__'s minimum blocks per SM (registers are capped to
 // fit them); absent or 0 = no minimum.
 constexpr const char *kMinProgramsPerSm = "tile.min_programs_per_sm";
