@@ -204,8 +204,12 @@ TEST(CeTvdErrors, EmptyBatchAndMismatchedShapes) {
   EXPECT_THROW(runCeTvdCpu(in, g3, g, {}), Error);
   in.teacher.resize(10);
   EXPECT_THROW(runCeTvdCpu(in, g, g, {}), Error);
+  // BT = 0 is an empty batch (BadInputTest.cpp), but not with 4 rows of
+  // buffers.
   ref::CeTvdInputs empty = in;
   empty.BT = 0;
+  EXPECT_THROW(runCeTvdCpu(empty, {}, {}, {}), Error);
+  empty.BT = -1;
   EXPECT_THROW(runCeTvdCpu(empty, {}, {}, {}), Error);
   // The forward takes BT as an i32 argument.
   ref::CeTvdInputs tall = in;
@@ -214,7 +218,7 @@ TEST(CeTvdErrors, EmptyBatchAndMismatchedShapes) {
     runCeTvdCpu(tall, {}, {}, {});
     FAIL() << "BT = 2^31 ran";
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("must be below 2^31"),
+    EXPECT_NE(std::string(e.what()).find("must be in [0, 2^31)"),
               std::string::npos)
         << e.what();
   }

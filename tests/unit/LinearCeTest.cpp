@@ -335,7 +335,7 @@ TEST(LinearCe, BadInputsAreClearErrors) {
   fails([](auto &, auto &o) { o.params.labelSmoothing = 1.5; },
         "label smoothing");
   fails([](auto &, auto &o) { o.params.softcap = -1; }, "softcap");
-  fails([](auto &in, auto &) { in.N = 0; }, "positive");
+  fails([](auto &in, auto &) { in.N = -1; }, "N must be >= 0");
   fails([](auto &, auto &o) { o.bf16GradAccumulation = true; },
         "needs bf16 inputs");
   fails([](auto &, auto &o) { o.memoryBudgetBytes = 1 << 20; },
