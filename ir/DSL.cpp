@@ -661,12 +661,13 @@ Value KernelBuilder::paramValue(const std::string &name, DType type,
       this, tile::ConstexprOp::create(k.b, k.loc, k.elementType(type), name));
 }
 
-static Value addArgument(KernelBuilder &kb, Type t) {
+static Value addArgument(KernelBuilder &kb, Type t, const std::string &name) {
   auto &k = kb.impl();
   k.checkOpen();
   unsigned index = k.func.getNumArguments();
   if (failed(k.func.insertArgument(index, t, {}, k.loc)))
     k.fail("cannot add argument");
+  k.func.setArgAttr(index, attr::kArgName, k.b.getStringAttr(name));
   return k.wrap(&kb, k.func.getArgument(index));
 }
 
@@ -675,7 +676,8 @@ Value KernelBuilder::pointerArg(const std::string &name, DType elementType) {
     impl_->fail("pointer argument '" + name + "' to i1 is not supported");
   return addArgument(
       *this,
-      tile::PtrType::get(impl_->ctx.get(), impl_->elementType(elementType)));
+      tile::PtrType::get(impl_->ctx.get(), impl_->elementType(elementType)),
+      name);
 }
 
 Value KernelBuilder::aliasedPointerArg(const std::string &name,
@@ -690,7 +692,7 @@ Value KernelBuilder::aliasedPointerArg(const std::string &name,
 Value KernelBuilder::scalarArg(const std::string &name, DType type) {
   if (type != DType::I32 && type != DType::I64 && type != DType::F32)
     impl_->fail("scalar argument '" + name + "' must be i32, i64 or f32");
-  return addArgument(*this, impl_->elementType(type));
+  return addArgument(*this, impl_->elementType(type), name);
 }
 
 Value KernelBuilder::programId(int axis, SourceLoc loc) {

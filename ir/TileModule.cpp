@@ -4,6 +4,7 @@
 #include "tilejit/Error.h"
 #include "tilejit/ir/Dialects.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Parser/Parser.h"
@@ -51,6 +52,46 @@ TileModule TileModule::parse(const std::string &text,
 }
 
 const std::string &TileModule::kernelName() const { return impl_->kernelName; }
+
+static DType dtypeOf(Type t, const std::string &kernel) {
+  if (t.isInteger(1))
+    return DType::I1;
+  if (t.isInteger(32))
+    return DType::I32;
+  if (t.isInteger(64))
+    return DType::I64;
+  if (t.isBF16())
+    return DType::BF16;
+  if (t.isF16())
+    return DType::F16;
+  if (t.isF32())
+    return DType::F32;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << t;
+  throw Error("kernel '" + kernel + "': no parameter can have type " + text);
+}
+
+std::vector<KernelParam> TileModule::params() const {
+  func::FuncOp kernel;
+  impl_->module->walk([&](func::FuncOp f) {
+    if (f->hasAttr(attr::kKernel) || !kernel)
+      kernel = f;
+  });
+  std::vector<KernelParam> out;
+  if (!kernel)
+    return out;
+  for (auto [i, t] : llvm::enumerate(kernel.getArgumentTypes())) {
+    KernelParam p;
+    auto name = kernel.getArgAttrOfType<StringAttr>(i, attr::kArgName);
+    p.name = name ? name.str() : "arg" + std::to_string(i);
+    auto ptr = dyn_cast<tile::PtrType>(t);
+    p.pointer = bool(ptr);
+    p.dtype = dtypeOf(ptr ? ptr.getElementType() : t, kernelName());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
 
 std::string TileModule::str() const {
   std::string text;

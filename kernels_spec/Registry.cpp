@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 
 namespace tilejit {
@@ -163,8 +164,9 @@ void applyAligned(dsl::KernelBuilder &k) {
     k.assumeAlignedVectors();
 }
 
-const std::vector<KernelSpec> &kernelRegistry() {
-  static const std::vector<KernelSpec> kernels = {
+/// A deque: registering a kernel keeps references to the others valid.
+static std::deque<KernelSpec> &registry() {
+  static std::deque<KernelSpec> kernels = {
       fusedCeTvdForwardSpec(),
       fusedCeTvdBackwardSpec(),
       fusedCeTvdForwardClusterSpec(),
@@ -178,7 +180,26 @@ const std::vector<KernelSpec> &kernelRegistry() {
   return kernels;
 }
 
+static std::mutex &registryMutex() {
+  static std::mutex m;
+  return m;
+}
+
+const std::deque<KernelSpec> &kernelRegistry() { return registry(); }
+
+void registerKernel(KernelSpec spec) {
+  if (spec.name.empty() || !spec.build)
+    throw Error("registerKernel: a kernel needs a name and a build function");
+  std::lock_guard<std::mutex> lock(registryMutex());
+  for (const KernelSpec &k : registry())
+    if (k.name == spec.name)
+      throw Error("registerKernel: a kernel named '" + spec.name +
+                  "' is already registered");
+  registry().push_back(std::move(spec));
+}
+
 const KernelSpec &findKernel(const std::string &name) {
+  std::lock_guard<std::mutex> lock(registryMutex());
   std::string known;
   for (const KernelSpec &k : kernelRegistry()) {
     if (k.name == name)

@@ -5,6 +5,7 @@
 #include "tilejit/DSL.h"
 #include "tilejit/TileModule.h"
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -102,8 +103,14 @@ void deriveAligned(dsl::Config &c,
 /// ALIGNED = 1 (set by deriveAligned; absent means 0).
 void applyAligned(dsl::KernelBuilder &k);
 
-/// Every kernel in kernels_spec/, in a fixed order.
-const std::vector<KernelSpec> &kernelRegistry();
+/// Every kernel in kernels_spec/, in a fixed order, then those added by
+/// registerKernel in the order they were added.
+const std::deque<KernelSpec> &kernelRegistry();
+/// Adds a kernel (a user's own spec) to those findKernel(), Kernel::compile
+/// and the C ABI know by name. Throws tilejit::Error when the name is taken
+/// or the spec has no build function. Thread-safe, but register before
+/// other threads iterate kernelRegistry().
+void registerKernel(KernelSpec spec);
 /// The kernel called `name`; throws tilejit::Error listing the known names.
 const KernelSpec &findKernel(const std::string &name);
 

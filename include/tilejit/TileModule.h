@@ -2,14 +2,24 @@
 #ifndef TILEJIT_TILEMODULE_H
 #define TILEJIT_TILEMODULE_H
 
+#include "tilejit/DType.h"
+
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mlir {
 class Operation;
 } // namespace mlir
 
 namespace tilejit {
+
+/// One parameter a kernel declares (KernelBuilder::pointerArg, scalarArg).
+struct KernelParam {
+  std::string name; ///< as declared ("arg<i>" for IR without names)
+  bool pointer;     ///< a !tile.ptr to `dtype`, else a scalar of `dtype`
+  DType dtype;
+};
 
 /// One kernel in the tile dialect (an MLIR module with one func.func), owned
 /// together with its MLIR context. Cheap to copy (shared); clone() for a deep
@@ -24,6 +34,9 @@ public:
                           const std::string &kernelName);
 
   const std::string &kernelName() const;
+  /// The kernel's parameters in order. Throws tilejit::Error for a type
+  /// no kernel can take.
+  std::vector<KernelParam> params() const;
   /// The IR as text (MLIR's generic-free pretty form, with locations off).
   std::string str() const;
   TileModule clone() const;

@@ -57,6 +57,9 @@ constexpr const char *kAlignedVectors = "tile.aligned_vectors";
 // i64, on a kernel: bytes of dynamic shared memory its tile.shared_alloc
 // arrays take (0 or absent: none).
 constexpr const char *kSharedBytes = "tile.shared_bytes";
+// string, on a kernel argument: the name the DSL declared it with (for
+// argument checks and error messages; no effect on the code).
+constexpr const char *kArgName = "tile.arg_name";
 } // namespace attr
 
 /// Tiles live in registers, N / P elements per thread for P threads: beyond

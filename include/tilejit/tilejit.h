@@ -1,0 +1,112 @@
+/*===- tilejit.h - the C ABI of tilejit -----------------------------------===*
+ *
+ * What other languages call (Python's ctypes, Rust, Julia): opaque handles,
+ * plain C types, and an int status on every call that can fail. On failure
+ * a call returns nonzero and tilejit_last_error() (per thread) says why;
+ * nothing throws across this boundary. The C++ API behind it is
+ * tilejit/Kernel.h.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef TILEJIT_TILEJIT_H
+#define TILEJIT_TILEJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TILEJIT_API __attribute__((visibility("default")))
+#else
+#define TILEJIT_API
+#endif
+
+/* Element types (tilejit::DType, same order). */
+typedef enum {
+  TILEJIT_I1 = 0,
+  TILEJIT_I32 = 1,
+  TILEJIT_I64 = 2,
+  TILEJIT_BF16 = 3,
+  TILEJIT_F16 = 4,
+  TILEJIT_F32 = 5
+} tilejit_dtype;
+
+/* What one kernel argument is (tilejit::KernelArg::Kind, same order). */
+typedef enum {
+  TILEJIT_ARG_POINTER = 0,
+  TILEJIT_ARG_I32 = 1,
+  TILEJIT_ARG_I64 = 2,
+  TILEJIT_ARG_F32 = 3
+} tilejit_arg_kind;
+
+/* One kernel argument. A pointer is a device address for a launch, a host
+ * address for a CPU run (with num_elements, the elements of dtype it holds);
+ * scalars use i (I32, I64) or f (F32). */
+typedef struct {
+  int32_t kind;  /* tilejit_arg_kind */
+  int32_t dtype; /* tilejit_dtype: the pointee's, or the scalar's */
+  void *ptr;
+  int64_t num_elements;
+  int64_t i;
+  float f;
+} tilejit_arg;
+
+typedef struct tilejit_kernel tilejit_kernel;
+
+/* "MAJOR.MINOR.PATCH" of the library. */
+TILEJIT_API const char *tilejit_version(void);
+
+/* The message of this thread's last failed call ("" if none). Valid until
+ * the next call on this thread. */
+TILEJIT_API const char *tilejit_last_error(void);
+
+/* Builds kernel `name` (a registered spec: `tilejit list`) for `dtype`,
+ * with `n_set` "NAME=VALUE" parameters and `n_shape` launch-shape entries
+ * (names and values, e.g. "BT" 4096), for GPU target `arch` (NULL or "":
+ * the current device's). On success *out owns a handle. */
+TILEJIT_API int tilejit_kernel_compile(const char *name, int32_t dtype,
+                                       const char *const *set, size_t n_set,
+                                       const char *const *shape_names,
+                                       const int64_t *shape_values,
+                                       size_t n_shape, const char *arch,
+                                       tilejit_kernel **out);
+
+/* Frees a handle (NULL is ignored). */
+TILEJIT_API void tilejit_kernel_destroy(tilejit_kernel *kernel);
+
+/* The kernel's name and its config ("BLOCK_SIZE=4096,num_warps=8,..."),
+ * owned by the handle. */
+TILEJIT_API const char *tilejit_kernel_name(const tilejit_kernel *kernel);
+TILEJIT_API const char *tilejit_kernel_config(const tilejit_kernel *kernel);
+
+/* The declared parameters: how many, and parameter i's name (owned by the
+ * handle), whether it is a pointer, and its dtype (a pointer's pointee). */
+TILEJIT_API int32_t tilejit_kernel_num_params(const tilejit_kernel *kernel);
+TILEJIT_API int tilejit_kernel_param(const tilejit_kernel *kernel, int32_t i,
+                                     const char **name, int32_t *is_pointer,
+                                     int32_t *dtype);
+
+/* Runs grid[0] x grid[1] x grid[2] programs in the CPU interpreter on host
+ * buffers. Arguments are checked against the parameters first. */
+TILEJIT_API int tilejit_kernel_run_cpu(const tilejit_kernel *kernel,
+                                       const int64_t grid[3],
+                                       const tilejit_arg *args, size_t n_args);
+
+/* Compiles (through the disk cache) for the current device if not done yet;
+ * call it before capturing a launch in a CUDA graph. */
+TILEJIT_API int tilejit_kernel_compile_gpu(const tilejit_kernel *kernel);
+
+/* Launches on `stream` (a CUstream; NULL: the legacy default stream) after
+ * checking the arguments; returns without waiting for the kernel. */
+TILEJIT_API int tilejit_kernel_launch(const tilejit_kernel *kernel,
+                                      const int64_t grid[3],
+                                      const tilejit_arg *args, size_t n_args,
+                                      void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TILEJIT_TILEJIT_H */

@@ -1,0 +1,162 @@
+//===- CApi.cpp - tilejit.h over tilejit/Kernel.h -------------------------===//
+//
+// Every entry point catches everything: a C caller gets a status and
+// tilejit_last_error(), never an exception.
+//
+//===----------------------------------------------------------------------===//
+#include "tilejit/tilejit.h"
+
+#include "tilejit/Error.h"
+#include "tilejit/Kernel.h"
+
+#include <string>
+
+using namespace tilejit;
+
+static_assert(int(DType::BF16) == TILEJIT_BF16 &&
+                  int(DType::F32) == TILEJIT_F32 &&
+                  int(DType::I1) == TILEJIT_I1,
+              "tilejit_dtype follows tilejit::DType");
+static_assert(int(KernelArg::Kind::F32) == TILEJIT_ARG_F32,
+              "tilejit_arg_kind follows tilejit::KernelArg::Kind");
+
+struct tilejit_kernel {
+  Kernel kernel;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+template <typename Fn> int guarded(Fn &&fn) {
+  try {
+    fn();
+    lastError.clear();
+    return 0;
+  } catch (const std::exception &e) {
+    lastError = e.what();
+  } catch (...) {
+    lastError = "unknown error";
+  }
+  return 1;
+}
+
+void require(bool ok, const char *why) {
+  if (!ok)
+    throw Error(why);
+}
+
+DType dtypeOf(int32_t d) {
+  require(d >= TILEJIT_I1 && d <= TILEJIT_F32, "unknown tilejit_dtype");
+  return DType(d);
+}
+
+std::vector<KernelArg> argsOf(const tilejit_arg *args, size_t n) {
+  require(args || n == 0, "null argument array");
+  std::vector<KernelArg> out;
+  for (size_t i = 0; i < n; ++i) {
+    const tilejit_arg &a = args[i];
+    require(a.kind >= TILEJIT_ARG_POINTER && a.kind <= TILEJIT_ARG_F32,
+            "unknown tilejit_arg_kind");
+    KernelArg k{KernelArg::Kind(a.kind), dtypeOf(a.dtype), a.ptr,
+                a.num_elements, a.i, a.f};
+    out.push_back(k);
+  }
+  return out;
+}
+
+Grid gridOf(const int64_t grid[3]) {
+  require(grid != nullptr, "null grid");
+  return {grid[0], grid[1], grid[2]};
+}
+
+} // namespace
+
+extern "C" {
+
+const char *tilejit_version(void) { return TILEJIT_VERSION; }
+
+const char *tilejit_last_error(void) { return lastError.c_str(); }
+
+int tilejit_kernel_compile(const char *name, int32_t dtype,
+                           const char *const *set, size_t n_set,
+                           const char *const *shape_names,
+                           const int64_t *shape_values, size_t n_shape,
+                           const char *arch, tilejit_kernel **out) {
+  return guarded([&] {
+    require(name && out, "null kernel name or output handle");
+    require((set || n_set == 0) &&
+                ((shape_names && shape_values) || n_shape == 0),
+            "null parameter or shape array");
+    *out = nullptr;
+    KernelOptions o;
+    o.dtype = dtypeOf(dtype);
+    for (size_t i = 0; i < n_set; ++i) {
+      require(set[i] != nullptr, "null parameter string");
+      o.set.push_back(set[i]);
+    }
+    for (size_t i = 0; i < n_shape; ++i) {
+      require(shape_names[i] != nullptr, "null shape name");
+      o.shape[shape_names[i]] = shape_values[i];
+    }
+    o.arch = arch ? arch : "";
+    *out = new tilejit_kernel{Kernel::compile(name, o)};
+  });
+}
+
+void tilejit_kernel_destroy(tilejit_kernel *kernel) { delete kernel; }
+
+const char *tilejit_kernel_name(const tilejit_kernel *kernel) {
+  return kernel ? kernel->kernel.name().c_str() : "";
+}
+
+const char *tilejit_kernel_config(const tilejit_kernel *kernel) {
+  return kernel ? kernel->kernel.config().c_str() : "";
+}
+
+int32_t tilejit_kernel_num_params(const tilejit_kernel *kernel) {
+  return kernel ? int32_t(kernel->kernel.params().size()) : 0;
+}
+
+int tilejit_kernel_param(const tilejit_kernel *kernel, int32_t i,
+                         const char **name, int32_t *is_pointer,
+                         int32_t *dtype) {
+  return guarded([&] {
+    require(kernel != nullptr, "null kernel");
+    const auto &ps = kernel->kernel.params();
+    require(i >= 0 && size_t(i) < ps.size(), "parameter index out of range");
+    if (name)
+      *name = ps[i].name.c_str();
+    if (is_pointer)
+      *is_pointer = ps[i].pointer;
+    if (dtype)
+      *dtype = int32_t(ps[i].dtype);
+  });
+}
+
+int tilejit_kernel_run_cpu(const tilejit_kernel *kernel, const int64_t grid[3],
+                           const tilejit_arg *args, size_t n_args) {
+  return guarded([&] {
+    require(kernel != nullptr, "null kernel");
+    kernel->kernel.runOnCpu(gridOf(grid), argsOf(args, n_args));
+  });
+}
+
+int tilejit_kernel_compile_gpu(const tilejit_kernel *kernel) {
+  return guarded([&] {
+    require(kernel != nullptr, "null kernel");
+    kernel->kernel.compileForGpu();
+  });
+}
+
+int tilejit_kernel_launch(const tilejit_kernel *kernel, const int64_t grid[3],
+                          const tilejit_arg *args, size_t n_args,
+                          void *stream) {
+  return guarded([&] {
+    require(kernel != nullptr, "null kernel");
+    kernel->kernel.launch(gridOf(grid), argsOf(args, n_args),
+                          static_cast<CUstream>(stream));
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,189 @@
+//===- Kernel.cpp - compile a kernel spec, launch it with checked arguments -===//
+#include "tilejit/Kernel.h"
+
+#include "runtime/Cache.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
+
+#include <mutex>
+#include <optional>
+
+namespace tilejit {
+
+struct Kernel::State {
+  TileModule module;
+  std::string config;
+  std::string arch;
+  std::vector<KernelParam> params;
+
+  std::mutex mutex;
+  std::optional<TileModule> optimized; ///< for the interpreter, made once
+  // The device outlives the modules loaded in its context (declared first,
+  // destroyed last).
+  std::optional<cuda::Device> device;
+  std::optional<LoadedKernels> loaded;
+  std::shared_ptr<const CompiledKernel> compiled;
+  const cuda::Function *function = nullptr;
+
+  State(TileModule m, std::string c, std::string a)
+      : module(std::move(m)), config(std::move(c)), arch(std::move(a)),
+        params(module.params()) {}
+};
+
+Kernel Kernel::compile(const std::string &name, const KernelOptions &options) {
+  return compile(findKernel(name), options);
+}
+
+Kernel Kernel::compile(const KernelSpec &spec, const KernelOptions &options) {
+  dsl::Config config = spec.config(options.dtype, options.set, options.shape);
+  Kernel k(spec.build(config), options.arch);
+  k.S->config = config.str();
+  return k;
+}
+
+Kernel::Kernel(TileModule module, std::string arch)
+    : S(std::make_shared<State>(std::move(module), "", std::move(arch))) {}
+
+const std::string &Kernel::name() const { return S->module.kernelName(); }
+const std::string &Kernel::config() const { return S->config; }
+const std::vector<KernelParam> &Kernel::params() const { return S->params; }
+
+static const char *kindName(KernelArg::Kind k) {
+  switch (k) {
+  case KernelArg::Kind::Pointer:
+    return "a pointer";
+  case KernelArg::Kind::I32:
+    return "an i32";
+  case KernelArg::Kind::I64:
+    return "an i64";
+  case KernelArg::Kind::F32:
+    return "an f32";
+  }
+  return "?";
+}
+
+static std::string describe(const KernelParam &p) {
+  return p.pointer ? std::string("a pointer to ") + dtypeName(p.dtype)
+                   : std::string("an ") + dtypeName(p.dtype) + " scalar";
+}
+
+void Kernel::checkArgs(const std::vector<KernelArg> &args, bool onCpu) const {
+  const std::vector<KernelParam> &ps = S->params;
+  auto fail = [&](const std::string &why) {
+    throw Error("kernel '" + name() + "': " + why);
+  };
+  if (args.size() != ps.size()) {
+    std::string names;
+    for (const KernelParam &p : ps)
+      names += (names.empty() ? "" : ", ") + p.name;
+    fail(std::to_string(ps.size()) + " arguments expected (" + names +
+         "), got " + std::to_string(args.size()));
+  }
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const KernelParam &p = ps[i];
+    const KernelArg &a = args[i];
+    std::string which = "argument " + std::to_string(i) + " '" + p.name + "'";
+    bool isPointer = a.kind == KernelArg::Kind::Pointer;
+    if (p.pointer != isPointer || a.dtype != p.dtype)
+      fail(which + " is " + describe(p) + ", got " + kindName(a.kind) +
+           (isPointer ? std::string(" to ") + dtypeName(a.dtype) : ""));
+    if (isPointer && onCpu && (a.ptr == nullptr || a.numElements < 0))
+      fail(which + ": a CPU run needs a host pointer and its number of "
+                   "elements");
+    if (!isPointer && a.kind == KernelArg::Kind::I32 &&
+        (a.i < INT32_MIN || a.i > INT32_MAX))
+      fail(which + " = " + std::to_string(a.i) + " does not fit in i32");
+  }
+}
+
+void Kernel::runOnCpu(Grid grid, const std::vector<KernelArg> &args) const {
+  checkArgs(args, /*onCpu=*/true);
+  const TileModule *m;
+  {
+    std::lock_guard<std::mutex> lock(S->mutex);
+    if (!S->optimized) {
+      TileModule copy = S->module.clone();
+      optimizeTile(copy);
+      S->optimized.emplace(std::move(copy));
+    }
+    m = &*S->optimized;
+  }
+  std::vector<InterpArg> interp;
+  for (const KernelArg &a : args)
+    switch (a.kind) {
+    case KernelArg::Kind::Pointer:
+      interp.push_back(InterpBuffer{a.ptr, a.dtype, a.numElements});
+      break;
+    case KernelArg::Kind::I32:
+      interp.push_back(static_cast<int32_t>(a.i));
+      break;
+    case KernelArg::Kind::I64:
+      interp.push_back(a.i);
+      break;
+    case KernelArg::Kind::F32:
+      interp.push_back(a.f);
+      break;
+    }
+  interpret(m->operation(), name(), grid, interp);
+}
+
+const CompiledKernel &Kernel::compileForGpu() const {
+  std::lock_guard<std::mutex> lock(S->mutex);
+  if (!S->compiled) {
+    if (!S->device)
+      S->device.emplace(cuda::Device::open());
+    else
+      S->device->makeCurrent();
+    CompileOptions o;
+    o.arch = S->arch.empty() ? S->device->archString() : S->arch;
+    S->compiled = compileCached(S->module, o, KernelCache::global());
+    S->loaded.emplace();
+    S->function = &S->loaded->function(*S->compiled);
+  }
+  return *S->compiled;
+}
+
+void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
+                    CUstream stream) const {
+  checkArgs(args, /*onCpu=*/false);
+  const CompiledKernel &k = compileForGpu();
+  if (grid.x <= 0 || grid.y <= 0 || grid.z <= 0 || grid.x > INT32_MAX ||
+      grid.y > 65535 || grid.z > 65535)
+    throw Error("kernel '" + name() + "': grid " + std::to_string(grid.x) +
+                " x " + std::to_string(grid.y) + " x " +
+                std::to_string(grid.z) + " is outside what CUDA launches");
+  if (grid.x % k.clusterSize != 0)
+    throw Error("kernel '" + name() + "': a grid of " +
+                std::to_string(grid.x) +
+                " programs along x is not a multiple of its cluster size " +
+                std::to_string(k.clusterSize));
+  // Each parameter's value, in the form the driver copies from.
+  std::vector<int64_t> values(args.size());
+  std::vector<void *> pointers(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const KernelArg &a = args[i];
+    void *slot = &values[i];
+    switch (a.kind) {
+    case KernelArg::Kind::Pointer:
+      *static_cast<CUdeviceptr *>(slot) = reinterpret_cast<CUdeviceptr>(a.ptr);
+      break;
+    case KernelArg::Kind::I32:
+      *static_cast<int32_t *>(slot) = static_cast<int32_t>(a.i);
+      break;
+    case KernelArg::Kind::I64:
+      *static_cast<int64_t *>(slot) = a.i;
+      break;
+    case KernelArg::Kind::F32:
+      *static_cast<float *>(slot) = a.f;
+      break;
+    }
+    pointers[i] = slot;
+  }
+  cuda::launch(*S->function,
+               {unsigned(grid.x), unsigned(grid.y), unsigned(grid.z)},
+               {unsigned(k.threads)}, size_t(k.dynamicSharedBytes), stream,
+               pointers);
+}
+
+} // namespace tilejit

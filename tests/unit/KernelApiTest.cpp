@@ -1,0 +1,291 @@
+//===- KernelApiTest.cpp - tilejit/Kernel.h and the C ABI over it ---------===//
+//
+// Any kernel, registered or built by the caller, compiled for a config and
+// run with arguments checked against its declared parameters: on the CPU in
+// CI, on the GPU (with a caller's stream) where there is one.
+//
+//===----------------------------------------------------------------------===//
+#include "tilejit/Kernel.h"
+
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
+#include "tilejit/tilejit.h"
+
+#include "GpuTest.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+using namespace tilejit;
+using namespace tilejit::dsl;
+
+namespace {
+
+void expectError(const std::function<void()> &fn,
+                 std::initializer_list<const char *> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a tilejit::Error";
+  } catch (const Error &e) {
+    for (const char *p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
+  }
+}
+
+/// The registered ce_tvd_row_weights: (target i64*, weights f32*, BT i32,
+/// ignore_index i64, alpha f32, beta f32, mean i32); one program writes
+/// alpha / n_valid and beta / n_valid (or alpha, beta for a sum), then
+/// n_valid.
+Kernel rowWeights() {
+  return Kernel::compile("ce_tvd_row_weights", {DType::F32, {}, {}});
+}
+
+/// A kernel a user writes: y[i] = a * x[i] + b[i % 4] over n elements.
+TileModule axpb(int64_t block) {
+  Config c;
+  c.params = {{"BLOCK_SIZE", block}, {"num_warps", 4}};
+  KernelBuilder k("axpb", c);
+  Value x = k.pointerArg("x", DType::F32);
+  Value b = k.pointerArg("b", DType::F32);
+  Value y = k.pointerArg("y", DType::F32);
+  Value n = k.scalarArg("n", DType::I32);
+  Value a = k.scalarArg("a", DType::F32);
+  Value offs = k.programId(0) * double(block) + k.arange(block);
+  Value in = offs < n;
+  k.store(y, offs, a * k.load(x, offs, in, 0) + k.load(b, offs % k.constant(4, DType::I32), in, 0),
+          in);
+  return k.finish();
+}
+
+TEST(KernelApi, ParametersAreTheDeclaredOnes) {
+  Kernel k = rowWeights();
+  EXPECT_EQ(k.name(), "ce_tvd_row_weights");
+  EXPECT_NE(k.config().find("BLOCK_SIZE="), std::string::npos) << k.config();
+  const std::vector<KernelParam> &p = k.params();
+  ASSERT_EQ(p.size(), 7u);
+  EXPECT_EQ(p[0].name, "target");
+  EXPECT_TRUE(p[0].pointer);
+  EXPECT_EQ(p[0].dtype, DType::I64);
+  EXPECT_EQ(p[2].name, "BT");
+  EXPECT_FALSE(p[2].pointer);
+  EXPECT_EQ(p[2].dtype, DType::I32);
+  EXPECT_EQ(p[4].name, "alpha");
+  EXPECT_EQ(p[4].dtype, DType::F32);
+}
+
+TEST(KernelApi, RegisteredKernelRunsOnTheCpu) {
+  Kernel k = rowWeights();
+  std::vector<int64_t> target = {3, -100, 7, 1, -100};
+  std::vector<float> weights(3, -1.f);
+  auto run = [&](int32_t mean) {
+    k.runOnCpu({1},
+               {KernelArg::pointer(target.data(), DType::I64, 5),
+                KernelArg::pointer(weights.data(), DType::F32, 3),
+                KernelArg::i32(5), KernelArg::i64(-100), KernelArg::f32(0.5f),
+                KernelArg::f32(2.f), KernelArg::i32(mean)});
+  };
+  run(1);
+  EXPECT_FLOAT_EQ(weights[0], 0.5f / 3);
+  EXPECT_FLOAT_EQ(weights[1], 2.f / 3);
+  EXPECT_EQ(weights[2], 3.f);
+  run(0);
+  EXPECT_EQ(weights[0], 0.5f);
+  EXPECT_EQ(weights[1], 2.f);
+}
+
+TEST(KernelApi, ArgumentsAreCheckedByName) {
+  Kernel k = rowWeights();
+  std::vector<int64_t> target(4);
+  std::vector<float> weights(3);
+  auto good = [&] {
+    return std::vector<KernelArg>{
+        KernelArg::pointer(target.data(), DType::I64, 4),
+        KernelArg::pointer(weights.data(), DType::F32, 3),
+        KernelArg::i32(4),
+        KernelArg::i64(-100),
+        KernelArg::f32(1),
+        KernelArg::f32(1),
+        KernelArg::i32(1)};
+  };
+  std::vector<KernelArg> args = good();
+  args.pop_back();
+  expectError([&] { k.runOnCpu({1}, args); },
+              {"kernel 'ce_tvd_row_weights'", "7 arguments expected",
+               "target, weights, BT, ignore_index, alpha, beta, mean", "got 6"});
+  args = good();
+  args[1] = KernelArg::pointer(weights.data(), DType::BF16, 3);
+  expectError([&] { k.runOnCpu({1}, args); },
+              {"argument 1 'weights' is a pointer to f32",
+               "got a pointer to bf16"});
+  args = good();
+  args[2] = KernelArg::i64(4);
+  expectError([&] { k.runOnCpu({1}, args); },
+              {"argument 2 'BT' is an i32 scalar", "got an i64"});
+  args = good();
+  args[4] = KernelArg::pointer(weights.data(), DType::F32, 3);
+  expectError([&] { k.runOnCpu({1}, args); },
+              {"argument 4 'alpha' is an f32 scalar", "got a pointer"});
+  args = good();
+  args[0] = KernelArg::pointer(target.data(), DType::I64);
+  expectError([&] { k.runOnCpu({1}, args); },
+              {"argument 0 'target'", "number of elements"});
+  args = good();
+  args[6].i = int64_t(1) << 40;
+  expectError([&] { k.checkArgs(args, false); },
+              {"argument 6 'mean'", "does not fit in i32"});
+  // An access beyond a buffer's declared size is caught by the interpreter.
+  args = good();
+  args[1] = KernelArg::pointer(weights.data(), DType::F32, 2);
+  expectError([&] { k.runOnCpu({1}, args); }, {"out-of-bounds"});
+  // A good call after all these runs.
+  k.runOnCpu({1}, good());
+}
+
+TEST(KernelApi, UnknownKernelsParametersAndDtypesAreErrors) {
+  expectError([] { Kernel::compile("no_such_kernel", {}); },
+              {"unknown kernel 'no_such_kernel'", "ce_tvd_row_weights"});
+  expectError([] {
+    Kernel::compile("ce_tvd_row_weights", {DType::F32, {"NO_SUCH=1"}, {}});
+  },
+              {"NO_SUCH"});
+  EXPECT_THROW(Kernel::compile("ce_tvd_row_weights", {DType::I1, {}, {}}),
+               Error);
+}
+
+TEST(KernelApi, UserKernelRunsOnTheCpu) {
+  Kernel k(axpb(256));
+  ASSERT_EQ(k.params().size(), 5u);
+  EXPECT_EQ(k.params()[3].name, "n");
+  const int n = 1000;
+  std::vector<float> x(n), b = {1, 2, 3, 4}, y(n, -7.f);
+  std::iota(x.begin(), x.end(), 0.f);
+  k.runOnCpu({(n + 255) / 256},
+             {KernelArg::pointer(x.data(), DType::F32, n),
+              KernelArg::pointer(b.data(), DType::F32, 4),
+              KernelArg::pointer(y.data(), DType::F32, n), KernelArg::i32(n),
+              KernelArg::f32(0.5f)});
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(y[i], 0.5f * x[i] + b[i % 4]) << i;
+}
+
+TEST(KernelApi, RegisteredUserKernelIsFoundByName) {
+  KernelSpec spec{"user_axpb",
+                  "y = a x + b[i % 4]",
+                  {{"BLOCK_SIZE", {256, 512}, 256, "elements per program"},
+                   {"num_warps", {4}, 4, "warps per program"}},
+                  {DType::F32},
+                  [](const Config &c) { return axpb(c.get("BLOCK_SIZE")); },
+                  {}};
+  registerKernel(spec);
+  expectError([&] { registerKernel(spec); }, {"'user_axpb' is already"});
+  Kernel k = Kernel::compile("user_axpb", {DType::F32, {"BLOCK_SIZE=512"}, {}});
+  EXPECT_NE(k.config().find("BLOCK_SIZE=512"), std::string::npos);
+  std::vector<float> x(600, 1.f), b = {0, 1, 2, 3}, y(600);
+  k.runOnCpu({2}, {KernelArg::pointer(x.data(), DType::F32, 600),
+                   KernelArg::pointer(b.data(), DType::F32, 4),
+                   KernelArg::pointer(y.data(), DType::F32, 600),
+                   KernelArg::i32(600), KernelArg::f32(2.f)});
+  EXPECT_EQ(y[599], 2.f + 3.f);
+  // The C ABI finds it too.
+  tilejit_kernel *c = nullptr;
+  const char *set[] = {"BLOCK_SIZE=512"};
+  ASSERT_EQ(tilejit_kernel_compile("user_axpb", TILEJIT_F32, set, 1, nullptr,
+                                   nullptr, 0, nullptr, &c),
+            0)
+      << tilejit_last_error();
+  EXPECT_EQ(tilejit_kernel_num_params(c), 5);
+  tilejit_kernel_destroy(c);
+}
+
+TEST(KernelApi, CAbiCompilesQueriesRunsAndReportsErrors) {
+  tilejit_kernel *k = nullptr;
+  ASSERT_EQ(tilejit_kernel_compile("ce_tvd_row_weights", TILEJIT_F32, nullptr,
+                                   0, nullptr, nullptr, 0, nullptr, &k),
+            0)
+      << tilejit_last_error();
+  EXPECT_STREQ(tilejit_kernel_name(k), "ce_tvd_row_weights");
+  ASSERT_EQ(tilejit_kernel_num_params(k), 7);
+  const char *name = nullptr;
+  int32_t isPointer = -1, dtype = -1;
+  ASSERT_EQ(tilejit_kernel_param(k, 1, &name, &isPointer, &dtype), 0);
+  EXPECT_STREQ(name, "weights");
+  EXPECT_EQ(isPointer, 1);
+  EXPECT_EQ(dtype, TILEJIT_F32);
+  EXPECT_NE(tilejit_kernel_param(k, 7, &name, &isPointer, &dtype), 0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("out of range"),
+            std::string::npos);
+
+  int64_t target[3] = {0, -100, 2};
+  float weights[3] = {0, 0, 0};
+  tilejit_arg args[7] = {
+      {TILEJIT_ARG_POINTER, TILEJIT_I64, target, 3, 0, 0},
+      {TILEJIT_ARG_POINTER, TILEJIT_F32, weights, 3, 0, 0},
+      {TILEJIT_ARG_I32, TILEJIT_I32, nullptr, 0, 3, 0},
+      {TILEJIT_ARG_I64, TILEJIT_I64, nullptr, 0, -100, 0},
+      {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 1.f},
+      {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 3.f},
+      {TILEJIT_ARG_I32, TILEJIT_I32, nullptr, 0, 1, 0}};
+  int64_t grid[3] = {1, 1, 1};
+  ASSERT_EQ(tilejit_kernel_run_cpu(k, grid, args, 7), 0)
+      << tilejit_last_error();
+  EXPECT_FLOAT_EQ(weights[0], 0.5f);
+  EXPECT_FLOAT_EQ(weights[1], 1.5f);
+  EXPECT_STREQ(tilejit_last_error(), "");
+
+  args[2].kind = TILEJIT_ARG_F32;
+  args[2].dtype = TILEJIT_F32;
+  EXPECT_NE(tilejit_kernel_run_cpu(k, grid, args, 7), 0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("'BT'"), std::string::npos)
+      << tilejit_last_error();
+  args[2].kind = 9;
+  EXPECT_NE(tilejit_kernel_run_cpu(k, grid, args, 7), 0);
+  EXPECT_NE(tilejit_kernel_run_cpu(k, nullptr, args, 7), 0);
+  tilejit_kernel_destroy(k);
+
+  tilejit_kernel *none = reinterpret_cast<tilejit_kernel *>(1);
+  EXPECT_NE(tilejit_kernel_compile("no_such_kernel", TILEJIT_F32, nullptr, 0,
+                                   nullptr, nullptr, 0, nullptr, &none),
+            0);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_NE(std::string(tilejit_last_error()).find("no_such_kernel"),
+            std::string::npos);
+  EXPECT_STREQ(tilejit_version(), TILEJIT_VERSION);
+}
+
+TEST(KernelApiGpu, LaunchOnACallersStreamMatchesTheCpu) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
+  Kernel k(axpb(512));
+  const int n = 5000;
+  std::vector<float> x(n), b = {1, -2, 3, -4}, y(n), want(n, 0.f);
+  for (int i = 0; i < n; ++i)
+    x[i] = std::sin(0.01f * i);
+  cuda::DeviceBuffer dx(n * 4), db(16), dy(n * 4);
+  dx.copyFromHost(x.data(), n * 4);
+  db.copyFromHost(b.data(), 16);
+  auto args = [&](void *px, void *pb, void *py) {
+    return std::vector<KernelArg>{KernelArg::pointer(px, DType::F32, n),
+                                  KernelArg::pointer(pb, DType::F32, 4),
+                                  KernelArg::pointer(py, DType::F32, n),
+                                  KernelArg::i32(n), KernelArg::f32(3.f)};
+  };
+  cuda::Stream stream;
+  k.launch({(n + 511) / 512},
+           args(reinterpret_cast<void *>(dx.ptr()),
+                reinterpret_cast<void *>(db.ptr()),
+                reinterpret_cast<void *>(dy.ptr())),
+           stream.get());
+  stream.synchronize();
+  dy.copyToHost(y.data(), n * 4);
+  k.runOnCpu({(n + 511) / 512}, args(x.data(), b.data(), want.data()));
+  EXPECT_EQ(y, want);
+  expectError([&] { k.launch({1}, {}, stream.get()); },
+              {"5 arguments expected"});
+}
+
+} // namespace
