@@ -53,6 +53,7 @@ namespace {
   X(cuMemcpyDtoH_v2)                                                           \
   X(cuMemcpyDtoD_v2)                                                           \
   X(cuMemsetD8_v2)                                                             \
+  X(cuMemsetD8Async)                                                           \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
@@ -563,6 +564,12 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 }
 
 void synchronize() { check(api().cuCtxSynchronize(), "cuCtxSynchronize"); }
+
+void memsetAsync(CUdeviceptr ptr, uint8_t value, size_t bytes,
+                 CUstream stream) {
+  if (bytes > 0)
+    check(api().cuMemsetD8Async(ptr, value, bytes, stream), "cuMemsetD8Async");
+}
 
 double measureCopyBandwidth(size_t bytes, int iterations) {
   // The fastest copy over three fresh pairs of buffers: a ceiling. One pair

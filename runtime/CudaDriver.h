@@ -178,6 +178,11 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 /// Waits for all work in the current context (cuCtxSynchronize).
 void synchronize();
 
+/// Sets `bytes` bytes at `ptr` to `value`, in order on `stream` (no host
+/// synchronization; capturable in a CUDA graph).
+void memsetAsync(CUdeviceptr ptr, uint8_t value, size_t bytes,
+                 CUstream stream);
+
 /// Device-to-device copy bandwidth in bytes/s (bytes read + written): the
 /// fastest of `iterations` copies of `bytes`, in each of three fresh pairs
 /// of buffers.

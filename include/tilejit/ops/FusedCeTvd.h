@@ -1,0 +1,91 @@
+//===- FusedCeTvd.h - the reduced CE+TVD loss on the caller's memory -*- C++ -*-===//
+//
+// The reduced fused cross-entropy + total variation distance loss of
+// docs/semantics.md §1, with the gradient with respect to the student
+// written by the kernel that reads the logits:
+//
+//   loss = (alpha sum_i ce_i + beta sum_i tvd_i) / n_valid   (mean; 0 when
+//   loss =  alpha sum_i ce_i + beta sum_i tvd_i              (sum)  n_valid = 0)
+//   grad = d loss / d student, (BT, V), in the logits' dtype
+//
+// over rows i whose target is not ignore_index (n_valid of them, counted on
+// the device). Three launches on the caller's stream: the row weights, the
+// loss terms and gradient (each row split over a thread-block cluster on
+// sm_90), and a fixed-order sum, so the loss is bitwise reproducible. No
+// host synchronization and no allocation: it can be captured in a CUDA graph
+// once its kernels are compiled (a first call compiles, or prepare()).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_OPS_FUSEDCETVD_H
+#define TILEJIT_OPS_FUSEDCETVD_H
+
+#include "tilejit/DType.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+typedef struct CUstream_st *CUstream;
+
+namespace tilejit {
+namespace ops {
+
+/// Where an op runs: the GPU (device pointers, on a stream) or the CPU
+/// interpreter (host pointers; the stream is ignored; for tests and CI).
+enum class Device { Gpu, Cpu };
+
+/// One call of the reduced CE+TVD. Strides are in elements. Pointers are
+/// device memory on the GPU and host memory on the CPU.
+struct CeTvdReducedArgs {
+  DType dtype = DType::BF16; ///< of student, teacher and grad: bf16, f16, f32
+  int64_t BT = 0;            ///< rows (tokens), in [0, 2^31)
+  int64_t V = 0;             ///< vocab, in [1, 2^31)
+  const void *student = nullptr; ///< (BT, V) logits, rows rowStride apart
+  const void *teacher = nullptr; ///< (BT, V) logits, rows rowStride apart
+  int64_t rowStride = 0;         ///< >= V; 0 means V (contiguous rows)
+  const int64_t *target = nullptr; ///< (BT) class indices, contiguous
+  /// (BT, V) gradient output, rows gradStride apart. Equal to `student`
+  /// (with the same stride): written in place over the student logits.
+  void *grad = nullptr;
+  int64_t gradStride = 0; ///< >= V; 0 means rowStride
+  float *loss = nullptr;  ///< (1) the loss, f32
+  /// (BT) f32 each, optional: row i's ce_i and tvd_i (0 for ignored rows);
+  /// null: kept in the workspace.
+  float *ce = nullptr, *tvd = nullptr;
+  /// (1) i32, optional: 0, or 1 + the first row whose target is outside
+  /// [0, V) and not ignore_index (such rows give loss and gradient 0);
+  /// null: kept in the workspace. Read it when convenient: the op never
+  /// synchronizes to check.
+  int32_t *badTarget = nullptr;
+  int64_t ignoreIndex = -100;
+  double alpha = 1, beta = 1; ///< weights; must be f32-representable
+  bool mean = true;           ///< mean over the valid rows, else sum
+  /// NAME=VALUE parameters of fused_ce_tvd_loss_grad (CLUSTER_SIZE,
+  /// num_warps, ...); empty: the config `tilejit tune` stored for this GPU
+  /// and shape, else the defaults.
+  std::vector<std::string> set;
+};
+
+/// Bytes of workspace ceTvdReduced needs for `args` (16-byte aligned
+/// memory, any contents), e.g. from PyTorch's caching allocator.
+size_t ceTvdReducedWorkspaceBytes(const CeTvdReducedArgs &args);
+
+/// Enqueues the loss and gradient on `stream`. Throws tilejit::Error before
+/// enqueuing anything for bad shapes, strides, dtypes, null pointers, a
+/// workspace smaller than ceTvdReducedWorkspaceBytes, scalars outside f32,
+/// or (GPU) no usable GPU. An empty batch (BT = 0) writes loss = 0 and
+/// launches no kernel.
+void ceTvdReduced(const CeTvdReducedArgs &args, void *workspace,
+                  size_t workspaceBytes, Device device,
+                  CUstream stream = nullptr);
+
+/// Compiles (through the disk cache) and loads the kernels `args` needs on
+/// the GPU, so that a later call only enqueues: call it before capturing
+/// ceTvdReduced in a CUDA graph. Returns the loss kernel's config.
+std::string prepareCeTvdReduced(const CeTvdReducedArgs &args);
+
+} // namespace ops
+} // namespace tilejit
+
+#endif // TILEJIT_OPS_FUSEDCETVD_H
