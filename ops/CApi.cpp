@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "tilejit/tilejit.h"
 
-#include "tilejit/Error.h"
+#include "ops/CApiGuard.h"
 #include "tilejit/Kernel.h"
 
 #include <string>
@@ -26,25 +26,8 @@ struct tilejit_kernel {
 
 namespace {
 
-thread_local std::string lastError;
-
-template <typename Fn> int guarded(Fn &&fn) {
-  try {
-    fn();
-    lastError.clear();
-    return 0;
-  } catch (const std::exception &e) {
-    lastError = e.what();
-  } catch (...) {
-    lastError = "unknown error";
-  }
-  return 1;
-}
-
-void require(bool ok, const char *why) {
-  if (!ok)
-    throw Error(why);
-}
+using capi::guarded;
+using capi::require;
 
 DType dtypeOf(int32_t d) {
   require(d >= TILEJIT_I1 && d <= TILEJIT_F32, "unknown tilejit_dtype");
@@ -72,11 +55,16 @@ Grid gridOf(const int64_t grid[3]) {
 
 } // namespace
 
+std::string &capi::lastError() {
+  thread_local std::string message;
+  return message;
+}
+
 extern "C" {
 
 const char *tilejit_version(void) { return TILEJIT_VERSION; }
 
-const char *tilejit_last_error(void) { return lastError.c_str(); }
+const char *tilejit_last_error(void) { return capi::lastError().c_str(); }
 
 int tilejit_kernel_compile(const char *name, int32_t dtype,
                            const char *const *set, size_t n_set,

@@ -105,6 +105,51 @@ TILEJIT_API int tilejit_kernel_launch(const tilejit_kernel *kernel,
                                       const tilejit_arg *args, size_t n_args,
                                       void *stream);
 
+/*===----------------------------------------------------------------------===*
+ * The reduced CE+TVD loss and its gradient on the caller's memory
+ * (tilejit/ops/FusedCeTvd.h has the contract: shapes, strides in elements,
+ * in place when grad == student, no host synchronization).
+ *===----------------------------------------------------------------------===*/
+
+/* Where an op runs. */
+typedef enum { TILEJIT_DEVICE_GPU = 0, TILEJIT_DEVICE_CPU = 1 } tilejit_device;
+
+typedef struct {
+  int32_t dtype;        /* tilejit_dtype of student, teacher, grad */
+  int64_t bt, v;        /* rows, vocab */
+  const void *student;  /* (bt, v), rows row_stride apart */
+  const void *teacher;  /* (bt, v), rows row_stride apart */
+  int64_t row_stride;   /* 0: v */
+  const int64_t *target; /* (bt) */
+  void *grad;           /* (bt, v), rows grad_stride apart; == student: in place */
+  int64_t grad_stride;  /* 0: row_stride */
+  float *loss;          /* (1) */
+  float *ce, *tvd;      /* (bt) each, or NULL */
+  int32_t *bad_target;  /* (1), or NULL */
+  int64_t ignore_index; /* usually -100 */
+  double alpha, beta;
+  int32_t mean;         /* 1: mean over valid rows, 0: sum */
+  const char *const *set; /* "NAME=VALUE" of fused_ce_tvd_loss_grad */
+  size_t n_set;
+} tilejit_ce_tvd_reduced_args;
+
+/* Bytes of workspace tilejit_ce_tvd_reduced needs, into *bytes. */
+TILEJIT_API int
+tilejit_ce_tvd_reduced_workspace_bytes(const tilejit_ce_tvd_reduced_args *args,
+                                       size_t *bytes);
+
+/* Compiles and loads the GPU kernels the call needs (before graph capture);
+ * NULL or a buffer of `config_capacity` bytes receives the config used. */
+TILEJIT_API int
+tilejit_ce_tvd_reduced_prepare(const tilejit_ce_tvd_reduced_args *args,
+                               char *config, size_t config_capacity);
+
+/* Enqueues the loss and gradient on `stream` (a CUstream; ignored on the
+ * CPU) with `workspace_bytes` of workspace. */
+TILEJIT_API int tilejit_ce_tvd_reduced(const tilejit_ce_tvd_reduced_args *args,
+                                       void *workspace, size_t workspace_bytes,
+                                       int32_t device, void *stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
