@@ -10,7 +10,9 @@
 # from the repo root: bash scripts/gpu-unpack.sh  (-> ./gpu-bin/).
 #
 # Environment: BUILD_DIR (default <repo>/build-static),
-#              TILEJIT_PACKAGE_TARGETS (default "tilejit tilejit-opt tilejit-unit-tests").
+#              TILEJIT_PACKAGE_TARGETS (default "tilejit tilejit-opt tilejit-unit-tests"),
+#              TILEJIT_SHARED (default OFF: no libtilejit.so, so the archives
+#              need not be position-independent).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,7 +21,8 @@ ARCHIVE=$ROOT/.carry/tilejit-bin.tar.xz
 WANTED=${TILEJIT_PACKAGE_TARGETS:-tilejit tilejit-opt tilejit-unit-tests}
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_PREFIX_PATH=/usr/lib/llvm-22 \
-  -DCMAKE_BUILD_TYPE=Release -DTILEJIT_STATIC=ON -DTILEJIT_BUILD_TESTS=ON >/dev/null
+  -DCMAKE_BUILD_TYPE=Release -DTILEJIT_STATIC=ON -DTILEJIT_BUILD_TESTS=ON \
+  -DTILEJIT_SHARED=${TILEJIT_SHARED:-OFF} >/dev/null
 
 # Only the executables this checkout defines.
 defined=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\([^:/]*\): phony$/\1/p')

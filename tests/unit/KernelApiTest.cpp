@@ -1,8 +1,9 @@
-//===- KernelApiTest.cpp - tilejit/Kernel.h and the C ABI over it ---------===//
+//===- KernelApiTest.cpp - tilejit/Kernel.h -------------------------------===//
 //
 // Any kernel, registered or built by the caller, compiled for a config and
 // run with arguments checked against its declared parameters: on the CPU in
-// CI, on the GPU (with a caller's stream) where there is one.
+// CI, on the GPU (with a caller's stream) where there is one. The C ABI over
+// it is tested through libtilejit.so (tests/capi/).
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/Kernel.h"
@@ -10,7 +11,6 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
-#include "tilejit/tilejit.h"
 
 #include "GpuTest.h"
 
@@ -191,70 +191,6 @@ TEST(KernelApi, RegisteredUserKernelIsFoundByName) {
                    KernelArg::pointer(y.data(), DType::F32, 600),
                    KernelArg::i32(600), KernelArg::f32(2.f)});
   EXPECT_EQ(y[599], 2.f + 3.f);
-  // The C ABI finds it too.
-  tilejit_kernel *c = nullptr;
-  const char *set[] = {"BLOCK_SIZE=512"};
-  ASSERT_EQ(tilejit_kernel_compile("user_axpb", TILEJIT_F32, set, 1, nullptr,
-                                   nullptr, 0, nullptr, &c),
-            0)
-      << tilejit_last_error();
-  EXPECT_EQ(tilejit_kernel_num_params(c), 5);
-  tilejit_kernel_destroy(c);
-}
-
-TEST(KernelApi, CAbiCompilesQueriesRunsAndReportsErrors) {
-  tilejit_kernel *k = nullptr;
-  ASSERT_EQ(tilejit_kernel_compile("ce_tvd_row_weights", TILEJIT_F32, nullptr,
-                                   0, nullptr, nullptr, 0, nullptr, &k),
-            0)
-      << tilejit_last_error();
-  EXPECT_STREQ(tilejit_kernel_name(k), "ce_tvd_row_weights");
-  ASSERT_EQ(tilejit_kernel_num_params(k), 7);
-  const char *name = nullptr;
-  int32_t isPointer = -1, dtype = -1;
-  ASSERT_EQ(tilejit_kernel_param(k, 1, &name, &isPointer, &dtype), 0);
-  EXPECT_STREQ(name, "weights");
-  EXPECT_EQ(isPointer, 1);
-  EXPECT_EQ(dtype, TILEJIT_F32);
-  EXPECT_NE(tilejit_kernel_param(k, 7, &name, &isPointer, &dtype), 0);
-  EXPECT_NE(std::string(tilejit_last_error()).find("out of range"),
-            std::string::npos);
-
-  int64_t target[3] = {0, -100, 2};
-  float weights[3] = {0, 0, 0};
-  tilejit_arg args[7] = {
-      {TILEJIT_ARG_POINTER, TILEJIT_I64, target, 3, 0, 0},
-      {TILEJIT_ARG_POINTER, TILEJIT_F32, weights, 3, 0, 0},
-      {TILEJIT_ARG_I32, TILEJIT_I32, nullptr, 0, 3, 0},
-      {TILEJIT_ARG_I64, TILEJIT_I64, nullptr, 0, -100, 0},
-      {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 1.f},
-      {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 3.f},
-      {TILEJIT_ARG_I32, TILEJIT_I32, nullptr, 0, 1, 0}};
-  int64_t grid[3] = {1, 1, 1};
-  ASSERT_EQ(tilejit_kernel_run_cpu(k, grid, args, 7), 0)
-      << tilejit_last_error();
-  EXPECT_FLOAT_EQ(weights[0], 0.5f);
-  EXPECT_FLOAT_EQ(weights[1], 1.5f);
-  EXPECT_STREQ(tilejit_last_error(), "");
-
-  args[2].kind = TILEJIT_ARG_F32;
-  args[2].dtype = TILEJIT_F32;
-  EXPECT_NE(tilejit_kernel_run_cpu(k, grid, args, 7), 0);
-  EXPECT_NE(std::string(tilejit_last_error()).find("'BT'"), std::string::npos)
-      << tilejit_last_error();
-  args[2].kind = 9;
-  EXPECT_NE(tilejit_kernel_run_cpu(k, grid, args, 7), 0);
-  EXPECT_NE(tilejit_kernel_run_cpu(k, nullptr, args, 7), 0);
-  tilejit_kernel_destroy(k);
-
-  tilejit_kernel *none = reinterpret_cast<tilejit_kernel *>(1);
-  EXPECT_NE(tilejit_kernel_compile("no_such_kernel", TILEJIT_F32, nullptr, 0,
-                                   nullptr, nullptr, 0, nullptr, &none),
-            0);
-  EXPECT_EQ(none, nullptr);
-  EXPECT_NE(std::string(tilejit_last_error()).find("no_such_kernel"),
-            std::string::npos);
-  EXPECT_STREQ(tilejit_version(), TILEJIT_VERSION);
 }
 
 TEST(KernelApiGpu, LaunchOnACallersStreamMatchesTheCpu) {
@@ -283,7 +219,9 @@ TEST(KernelApiGpu, LaunchOnACallersStreamMatchesTheCpu) {
   stream.synchronize();
   dy.copyToHost(y.data(), n * 4);
   k.runOnCpu({(n + 511) / 512}, args(x.data(), b.data(), want.data()));
-  EXPECT_EQ(y, want);
+  // The GPU may contract a * x + b into one fma (rounded once).
+  for (int i = 0; i < n; ++i)
+    ASSERT_NEAR(y[i], want[i], 1e-6f * std::fabs(want[i])) << i;
   expectError([&] { k.launch({1}, {}, stream.get()); },
               {"5 arguments expected"});
 }

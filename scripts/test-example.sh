@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the build in $1 into a fresh prefix, then configures, builds and
+# runs the out-of-tree example (examples/custom-kernel) against it: what a
+# user of the installed library does. Run by ctest (test example-custom-kernel).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$(cd "$1" && pwd)
+PREFIX=$BUILD/example-install
+rm -rf "$PREFIX" "$BUILD/example"
+cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
+cmake -S "$ROOT/examples/custom-kernel" -B "$BUILD/example" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$BUILD/example"
+"$BUILD/example/custom-kernel"

@@ -1,0 +1,194 @@
+//===- CApiTest.cpp - tilejit.h through libtilejit.so ---------------------===//
+//
+// Linked against the shared library alone: what it exports is all a caller
+// of the C ABI (Python's ctypes, Rust, Julia) gets. Kernels compiled, queried
+// and run in the interpreter; errors as status codes and messages; a user's
+// kernel registered through the exported C++ API and found by name; the
+// reduced CE+TVD against the C++ op.
+//
+//===----------------------------------------------------------------------===//
+#include "tilejit/tilejit.h"
+
+#include "tilejit/DSL.h"
+#include "tilejit/KernelSpec.h"
+#include "tilejit/ops/FusedCeTvd.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace tilejit;
+
+namespace {
+
+TEST(CApi, CompilesQueriesRunsAndReportsErrors) {
+  tilejit_kernel *k = nullptr;
+  ASSERT_EQ(tilejit_kernel_compile("ce_tvd_row_weights", TILEJIT_F32, nullptr,
+                                   0, nullptr, nullptr, 0, nullptr, &k),
+            0)
+      << tilejit_last_error();
+  EXPECT_STREQ(tilejit_kernel_name(k), "ce_tvd_row_weights");
+  ASSERT_EQ(tilejit_kernel_num_params(k), 7);
+  const char *name = nullptr;
+  int32_t isPointer = -1, dtype = -1;
+  ASSERT_EQ(tilejit_kernel_param(k, 1, &name, &isPointer, &dtype), 0);
+  EXPECT_STREQ(name, "weights");
+  EXPECT_EQ(isPointer, 1);
+  EXPECT_EQ(dtype, TILEJIT_F32);
+  EXPECT_NE(tilejit_kernel_param(k, 7, &name, &isPointer, &dtype), 0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("out of range"),
+            std::string::npos);
+
+  int64_t target[3] = {0, -100, 2};
+  float weights[3] = {0, 0, 0};
+  tilejit_arg args[7] = {
+      {TILEJIT_ARG_POINTER, TILEJIT_I64, target, 3, 0, 0},
+      {TILEJIT_ARG_POINTER, TILEJIT_F32, weights, 3, 0, 0},
+      {TILEJIT_ARG_I32, TILEJIT_I32, nullptr, 0, 3, 0},
+      {TILEJIT_ARG_I64, TILEJIT_I64, nullptr, 0, -100, 0},
+      {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 1.f},
+      {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 3.f},
+      {TILEJIT_ARG_I32, TILEJIT_I32, nullptr, 0, 1, 0}};
+  int64_t grid[3] = {1, 1, 1};
+  ASSERT_EQ(tilejit_kernel_run_cpu(k, grid, args, 7), 0)
+      << tilejit_last_error();
+  EXPECT_FLOAT_EQ(weights[0], 0.5f);
+  EXPECT_FLOAT_EQ(weights[1], 1.5f);
+  EXPECT_STREQ(tilejit_last_error(), "");
+
+  args[2].kind = TILEJIT_ARG_F32;
+  args[2].dtype = TILEJIT_F32;
+  EXPECT_NE(tilejit_kernel_run_cpu(k, grid, args, 7), 0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("'BT'"), std::string::npos)
+      << tilejit_last_error();
+  args[2].kind = 9;
+  EXPECT_NE(tilejit_kernel_run_cpu(k, grid, args, 7), 0);
+  EXPECT_NE(tilejit_kernel_run_cpu(k, nullptr, args, 7), 0);
+  tilejit_kernel_destroy(k);
+
+  tilejit_kernel *none = reinterpret_cast<tilejit_kernel *>(1);
+  EXPECT_NE(tilejit_kernel_compile("no_such_kernel", TILEJIT_F32, nullptr, 0,
+                                   nullptr, nullptr, 0, nullptr, &none),
+            0);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_NE(std::string(tilejit_last_error()).find("no_such_kernel"),
+            std::string::npos);
+  EXPECT_STREQ(tilejit_version(), TILEJIT_VERSION);
+}
+
+/// y[i] = a * x[i] + b over n elements.
+TileModule axpb(const dsl::Config &c) {
+  using namespace dsl;
+  int64_t block = c.get("BLOCK_SIZE");
+  KernelBuilder k("capi_axpb", c);
+  Value x = k.pointerArg("x", DType::F32);
+  Value y = k.pointerArg("y", DType::F32);
+  Value n = k.scalarArg("n", DType::I32);
+  Value a = k.scalarArg("a", DType::F32);
+  Value b = k.scalarArg("b", DType::F32);
+  Value offs = k.programId(0) * double(block) + k.arange(block);
+  Value in = offs < n;
+  k.store(y, offs, a * k.load(x, offs, in, 0) + b, in);
+  return k.finish();
+}
+
+TEST(CApi, UserKernelRegisteredInCxxIsFoundByName) {
+  registerKernel({"capi_axpb",
+                  "y = a x + b",
+                  {{"BLOCK_SIZE", {256}, 256, "elements per program"},
+                   {"num_warps", {4}, 4, "warps per program"}},
+                  {DType::F32},
+                  axpb,
+                  {}});
+  tilejit_kernel *k = nullptr;
+  ASSERT_EQ(tilejit_kernel_compile("capi_axpb", TILEJIT_F32, nullptr, 0,
+                                   nullptr, nullptr, 0, nullptr, &k),
+            0)
+      << tilejit_last_error();
+  ASSERT_EQ(tilejit_kernel_num_params(k), 5);
+  std::vector<float> x(300), y(300);
+  for (int i = 0; i < 300; ++i)
+    x[i] = float(i);
+  tilejit_arg args[5] = {{TILEJIT_ARG_POINTER, TILEJIT_F32, x.data(), 300, 0, 0},
+                         {TILEJIT_ARG_POINTER, TILEJIT_F32, y.data(), 300, 0, 0},
+                         {TILEJIT_ARG_I32, TILEJIT_I32, nullptr, 0, 300, 0},
+                         {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 2.f},
+                         {TILEJIT_ARG_F32, TILEJIT_F32, nullptr, 0, 0, 1.f}};
+  int64_t grid[3] = {2, 1, 1};
+  ASSERT_EQ(tilejit_kernel_run_cpu(k, grid, args, 5), 0) << tilejit_last_error();
+  for (int i = 0; i < 300; ++i)
+    ASSERT_EQ(y[i], 2.f * i + 1.f) << i;
+  tilejit_kernel_destroy(k);
+}
+
+TEST(CApi, ReducedCeTvdMatchesTheCxxOp) {
+  const int64_t BT = 5, V = 700, stride = 703;
+  std::vector<float> student(BT * stride, 1e30f), teacher(BT * stride, 1e30f);
+  for (int64_t r = 0; r < BT; ++r)
+    for (int64_t v = 0; v < V; ++v) {
+      student[r * stride + v] = float(std::sin(0.37 * v + r));
+      teacher[r * stride + v] = float(std::cos(0.21 * v - r));
+    }
+  std::vector<int64_t> target = {3, -100, 699, 0, 42};
+  auto cxx = [&](std::vector<float> &grad, float &loss) {
+    ops::CeTvdReducedArgs a;
+    a.dtype = DType::F32;
+    a.BT = BT;
+    a.V = V;
+    a.student = student.data();
+    a.teacher = teacher.data();
+    a.rowStride = stride;
+    a.target = target.data();
+    a.grad = grad.data();
+    a.loss = &loss;
+    a.alpha = 0.5;
+    std::vector<char> ws(ops::ceTvdReducedWorkspaceBytes(a) + 16);
+    void *aligned = ws.data() + (16 - uintptr_t(ws.data()) % 16) % 16;
+    ops::ceTvdReduced(a, aligned, ws.size() - 16, ops::Device::Cpu);
+  };
+  std::vector<float> want(BT * stride), grad(BT * stride);
+  float wantLoss = -1, loss = -1;
+  cxx(want, wantLoss);
+
+  tilejit_ce_tvd_reduced_args c;
+  std::memset(&c, 0, sizeof(c));
+  c.dtype = TILEJIT_F32;
+  c.bt = BT;
+  c.v = V;
+  c.student = student.data();
+  c.teacher = teacher.data();
+  c.row_stride = stride;
+  c.target = target.data();
+  c.grad = grad.data();
+  c.loss = &loss;
+  c.ignore_index = -100;
+  c.alpha = 0.5;
+  c.beta = 1;
+  c.mean = 1;
+  size_t bytes = 0;
+  ASSERT_EQ(tilejit_ce_tvd_reduced_workspace_bytes(&c, &bytes), 0);
+  std::vector<float> ws(bytes / sizeof(float) + 1);
+  ASSERT_EQ(tilejit_ce_tvd_reduced(&c, ws.data(), bytes, TILEJIT_DEVICE_CPU,
+                                   nullptr),
+            0)
+      << tilejit_last_error();
+  EXPECT_EQ(loss, wantLoss);
+  EXPECT_GT(loss, 0.f);
+  EXPECT_EQ(grad, want);
+
+  c.row_stride = 10;
+  EXPECT_NE(tilejit_ce_tvd_reduced(&c, ws.data(), bytes, TILEJIT_DEVICE_CPU,
+                                   nullptr),
+            0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("must be >= V"),
+            std::string::npos);
+  EXPECT_NE(tilejit_ce_tvd_reduced(nullptr, nullptr, 0, TILEJIT_DEVICE_CPU,
+                                   nullptr),
+            0);
+  EXPECT_NE(tilejit_ce_tvd_reduced(&c, ws.data(), bytes, 7, nullptr), 0);
+}
+
+} // namespace
