@@ -270,7 +270,7 @@ static int runReduced(const ref::CeTvdInputs &in) {
               out.device.c_str(), (long long)in.BT, (long long)in.V,
               dtypeName(in.dtype), out.loss, o.alpha, o.beta, out.nValid,
               out.config.c_str());
-  if (deviceArg == "gpu") {
+  if (deviceArg == "gpu" && in.BT > 0) {
     double bytes = 3.0 * in.BT * in.V * dtypeSize(in.dtype);
     std::printf("  loss + grad: %8.3f ms  %7.1f GB/s (reads student + "
                 "teacher, writes grad); JIT %.1f ms\n",
@@ -330,10 +330,10 @@ static int runLinearCe() {
   } else {
     std::printf("  loss = %.7g (z-loss part %.7g)\n", out.loss, out.zLoss);
   }
-  if (deviceArg == "gpu")
+  if (deviceArg == "gpu" && in.N > 0)
     std::printf("  first run after the GEMM choices (host time): %.2f ms\n%s",
                 out.firstRunMs, describeGemmPaths(out).c_str());
-  else
+  else if (deviceArg != "gpu")
     std::printf("    GEMMs: %s\n",
                 o.gemmBackend == LinearCeOptions::GemmBackend::Dsl
                     ? "lce_gemm in the interpreter"
@@ -426,7 +426,7 @@ static int runKernel() {
   std::printf("  mean ce = %.6f, mean tvd = %.6f over %lld rows\n",
               valid ? ceSum / valid : 0.0, valid ? tvdSum / valid : 0.0,
               (long long)valid);
-  if (deviceArg == "gpu") {
+  if (deviceArg == "gpu" && in.BT > 0) {
     std::printf("  forward config : %s: %s\n  backward config: %s\n",
                 out.forwardKernel.c_str(), out.forwardConfig.c_str(),
                 out.backwardConfig.c_str());

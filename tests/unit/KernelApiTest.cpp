@@ -219,9 +219,10 @@ TEST(KernelApiGpu, LaunchOnACallersStreamMatchesTheCpu) {
   stream.synchronize();
   dy.copyToHost(y.data(), n * 4);
   k.runOnCpu({(n + 511) / 512}, args(x.data(), b.data(), want.data()));
-  // The GPU may contract a * x + b into one fma (rounded once).
+  // The GPU may contract a * x + b into one fma (rounded once): the two
+  // differ by a rounding of a * x.
   for (int i = 0; i < n; ++i)
-    ASSERT_NEAR(y[i], want[i], 1e-6f * std::fabs(want[i])) << i;
+    ASSERT_NEAR(y[i], want[i], 1e-6f * 3.f * std::fabs(x[i])) << i;
   expectError([&] { k.launch({1}, {}, stream.get()); },
               {"5 arguments expected"});
 }
