@@ -149,18 +149,7 @@ int64_t sizeOf(Type t) {
 bool isTileType(Type t) { return mlir::isa<mlir::RankedTensorType>(t); }
 
 DType dtypeOf(Type t) {
-  t = elementOf(t);
-  if (t.isInteger(1))
-    return DType::I1;
-  if (t.isInteger(32))
-    return DType::I32;
-  if (t.isInteger(64))
-    return DType::I64;
-  if (t.isBF16())
-    return DType::BF16;
-  if (t.isF16())
-    return DType::F16;
-  return DType::F32;
+  return dtypeOfScalar(elementOf(t)).value_or(DType::F32);
 }
 
 std::string typeStr(Type t) {

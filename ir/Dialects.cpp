@@ -64,6 +64,22 @@ int64_t tilejit::layoutGroup(Operation *kernel, int64_t tileElements) {
   return vec ? defaultLayoutGroup(vec.getInt(), k) : std::max<int64_t>(k, 1);
 }
 
+std::optional<DType> tilejit::dtypeOfScalar(Type t) {
+  if (t.isInteger(1))
+    return DType::I1;
+  if (t.isInteger(32))
+    return DType::I32;
+  if (t.isInteger(64))
+    return DType::I64;
+  if (t.isBF16())
+    return DType::BF16;
+  if (t.isF16())
+    return DType::F16;
+  if (t.isF32())
+    return DType::F32;
+  return std::nullopt;
+}
+
 static Type elementOf(Type t) {
   if (auto shaped = dyn_cast<ShapedType>(t))
     return shaped.getElementType();

@@ -54,18 +54,8 @@ TileModule TileModule::parse(const std::string &text,
 const std::string &TileModule::kernelName() const { return impl_->kernelName; }
 
 static DType dtypeOf(Type t, const std::string &kernel) {
-  if (t.isInteger(1))
-    return DType::I1;
-  if (t.isInteger(32))
-    return DType::I32;
-  if (t.isInteger(64))
-    return DType::I64;
-  if (t.isBF16())
-    return DType::BF16;
-  if (t.isF16())
-    return DType::F16;
-  if (t.isF32())
-    return DType::F32;
+  if (std::optional<DType> d = dtypeOfScalar(t))
+    return *d;
   std::string text;
   llvm::raw_string_ostream os(text);
   os << t;

@@ -14,6 +14,8 @@
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 
+#include "ExpectError.h"
+
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -24,19 +26,6 @@
 using namespace tilejit;
 
 namespace {
-
-/// Expects `fn` to throw a tilejit::Error whose message has every `parts`.
-void expectError(const std::function<void()> &fn,
-                 std::initializer_list<const char *> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a tilejit::Error";
-  } catch (const Error &e) {
-    for (const char *p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-  }
-}
 
 TEST(F32Scalar, RangeAndUnderflowAreRejected) {
   for (double ok : {0.0, 1.0, -2.5, double(FLT_MAX), -double(FLT_MAX),

@@ -12,6 +12,7 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 
+#include "ExpectError.h"
 #include "GpuTest.h"
 
 #include <gtest/gtest.h>
@@ -24,15 +25,6 @@ using namespace tilejit;
 using ops::CeTvdReducedArgs;
 
 namespace {
-
-void expectError(const std::function<void()> &fn, const char *part) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a tilejit::Error with '" << part << "'";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
 
 /// `rows` rows of `V` elements of `in`'s dtype, copied to rows `stride`
 /// apart (the gaps filled with a large value a kernel must not read).
@@ -188,7 +180,7 @@ TEST(CeTvdOps, BadArgumentsAreClearErrors) {
                   const char *part) {
     HostCall call(in, 100, 100, false, true);
     edit(call);
-    expectError([&] { call.run(); }, part);
+    expectError([&] { call.run(); }, {part});
   };
   with([](HostCall &c) { c.args.rowStride = 99; }, "must be >= V");
   with([](HostCall &c) { c.args.gradStride = 50; }, "must be >= V");

@@ -3,6 +3,8 @@
 #include "tilejit/Compiler.h"
 #include "tilejit/Interpreter.h"
 
+#include "ExpectError.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,19 +38,6 @@ TileModule rowSum(const Config &c) {
   });
   k.store(out, row, acc);
   return k.finish();
-}
-
-/// Expects `fn` to throw a tilejit::Error whose message has every `parts`.
-void expectError(const std::function<void()> &fn,
-                 std::initializer_list<const char *> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a tilejit::Error";
-  } catch (const Error &e) {
-    for (const char *p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-  }
 }
 
 TEST(Dsl, BuildsALoopWithACarriedVar) {

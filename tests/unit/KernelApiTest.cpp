@@ -12,6 +12,7 @@
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 
+#include "ExpectError.h"
 #include "GpuTest.h"
 
 #include <gtest/gtest.h>
@@ -24,18 +25,6 @@ using namespace tilejit;
 using namespace tilejit::dsl;
 
 namespace {
-
-void expectError(const std::function<void()> &fn,
-                 std::initializer_list<const char *> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a tilejit::Error";
-  } catch (const Error &e) {
-    for (const char *p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-  }
-}
 
 /// The registered ce_tvd_row_weights: (target i64*, weights f32*, BT i32,
 /// ignore_index i64, alpha f32, beta f32, mean i32); one program writes

@@ -13,7 +13,10 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "tilejit/DType.h"
+
 #include <algorithm>
+#include <optional>
 
 #include "ir/TileEnums.h.inc"
 
@@ -61,6 +64,9 @@ constexpr const char *kSharedBytes = "tile.shared_bytes";
 // argument checks and error messages; no effect on the code).
 constexpr const char *kArgName = "tile.arg_name";
 } // namespace attr
+
+/// The DType of a scalar MLIR type (i1, i32, i64, bf16, f16, f32), or none.
+std::optional<DType> dtypeOfScalar(mlir::Type t);
 
 /// Tiles live in registers, N / P elements per thread for P threads: beyond
 /// this many per thread a kernel cannot be register-allocated (ptxas runs for
