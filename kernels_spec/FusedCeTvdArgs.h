@@ -65,10 +65,14 @@ inline int64_t bufCount(Buf b, int64_t BT, int64_t V) {
 /// The scalar arguments, in one place so that the GPU can point at them.
 struct Scalars {
   explicit Scalars(const ref::CeTvdInputs &in)
-      : V(static_cast<int32_t>(in.V)), rowStride(in.V), gradStride(in.V) {}
+      : Scalars(in.V, in.V, in.V, ref::kCeTvdIgnoreIndex) {}
+  Scalars(int64_t V, int64_t rowStride, int64_t gradStride,
+          int64_t ignoreIndex)
+      : V(static_cast<int32_t>(V)), rowStride(rowStride),
+        gradStride(gradStride), ignoreIndex(ignoreIndex) {}
   int32_t V;
   int64_t rowStride, gradStride;
-  int64_t ignoreIndex = ref::kCeTvdIgnoreIndex;
+  int64_t ignoreIndex;
 };
 
 /// The arguments of the forward (or, with `backward`, the backward) kernel:

@@ -70,7 +70,9 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value dz = dzOut + local.to(DType::I64) * dzStride;
   Value y = k.load(target, row);
   Value useCap = cap > 0.0;
-  Value valid = y != ignoreIndex;
+  // A target outside [0, V) (lce_row_weights reports it) counts as ignored:
+  // loss and gradient 0, and no read outside the row.
+  Value valid = y != ignoreIndex && y >= 0.0 && y < V.to(DType::I64);
   // An ignored row's target may be anything; read class 0 instead.
   Value yIdx = where(valid, y, k.constant(0, DType::I64));
   Value y32 = yIdx.to(DType::I32);
@@ -184,13 +186,16 @@ TileModule buildLogitsGrad(const Config &cfg) {
 }
 
 /// One program: the mean's denominator and the smoothing term's sum of
-/// class weights.
+/// class weights, and 1 + the last row whose target is outside [0, V) and
+/// not ignore_index (0: none) in bad_target, so that the targets are
+/// checked on the device, without a host synchronization.
 TileModule buildRowWeights(const Config &cfg) {
   KernelBuilder k("lce_row_weights", cfg);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   Value target = k.pointerArg("target", DType::I64);
   Value classWeight = k.pointerArg("class_weight", DType::F32);
   Value stats = k.pointerArg("stats", DType::F32);
+  Value badTarget = k.pointerArg("bad_target", DType::I32);
   Value N = k.scalarArg("N", DType::I32);
   Value V = k.scalarArg("V", DType::I32);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
@@ -198,15 +203,20 @@ TileModule buildRowWeights(const Config &cfg) {
   Value mean = k.scalarArg("mean", DType::I32) != 0.0;
   Value zero = k.full(BLOCK, k.constant(0, DType::F32));
   Var den = zero, count = zero;
+  Var bad = k.full(BLOCK, k.constant(0, DType::I32));
   k.forRange(0, N, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);
-    Value valid = offs < N;
-    Value y = k.load(target, offs, valid, 0.0);
-    valid = valid && y != ignoreIndex;
+    Value inBatch = offs < N;
+    Value y = k.load(target, offs, inBatch, 0.0);
+    Value counted = inBatch && y != ignoreIndex;
+    Value inVocab = y >= 0.0 && y < V.to(DType::I64);
+    Value valid = counted && inVocab;
+    bad = max(bad, where(counted && !inVocab, offs + 1, bad));
     den = den +
           where(valid, k.load(classWeight, y, valid && hasWeight, 1.0), zero);
     count = count + where(valid, 1.0, zero);
   });
+  k.store(badTarget, k.constant(0, DType::I32), bad.max());
   Var wSum = zero;
   k.forRange(0, V, BLOCK, [&](Value i) {
     Value offs = i + k.arange(BLOCK);

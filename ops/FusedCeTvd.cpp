@@ -1,7 +1,7 @@
 //===- FusedCeTvd.cpp - the reduced CE+TVD loss on the caller's memory ----===//
 #include "tilejit/ops/FusedCeTvd.h"
 
-#include "kernels_spec/FusedCeTvdTune.h"
+#include "ops/TunedConfig.h"
 #include "runtime/Autotuner.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
@@ -105,12 +105,6 @@ struct Kernels {
   std::string config;
 };
 
-/// The GPU's identity for tuning lookups, read once.
-const DeviceIdentity &gpuIdentity() {
-  static const DeviceIdentity id = deviceIdentity(cuda::Device::open());
-  return id;
-}
-
 const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
   bool aligned = rowsAligned(a), place = inPlace(a);
   std::map<std::string, int64_t> shape = {
@@ -128,14 +122,8 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
   std::unique_ptr<Kernels> &slot = cache[key];
   if (slot)
     return *slot;
-  if (device == Device::Gpu && set.empty()) {
-    ref::CeTvdInputs shapeOnly;
-    shapeOnly.dtype = a.dtype;
-    shapeOnly.BT = a.BT;
-    shapeOnly.V = a.V;
-    set = tunedCeTvdOverrides(kLossGrad, shapeOnly, gpuIdentity(), &source,
-                              place);
-  }
+  if (device == Device::Gpu && set.empty())
+    set = tunedOverrides(spec, a.dtype, shape, currentGpuIdentity(), &source);
   dsl::Config c = spec.config(a.dtype, set, shape);
   auto helper = [](const char *name) {
     return Kernel::compile(name, {DType::F32, {}, {}});

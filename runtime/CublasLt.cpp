@@ -117,21 +117,29 @@ std::string version() {
 
 struct Gemm::Impl {
   cublasLtHandle_t handle = nullptr;
-  cuda::DeviceBuffer workspace;
+  cuda::DeviceBuffer owned; ///< the workspace, unless the caller gives it
+  uint64_t workspace = 0;
+  size_t workspaceBytes = 0;
   std::map<std::string, cublasLtMatmulAlgo_t> algos;
   int timedCandidates = 1;
   ChoiceStore store;
   int timed = 0, stored = 0, changed = 0;
 };
 
-Gemm::Gemm(size_t workspaceBytes) {
+Gemm::Gemm(size_t workspaceBytes, bool allocateWorkspace) {
   std::string why;
   if (!available(&why))
     throw Error(why);
   impl_ = std::make_unique<Impl>();
-  impl_->workspace = cuda::DeviceBuffer(workspaceBytes);
+  impl_->workspaceBytes = workspaceBytes;
+  if (allocateWorkspace) {
+    impl_->owned = cuda::DeviceBuffer(workspaceBytes);
+    impl_->workspace = impl_->owned.ptr();
+  }
   check(api().cublasLtCreate(&impl_->handle), "cublasLtCreate");
 }
+
+void Gemm::setWorkspace(uint64_t ptr) { impl_->workspace = ptr; }
 
 Gemm::~Gemm() {
   if (impl_ && impl_->handle)
@@ -169,7 +177,7 @@ std::string Gemm::problemKey(const Matrix &A, bool transA, const Matrix &B,
          std::to_string(alignmentOf(A.ptr)) + "," +
          std::to_string(alignmentOf(C.ptr)) +
          (beta == 0.f ? ":C written" : ":C read") + ":workspace " +
-         std::to_string(impl_->workspace.size());
+         std::to_string(impl_->workspaceBytes);
 }
 
 void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
@@ -224,15 +232,15 @@ void Gemm::run(const Matrix &A, bool transA, const Matrix &B, bool transB,
                            reinterpret_cast<const void *>(A.ptr), lb, &beta,
                            reinterpret_cast<const void *>(C.ptr), lc,
                            reinterpret_cast<void *>(C.ptr), lc, &algo,
-                           reinterpret_cast<void *>(impl_->workspace.ptr()),
-                           impl_->workspace.size(), stream),
+                           reinterpret_cast<void *>(impl_->workspace),
+                           impl_->workspaceBytes, stream),
           "cublasLtMatmul (" + shapes + ")");
   };
   auto cached = impl_->algos.find(key);
   if (cached == impl_->algos.end()) {
     check(a.cublasLtMatmulPreferenceCreate(&pref),
           "cublasLtMatmulPreferenceCreate");
-    size_t ws = impl_->workspace.size();
+    size_t ws = impl_->workspaceBytes;
     auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, const void *v,
                       size_t n, const char *what) {
       check(a.cublasLtMatmulPreferenceSetAttribute(pref, attr, v, n), what);

@@ -58,10 +58,15 @@ struct Matrix {
 /// One cuBLASLt handle and workspace (current context; not thread-safe).
 class Gemm {
 public:
-  /// Holds `workspaceBytes` of device memory for cuBLASLt (algorithms that
-  /// need more are not chosen). Throws tilejit::Error when cuBLASLt is
-  /// unavailable.
-  explicit Gemm(size_t workspaceBytes = kWorkspaceBytes);
+  /// Gives cuBLASLt `workspaceBytes` of device memory (algorithms that need
+  /// more are not chosen): its own, or with !allocateWorkspace the memory
+  /// setWorkspace names before each run. Throws tilejit::Error when cuBLASLt
+  /// is unavailable.
+  explicit Gemm(size_t workspaceBytes = kWorkspaceBytes,
+                bool allocateWorkspace = true);
+  /// The workspace of the next runs: `ptr` (CUdeviceptr, 256-byte aligned)
+  /// holds the constructor's workspaceBytes.
+  void setWorkspace(uint64_t ptr);
   ~Gemm();
   Gemm(const Gemm &) = delete;
 

@@ -54,6 +54,8 @@ namespace {
   X(cuMemcpyDtoD_v2)                                                           \
   X(cuMemsetD8_v2)                                                             \
   X(cuMemsetD8Async)                                                           \
+  X(cuMemsetD16Async)                                                          \
+  X(cuMemsetD32Async)                                                          \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \
@@ -565,10 +567,29 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 
 void synchronize() { check(api().cuCtxSynchronize(), "cuCtxSynchronize"); }
 
+void synchronize(CUstream stream) {
+  check(api().cuStreamSynchronize(stream), "cuStreamSynchronize");
+}
+
 void memsetAsync(CUdeviceptr ptr, uint8_t value, size_t bytes,
                  CUstream stream) {
   if (bytes > 0)
     check(api().cuMemsetD8Async(ptr, value, bytes, stream), "cuMemsetD8Async");
+}
+
+void fillAsync(CUdeviceptr ptr, uint32_t pattern, size_t elementBytes,
+               size_t count, CUstream stream) {
+  if (count == 0)
+    return;
+  if (elementBytes == 2)
+    check(api().cuMemsetD16Async(ptr, uint16_t(pattern), count, stream),
+          "cuMemsetD16Async");
+  else if (elementBytes == 4)
+    check(api().cuMemsetD32Async(ptr, pattern, count, stream),
+          "cuMemsetD32Async");
+  else
+    throw Error("fillAsync: elements of 2 or 4 bytes (got " +
+                std::to_string(elementBytes) + ")");
 }
 
 double measureCopyBandwidth(size_t bytes, int iterations) {

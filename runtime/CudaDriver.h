@@ -177,11 +177,17 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
 
 /// Waits for all work in the current context (cuCtxSynchronize).
 void synchronize();
+/// Waits for the work on `stream` (nullptr: the legacy default stream).
+void synchronize(CUstream stream);
 
 /// Sets `bytes` bytes at `ptr` to `value`, in order on `stream` (no host
 /// synchronization; capturable in a CUDA graph).
 void memsetAsync(CUdeviceptr ptr, uint8_t value, size_t bytes,
                  CUstream stream);
+/// Sets `count` elements of `elementBytes` (2 or 4) at `ptr` to the bit
+/// pattern `pattern` (e.g. 0x3f80: bf16 1.0), as memsetAsync does.
+void fillAsync(CUdeviceptr ptr, uint32_t pattern, size_t elementBytes,
+               size_t count, CUstream stream);
 
 /// Device-to-device copy bandwidth in bytes/s (bytes read + written): the
 /// fastest of `iterations` copies of `bytes`, in each of three fresh pairs

@@ -16,9 +16,9 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 
-#include "kernels_spec/FusedCeTvdOp.h"
-#include "kernels_spec/FusedCeTvdReducedOp.h"
-#include "kernels_spec/LinearCeOp.h"
+#include "ops/harness/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
+#include "ops/harness/LinearCeOp.h"
 #include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"

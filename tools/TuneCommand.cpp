@@ -6,7 +6,7 @@
 //                 [--in-place]]
 //
 // Tunes the CE+TVD forward and backward kernels on this GPU for the shape
-// (kernels_spec/FusedCeTvdTune.h) and prints one table per kernel: every
+// (ops/harness/FusedCeTvdTune.h) and prints one table per kernel: every
 // candidate with its time, bandwidth and status, then the winner. Progress
 // goes to stderr. An existing entry is printed as stored, without tuning,
 // unless --retune. `tilejit run` then uses the stored configs.
@@ -17,9 +17,9 @@
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 
-#include "kernels_spec/FusedCeTvdOp.h"
-#include "kernels_spec/FusedCeTvdReducedOp.h"
-#include "kernels_spec/FusedCeTvdTune.h"
+#include "ops/harness/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
+#include "ops/harness/FusedCeTvdTune.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"

@@ -9,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Autotuner.h"
-#include "kernels_spec/FusedCeTvdOp.h"
-#include "kernels_spec/FusedCeTvdReducedOp.h"
-#include "kernels_spec/FusedCeTvdTune.h"
+#include "ops/harness/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
+#include "ops/harness/FusedCeTvdTune.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/TuningDatabase.h"
 #include "tilejit/Error.h"

@@ -8,9 +8,9 @@
 // empty batches need no GPU: nothing is launched.
 //
 //===----------------------------------------------------------------------===//
-#include "kernels_spec/FusedCeTvdOp.h"
-#include "kernels_spec/FusedCeTvdReducedOp.h"
-#include "kernels_spec/LinearCeOp.h"
+#include "ops/harness/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
+#include "ops/harness/LinearCeOp.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 

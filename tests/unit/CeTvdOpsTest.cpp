@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "tilejit/ops/FusedCeTvd.h"
 
-#include "kernels_spec/FusedCeTvdReducedOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Nvrtc.h"
-#include "kernels_spec/FusedCeTvdReducedOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
 #include "kernels_spec/SoftmaxParts.h"
 #include "kernels_spec/reference/CeTvdReference.h"
 #include "runtime/CudaDriver.h"

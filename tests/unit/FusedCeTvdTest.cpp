@@ -4,7 +4,7 @@
 // every configuration, and the same checks on the GPU when there is one.
 //
 //===----------------------------------------------------------------------===//
-#include "kernels_spec/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdOp.h"
 #include "runtime/Autotuner.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"

@@ -1,6 +1,6 @@
 //===- LinearCeTest.cpp - chunked linear CE (interpreter) against fp64 ----===//
 #include "codegen/Nvrtc.h"
-#include "kernels_spec/LinearCeOp.h"
+#include "ops/harness/LinearCeOp.h"
 #include "runtime/Autotuner.h"
 #include "runtime/TuningDatabase.h"
 #include "tilejit/Compiler.h"

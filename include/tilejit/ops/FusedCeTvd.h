@@ -1,8 +1,18 @@
-//===- FusedCeTvd.h - the reduced CE+TVD loss on the caller's memory -*- C++ -*-===//
+//===- FusedCeTvd.h - the CE+TVD loss on the caller's memory ----*- C++ -*-===//
 //
-// The reduced fused cross-entropy + total variation distance loss of
-// docs/semantics.md §1, with the gradient with respect to the student
-// written by the kernel that reads the logits:
+// The fused cross-entropy + total variation distance loss of
+// docs/semantics.md §1 on the caller's memory and stream, in two forms.
+//
+// Unreduced (as autograd calls it): ceTvdForward writes per-row
+//   ce_i  = lse(s_i) - s_iy            tvd_i = 1/2 sum_v |p_iv - q_iv|
+// (p = softmax(student), q = softmax(teacher)) and the state the backward
+// reads; ceTvdBackward writes
+//   grad_i = g_ce_i d ce_i / d s_i + g_tvd_i d tvd_i / d s_i
+// for upstream gradients g_ce, g_tvd. One program per row (a cluster of
+// programs per row on sm_90 for the forward).
+//
+// Reduced, with the gradient with respect to the student written by the
+// kernel that reads the logits:
 //
 //   loss = (alpha sum_i ce_i + beta sum_i tvd_i) / n_valid   (mean; 0 when
 //   loss =  alpha sum_i ce_i + beta sum_i tvd_i              (sum)  n_valid = 0)
@@ -35,6 +45,54 @@ namespace ops {
 /// interpreter (host pointers; the stream is ignored; for tests and CI).
 enum class Device { Gpu, Cpu };
 
+/// The rows of one unreduced call. Strides are in elements; pointers are
+/// device memory on the GPU and host memory on the CPU.
+struct CeTvdArgs {
+  DType dtype = DType::BF16; ///< of student, teacher and grad: bf16, f16, f32
+  int64_t BT = 0;            ///< rows (tokens), in [0, 2^31)
+  int64_t V = 0;             ///< vocab, in [1, 2^31)
+  const void *student = nullptr; ///< (BT, V) logits, rows rowStride apart
+  const void *teacher = nullptr; ///< (BT, V) logits, rows rowStride apart
+  int64_t rowStride = 0;         ///< >= V; 0 means V (contiguous rows)
+  const int64_t *target = nullptr; ///< (BT) class indices, contiguous
+  int64_t ignoreIndex = -100;      ///< rows with this target give 0
+  /// The forward kernel: fused_ce_tvd_fwd (two passes over each row),
+  /// fused_ce_tvd_fwd_cluster (each row split over a thread-block cluster;
+  /// sm_90+), or empty: the cluster kernel on sm_90+, else the loop kernel.
+  std::string forwardKernel;
+  /// NAME=VALUE parameters; each kernel takes those naming its own. Empty:
+  /// each kernel's config `tilejit tune` stored for this GPU and shape, else
+  /// its defaults.
+  std::vector<std::string> set;
+};
+
+/// Bytes of the state ceTvdForward leaves for ceTvdBackward (16-byte
+/// aligned memory the caller keeps between the two): (BT) f32 each of sigma,
+/// max_s, logsum_s, max_t, logsum_t (lse = max + logsum) and the sign
+/// flags, then an i32: 0, or 1 + a row whose target is outside [0, V) and
+/// not ignore_index (such rows give 0). Never checked on the host.
+size_t ceTvdStateBytes(int64_t BT);
+
+/// Enqueues the forward on `stream`: ce and tvd, (BT) f32 each, and the
+/// state. Throws tilejit::Error before enqueuing anything for bad shapes,
+/// strides, dtypes, null pointers, parameters, or (GPU) no usable GPU. An
+/// empty batch launches nothing.
+void ceTvdForward(const CeTvdArgs &args, float *ce, float *tvd, void *state,
+                  Device device, CUstream stream = nullptr);
+
+/// Enqueues the backward on `stream`: grad, (BT, V) in the logits' dtype,
+/// rows gradStride (>= V; 0: V) apart, from the forward's state and the
+/// upstream gradients gradCe, gradTvd ((BT) f32 each). The gradient may not
+/// overwrite the student or teacher (the reduced op writes in place).
+void ceTvdBackward(const CeTvdArgs &args, const void *state,
+                   const float *gradCe, const float *gradTvd, void *grad,
+                   int64_t gradStride, Device device, CUstream stream = nullptr);
+
+/// Compiles and loads both kernels for `args` on the GPU, so that later
+/// calls only enqueue (before capturing them in a CUDA graph). Returns the
+/// configs used, "forward: ...; backward: ...".
+std::string prepareCeTvd(const CeTvdArgs &args);
+
 /// One call of the reduced CE+TVD. Strides are in elements. Pointers are
 /// device memory on the GPU and host memory on the CPU.
 struct CeTvdReducedArgs {
@@ -53,7 +111,7 @@ struct CeTvdReducedArgs {
   /// (BT) f32 each, optional: row i's ce_i and tvd_i (0 for ignored rows);
   /// null: kept in the workspace.
   float *ce = nullptr, *tvd = nullptr;
-  /// (1) i32, optional: 0, or 1 + the first row whose target is outside
+  /// (1) i32, optional: 0, or 1 + a row whose target is outside
   /// [0, V) and not ignore_index (such rows give loss and gradient 0);
   /// null: kept in the workspace. Read it when convenient: the op never
   /// synchronizes to check.

@@ -1,5 +1,5 @@
 //===- LinearCeTuning.cpp - choices the linear CE makes by timing ---------===//
-#include "kernels_spec/LinearCeTuning.h"
+#include "ops/LinearCeTuning.h"
 
 #include "tilejit/Compiler.h"
 #include "tilejit/Timing.h"
@@ -100,7 +100,7 @@ bool GemmPaths::useDsl(const std::string &problem,
   return c.dsl;
 }
 
-void GemmPaths::report(LinearCeOutputs &out) const {
+void GemmPaths::report(ops::LinearCePlanInfo &out) const {
   for (const std::string &problem : used_) {
     const Choice &c = chosen_.at(problem);
     ++out.gemmPathProblems;
@@ -122,7 +122,8 @@ void GemmPaths::report(LinearCeOutputs &out) const {
 // the last round's.
 TuneResult timeChunkCandidates(const std::vector<int64_t> &candidates,
                                const std::function<void(int64_t)> &setChunk,
-                               const std::function<void()> &step) {
+                               const std::function<void()> &step,
+                               CUstream stream) {
   std::vector<std::vector<double>> ms(candidates.size());
   std::vector<size_t> order(candidates.size());
   std::iota(order.begin(), order.end(), size_t(0));
@@ -133,10 +134,10 @@ TuneResult timeChunkCandidates(const std::vector<int64_t> &candidates,
       setChunk(candidates[i]);
       if (round == 0)
         step(); // GEMM choices and compiles: outside `once`
-      double once = cuda::timeMs(step);
+      double once = cuda::timeMs(step, stream);
       for (int w = 1; w < std::max(2, int(200 / once)); ++w)
         step();
-      for (double t : cuda::timeEachMs(step, 3))
+      for (double t : cuda::timeEachMs(step, 3, stream))
         ms[i].push_back(t);
     }
     if (round == 0) {

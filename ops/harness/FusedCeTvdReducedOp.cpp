@@ -1,7 +1,7 @@
 //===- FusedCeTvdReducedOp.cpp - host side of the reduced CE+TVD ----------===//
-#include "kernels_spec/FusedCeTvdReducedOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
 
-#include "kernels_spec/FusedCeTvdTune.h"
+#include "ops/harness/FusedCeTvdTune.h"
 #include "runtime/Autotuner.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"

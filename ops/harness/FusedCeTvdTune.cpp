@@ -1,8 +1,9 @@
 //===- FusedCeTvdTune.cpp - CE+TVD tuning targets on the GPU --------------===//
-#include "kernels_spec/FusedCeTvdTune.h"
+#include "ops/harness/FusedCeTvdTune.h"
+#include "ops/TunedConfig.h"
 
 #include "kernels_spec/FusedCeTvdArgs.h"
-#include "kernels_spec/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdOp.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
@@ -230,19 +231,9 @@ TuneParams defaultParams(const char *name, DType dtype) {
 
 TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
                          const DeviceIdentity &device, bool inPlace) {
-  TuningKey key;
-  key.kernel = kernel;
-  key.shape = findKernel(kernel).tuningShapeKey(
-      {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}});
-  key.dtype = dtypeName(in.dtype);
-  key.device = device;
-  key.kernelVersion = compilerSourceHash();
-  for (const ParamSpec &p : findKernel(kernel).params) {
-    key.kernelVersion += ";" + p.name + "=";
-    for (int64_t c : p.candidates)
-      key.kernelVersion += std::to_string(c) + ",";
-  }
-  return key;
+  return kernelTuningKey(findKernel(kernel), in.dtype,
+                         {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}},
+                         device);
 }
 
 std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
@@ -250,16 +241,9 @@ std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
                                              const DeviceIdentity &device,
                                              std::string *source,
                                              bool inPlace) {
-  TuningDatabase db = TuningDatabase::fromEnvironment();
-  TuningKey key = ceTvdTuningKey(kernel, in, device, inPlace);
-  if (std::optional<TuningEntry> e = db.lookup(key)) {
-    *source = "tuned, " + db.pathFor(key).string();
-    return paramOverrides(e->best);
-  }
-  *source = db.enabled() ? "default; not tuned for " + key.shape + " " +
-                               key.dtype + " on this GPU"
-                         : "default; TILEJIT_CACHE=0";
-  return {};
+  return tunedOverrides(findKernel(kernel), in.dtype,
+                        {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}},
+                        device, source);
 }
 
 CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,

@@ -1,22 +1,18 @@
 //===- LinearCeOp.h - the chunked fused linear cross-entropy ----*- C++ -*-===//
 //
-// The host side of docs/semantics.md §2 on the CPU: rows are processed in
-// chunks; for each chunk the logits z = h_c W^T (+ b) are formed (fp32
-// accumulation, as a GPU GEMM), lce_logits_grad (LinearCe.h) runs in the
-// interpreter and leaves d loss / d z in their place, then dh_c = dz W and
-// dW += dz^T h_c, db += sum dz (fp32). Only one chunk of logits exists at a
-// time: chunkRows x V floats.
-//
-// runLinearCeGpu (LinearCeGpu.cpp) does the same with cuBLASLt GEMMs. Not
-// here yet: the GEMMs through tilejit's own tile `dot`.
+// Host vectors in, host vectors out, over the op of tilejit/ops/LinearCe.h
+// (docs/semantics.md §2): `tilejit run|bench` and the tests. The GPU runner
+// uploads the inputs, prepares the op (its timed choices), runs it (also as
+// a CUDA graph, on request), times it and copies the results back.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TILEJIT_KERNELS_SPEC_LINEARCEOP_H
-#define TILEJIT_KERNELS_SPEC_LINEARCEOP_H
+#ifndef TILEJIT_OPS_HARNESS_LINEARCEOP_H
+#define TILEJIT_OPS_HARNESS_LINEARCEOP_H
 
 #include "kernels_spec/reference/LinearCeReference.h"
 #include "tilejit/DSL.h"
 #include "tilejit/TileModule.h"
+#include "tilejit/ops/LinearCe.h"
 
 #include <string>
 #include <vector>
@@ -56,11 +52,8 @@ struct LinearCeOptions {
   /// lce_gemm cannot run; lce_gemm alone when cuBLASLt cannot be opened).
   /// The CPU runs plain loops for CublasLt and Auto. The library's default
   /// is CublasLt; the CLI's is auto.
-  enum class GemmBackend {
-    CublasLt,
-    Dsl,
-    Auto
-  } gemmBackend = GemmBackend::CublasLt;
+  using GemmBackend = ops::GemmBackend;
+  GemmBackend gemmBackend = GemmBackend::CublasLt;
   /// GPU: with n > 1, each GEMM problem times cuBLASLt's first n heuristic
   /// algorithms once, in a warm-up run, and keeps the fastest
   /// (cublaslt::Gemm::setTimedCandidates) in the tuning database, where
@@ -112,10 +105,7 @@ struct LinearCeOutputs {
   /// timed now (median ms of both paths), and the number of problems: all
   /// of them, those whose choice came from the tuning database, and those
   /// running on lce_gemm.
-  struct GemmPathTiming {
-    std::string problem;
-    double cublasLtMs, lceGemmMs;
-  };
+  using GemmPathTiming = ops::LinearCePlanInfo::GemmPathTiming;
   std::vector<GemmPathTiming> gemmPathTimings;
   int gemmPathProblems = 0, gemmPathsFromStore = 0, gemmPathsOnDsl = 0;
   bool ranAsGraph = false; ///< GPU: the results came from a CUDA graph
@@ -136,10 +126,6 @@ ref::LinearCeInputs makeLinearCeInputs(int64_t N, int64_t d, int64_t V,
 int64_t linearCeChunkRows(const ref::LinearCeInputs &in,
                           const LinearCeOptions &options);
 
-/// The factor dz is stored with: N for a mean over f16 inputs (whose dz of
-/// size ~p/N would underflow f16), else 1.
-float linearCeDzScale(const ref::LinearCeInputs &in,
-                      const LinearCeOptions &options);
 
 /// Chunk sizes worth timing: N split into k equal chunks (rounded as in
 /// linearCeChunkRows) for the fewest chunks that fit and for 1.5x, 2x, 4x
@@ -147,16 +133,7 @@ float linearCeDzScale(const ref::LinearCeInputs &in,
 std::vector<int64_t> linearCeChunkCandidates(const ref::LinearCeInputs &in,
                                              const LinearCeOptions &options);
 
-/// Builds linear-CE program `name` (LinearCe.h) for in's shape; for
-/// lce_logits_grad with the options' overrides that name its parameters.
-TileModule buildLinearCeKernel(const char *name, DType dtype,
-                               const ref::LinearCeInputs &in,
-                               const LinearCeOptions &options);
 
-/// The config of lce_gemm for one product of the chunk loop: the options'
-/// lce_gemm overrides, then the transposes and C's dtype (f32 or `dtype`).
-dsl::Config lceGemmConfig(DType dtype, const LinearCeOptions &options,
-                          bool transA, bool transB, bool cF32);
 
 /// "cublaslt", "tilejit" or "auto"; throws tilejit::Error for anything
 /// else.
@@ -167,7 +144,11 @@ const char *gemmBackendName(LinearCeOptions::GemmBackend backend);
 /// each problem timed now (both paths' ms) and the counts per path.
 std::string describeGemmPaths(const LinearCeOutputs &out);
 
-/// Throws tilejit::Error for bad shapes, targets or options.
+/// The op's arguments for `in` and `options`, without the pointers.
+ops::LinearCeArgs linearCeArgs(const ref::LinearCeInputs &in,
+                               const LinearCeOptions &options);
+/// Throws tilejit::Error for bad shapes or options (ops::validateLinearCe
+/// and the host vectors' sizes).
 void validateLinearCe(const ref::LinearCeInputs &in,
                       const LinearCeOptions &options);
 
@@ -205,4 +186,4 @@ LinearCeCheck checkLinearCe(const ref::LinearCeInputs &in,
 
 } // namespace tilejit
 
-#endif // TILEJIT_KERNELS_SPEC_LINEARCEOP_H
+#endif // TILEJIT_OPS_HARNESS_LINEARCEOP_H

@@ -16,8 +16,8 @@
 // bad_target flag, is zeroed before every launch.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TILEJIT_KERNELS_SPEC_FUSEDCETVDTUNE_H
-#define TILEJIT_KERNELS_SPEC_FUSEDCETVDTUNE_H
+#ifndef TILEJIT_OPS_HARNESS_FUSEDCETVDTUNE_H
+#define TILEJIT_OPS_HARNESS_FUSEDCETVDTUNE_H
 
 #include "kernels_spec/reference/Inputs.h"
 #include "runtime/Autotuner.h"
@@ -86,4 +86,4 @@ CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
 
 } // namespace tilejit
 
-#endif // TILEJIT_KERNELS_SPEC_FUSEDCETVDTUNE_H
+#endif // TILEJIT_OPS_HARNESS_FUSEDCETVDTUNE_H

@@ -12,10 +12,10 @@
 // bitwise reproducible).
 //
 //===----------------------------------------------------------------------===//
-#ifndef TILEJIT_KERNELS_SPEC_FUSEDCETVDREDUCEDOP_H
-#define TILEJIT_KERNELS_SPEC_FUSEDCETVDREDUCEDOP_H
+#ifndef TILEJIT_OPS_HARNESS_FUSEDCETVDREDUCEDOP_H
+#define TILEJIT_OPS_HARNESS_FUSEDCETVDREDUCEDOP_H
 
-#include "kernels_spec/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdOp.h"
 
 #include <functional>
 
@@ -76,4 +76,4 @@ std::vector<std::string> tuneCeTvdReducedGpu(
 
 } // namespace tilejit
 
-#endif // TILEJIT_KERNELS_SPEC_FUSEDCETVDREDUCEDOP_H
+#endif // TILEJIT_OPS_HARNESS_FUSEDCETVDREDUCEDOP_H

@@ -6,8 +6,8 @@
 // and checks the results against the fp64 reference.
 //
 //===----------------------------------------------------------------------===//
-#ifndef TILEJIT_KERNELS_SPEC_FUSEDCETVDOP_H
-#define TILEJIT_KERNELS_SPEC_FUSEDCETVDOP_H
+#ifndef TILEJIT_OPS_HARNESS_FUSEDCETVDOP_H
+#define TILEJIT_OPS_HARNESS_FUSEDCETVDOP_H
 
 #include "kernels_spec/reference/Inputs.h"
 
@@ -102,4 +102,4 @@ std::vector<int64_t> sampleCheckRows(int64_t BT, int64_t count);
 
 } // namespace tilejit
 
-#endif // TILEJIT_KERNELS_SPEC_FUSEDCETVDOP_H
+#endif // TILEJIT_OPS_HARNESS_FUSEDCETVDOP_H

@@ -1,8 +1,8 @@
 //===- FusedCeTvdOp.cpp - host side of the CE+TVD kernels -----------------===//
-#include "kernels_spec/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdOp.h"
 
 #include "kernels_spec/FusedCeTvdArgs.h"
-#include "kernels_spec/FusedCeTvdTune.h"
+#include "ops/harness/FusedCeTvdTune.h"
 #include "kernels_spec/reference/CeTvdReference.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"

@@ -1,19 +1,19 @@
 //===- LinearCeTuning.h - choices the linear CE makes by timing -*- C++ -*-===//
 //
-// What runLinearCeGpu decides by timing on the GPU in front of it, each
+// What prepareLinearCe decides by timing on the GPU in front of it, each
 // kept in the tuning database: cuBLASLt's algorithm per GEMM problem, the
 // GEMM path per problem (cuBLASLt or lce_gemm, GemmBackend::Auto), and the
-// rows per chunk (LinearCeOptions::tuneChunkRows).
+// rows per chunk (LinearCeTuning::tuneChunkRows).
 //
 //===----------------------------------------------------------------------===//
-#ifndef TILEJIT_KERNELS_SPEC_LINEARCETUNING_H
-#define TILEJIT_KERNELS_SPEC_LINEARCETUNING_H
+#ifndef TILEJIT_OPS_LINEARCETUNING_H
+#define TILEJIT_OPS_LINEARCETUNING_H
 
-#include "kernels_spec/LinearCeOp.h"
 #include "runtime/Autotuner.h"
 #include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/TuningDatabase.h"
+#include "tilejit/ops/LinearCe.h"
 
 #include <functional>
 #include <map>
@@ -46,8 +46,8 @@ public:
   /// The report covers the problems run from here on (the chunk tuner's
   /// candidates are not the chunk that runs).
   void startReport() { used_.clear(); }
-  /// Adds the problems run since startReport to out's GEMM-path counts.
-  void report(LinearCeOutputs &out) const;
+  /// Adds the problems run since startReport to info's GEMM-path counts.
+  void report(ops::LinearCePlanInfo &info) const;
 
 private:
   struct Choice {
@@ -64,8 +64,9 @@ private:
 /// loop use it) and picks the fastest (details in LinearCeTuning.cpp).
 TuneResult timeChunkCandidates(const std::vector<int64_t> &candidates,
                                const std::function<void(int64_t)> &setChunk,
-                               const std::function<void()> &step);
+                               const std::function<void()> &step,
+                               CUstream stream);
 
 } // namespace tilejit
 
-#endif // TILEJIT_KERNELS_SPEC_LINEARCETUNING_H
+#endif // TILEJIT_OPS_LINEARCETUNING_H

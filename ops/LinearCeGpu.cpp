@@ -1,0 +1,319 @@
+//===- LinearCeGpu.cpp - the chunked fused linear CE on the GPU -----------===//
+//
+// The chunk loop with cuBLASLt GEMMs (runtime/CublasLt.h) or tilejit's own
+// (lce_gemm), and the DSL programs compiled for the GPU in front of us. A
+// plan per problem (shape, dtype, features, options) holds the compiled
+// programs, the cuBLASLt handle with its chosen algorithms and the chunk
+// size; a call only enqueues on the caller's stream.
+//
+//===----------------------------------------------------------------------===//
+#include "ops/LinearCeParts.h"
+#include "ops/LinearCeTuning.h"
+
+#include "runtime/Autotuner.h"
+#include "runtime/CublasLt.h"
+#include "runtime/CudaDriver.h"
+#include "runtime/TuningDatabase.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace tilejit {
+namespace ops {
+namespace lce {
+namespace {
+
+const char *backendName(GemmBackend b) {
+  return b == GemmBackend::CublasLt ? "cublaslt"
+         : b == GemmBackend::Dsl    ? "tilejit"
+                                    : "auto";
+}
+
+/// Everything a call's kernels, GEMM choices and chunk follow from.
+std::string planKey(const LinearCeArgs &a) {
+  std::map<std::string, int64_t> p = problem(a);
+  std::string key = std::string(dtypeName(a.dtype)) + ",d=" +
+                    std::to_string(a.d);
+  for (const auto &[name, value] : p)
+    key += "," + name + "=" + std::to_string(value);
+  return key + ",reduction=" + std::to_string(int(a.reduction)) +
+         ",chunk=" + std::to_string(a.chunkRows) +
+         ",budget=" + std::to_string(a.memoryBudgetBytes) +
+         ",workspace=" + std::to_string(a.gemmWorkspaceBytes) +
+         ",bf16acc=" + std::to_string(a.bf16GradAccumulation) +
+         ",gemm=" + backendName(a.gemmBackend) + ",set=" + llvm::join(a.set, ";");
+}
+
+struct Plan {
+  std::mutex mutex; // one call at a time: the cuBLASLt handle is not shared
+  cuda::Device device = cuda::Device::open();
+  GemmBackend backend;
+  std::string note;
+  std::optional<Programs> programs;
+  std::map<std::string, std::pair<Kernel, dsl::Config>> dslGemms;
+  std::optional<cublaslt::Gemm> gemm;
+  std::optional<GemmPaths> paths;
+  int64_t chunk = 0;
+  bool mayTimePaths = false; ///< only in prepareLinearCe's warm-up step
+
+  explicit Plan(const LinearCeArgs &a) {
+    // Auto picks per problem where lce_gemm can run (bf16/f16, mma.sync on
+    // sm_80+), and falls back to lce_gemm alone when cuBLASLt cannot be
+    // opened.
+    bool tensorCores = device.computeCapability().first >= 8;
+    bool dslEligible = a.dtype != DType::F32 && tensorCores;
+    backend = a.gemmBackend;
+    if (backend == GemmBackend::Dsl && !tensorCores)
+      throw Error("fused_linear_ce: the DSL GEMMs (lce_gemm) need sm_80 or "
+                  "newer (this GPU is " +
+                  device.archString() + ")");
+    std::string why;
+    if (backend == GemmBackend::Auto && dslEligible &&
+        !cublaslt::available(&why)) {
+      backend = GemmBackend::Dsl;
+      note = "cuBLASLt unavailable: " + why;
+    }
+    if (backend != GemmBackend::Dsl)
+      gemm.emplace(size_t(a.gemmWorkspaceBytes), /*allocateWorkspace=*/false);
+    if (backend == GemmBackend::Auto && dslEligible)
+      paths.emplace(device, a.dtype);
+    programs = buildPrograms(a, a.dtype);
+    for (const Kernel *k : {&programs->weights, &programs->rows, &programs->sum})
+      k->compileForGpu();
+    chunk = linearCeChunkRows(a);
+  }
+
+  /// C = alpha op(A) op(B) + beta C by lce_gemm: one program per BLOCK_M x
+  /// BLOCK_N block of C, compiled per transpose, C dtype and --set.
+  void dslGemm(const LinearCeArgs &a, const cublaslt::Matrix &A, bool ta,
+               const cublaslt::Matrix &B, bool tb, const cublaslt::Matrix &C,
+               float alpha, float beta, CUstream stream) {
+    dsl::Config config = gemmConfig(a, ta, tb, C.dtype == DType::F32);
+    auto it = dslGemms.find(config.str());
+    if (it == dslGemms.end()) {
+      Kernel k(findKernel("lce_gemm").build(config));
+      k.compileForGpu();
+      it = dslGemms.emplace(config.str(), std::make_pair(k, config)).first;
+    }
+    int64_t bm = config.get("BLOCK_M"), bn = config.get("BLOCK_N");
+    int64_t m = C.rows, n = C.cols, kk = ta ? A.rows : A.cols;
+    auto ptr = [](const cublaslt::Matrix &x) {
+      return KernelArg::pointer(reinterpret_cast<void *>(x.ptr), x.dtype);
+    };
+    it->second.first.launch(
+        {(m + bm - 1) / bm, (n + bn - 1) / bn},
+        {ptr(A), ptr(B), ptr(C), KernelArg::i32(int32_t(m)),
+         KernelArg::i32(int32_t(n)), KernelArg::i32(int32_t(kk)),
+         KernelArg::i64(A.ld), KernelArg::i64(B.ld), KernelArg::i64(C.ld),
+         KernelArg::f32(alpha), KernelArg::f32(beta)},
+        stream);
+  }
+
+  void runGemm(const LinearCeArgs &a, const cublaslt::Matrix &A, bool ta,
+               const cublaslt::Matrix &B, bool tb, const cublaslt::Matrix &C,
+               float alpha, float beta, CUstream stream) {
+    auto viaCublas = [&] { gemm->run(A, ta, B, tb, C, alpha, beta, stream); };
+    auto viaDsl = [&] { dslGemm(a, A, ta, B, tb, C, alpha, beta, stream); };
+    if (!gemm)
+      return viaDsl();
+    if (!paths)
+      return viaCublas();
+    // Everything the choice depends on: cuBLASLt's problem and the
+    // lce_gemm config.
+    std::string problem =
+        gemm->problemKey(A, ta, B, tb, C, beta) + ", lce_gemm " +
+        gemmConfig(a, ta, tb, C.dtype == DType::F32).str();
+    if (paths->useDsl(problem, viaCublas, viaDsl, stream, mayTimePaths))
+      return viaDsl();
+    viaCublas();
+  }
+
+  /// The GEMMs and the row program of the chunk at row r0 (all of them, or
+  /// the one `only` names).
+  void chunkSteps(const LinearCeArgs &a, const Buffers &b, int64_t r0,
+                  std::optional<Step> only, CUstream stream) {
+    int64_t rows = std::min(chunk, a.N - r0);
+    size_t es = dtypeSize(a.dtype);
+    auto at = [](const void *p, int64_t elements, size_t size) {
+      return reinterpret_cast<uint64_t>(p) + uint64_t(elements) * size;
+    };
+    int64_t ldx = inputStride(a), ldg = gradInputStride(a);
+    DType acc = accType(a);
+    void *dzPtr = dzInPlace(a) ? b.logits : b.dz;
+    cublaslt::Matrix hc{at(a.input, r0 * ldx, es), a.dtype, rows, a.d, ldx};
+    cublaslt::Matrix W{at(a.weight, 0, es), a.dtype, a.V, a.d,
+                       weightStride(a)};
+    cublaslt::Matrix z{at(b.logits, 0, 1), logitsType(a), rows, a.V, a.V};
+    cublaslt::Matrix dz{at(dzPtr, 0, 1), a.dtype, rows, a.V, a.V};
+    auto runs = [&](Step s) { return !only || *only == s; };
+    float unscale = 1.f / dzScale(a); // the GEMMs' alpha
+    if (runs(Step::LogitsGemm))
+      runGemm(a, hc, false, W, true, z, 1.f, 0.f, stream); // z = h_c W^T
+    if (runs(Step::RowsProgram))
+      programs->rows.launch(
+          {rows},
+          rowsArgs(a, b, KernelArg::pointer(b.logits, logitsType(a)),
+                   KernelArg::pointer(dzPtr, a.dtype), r0),
+          stream);
+    if (runs(Step::DhGemm))
+      runGemm(a, dz, false, W, false,
+              {at(a.gradInput, r0 * ldg, es), a.dtype, rows, a.d, ldg},
+              unscale, 0.f, stream);
+    // The first chunk overwrites dW and db (beta 0): no memset, no read.
+    float beta = r0 == 0 ? 0.f : 1.f;
+    if (runs(Step::DwGemm)) {
+      runGemm(a, dz, true, hc, false, {at(a.gradWeight, 0, 1), acc, a.V, a.d, a.d},
+              unscale, beta, stream);
+      if (a.bias)
+        runGemm(a, {at(b.ones, 0, 1), a.dtype, 1, rows, rows}, false, dz, false,
+                {at(a.gradBias, 0, 1), acc, 1, a.V, a.V}, unscale, beta,
+                stream);
+    }
+  }
+
+  /// One forward + backward, enqueued on `stream`.
+  void step(const LinearCeArgs &a, const Buffers &b, CUstream stream) {
+    if (gemm)
+      gemm->setWorkspace(reinterpret_cast<uint64_t>(b.gemm));
+    if (a.bias) { // the db GEMM's row of ones, in the input dtype
+      uint32_t one = a.dtype == DType::BF16  ? 0x3f80
+                     : a.dtype == DType::F16 ? 0x3c00
+                                             : 0x3f800000;
+      cuda::fillAsync(reinterpret_cast<CUdeviceptr>(b.ones), one,
+                      dtypeSize(a.dtype), size_t(chunk), stream);
+    }
+    programs->weights.launch({1}, weightsArgs(a, b), stream);
+    for (int64_t r0 = 0; r0 < a.N; r0 += chunk)
+      chunkSteps(a, b, r0, std::nullopt, stream);
+    if (a.reduction != Reduction::None)
+      programs->sum.launch({1}, sumArgs(a, b), stream);
+  }
+};
+
+Plan &planFor(const LinearCeArgs &a) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Plan>> plans;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Plan> &slot = plans[planKey(a)];
+  if (!slot)
+    slot = std::make_unique<Plan>(a);
+  return *slot;
+}
+
+Buffers buffersFor(const LinearCeArgs &a, void *workspace) {
+  return buffers(a, layout(a, Device::Gpu, linearCeChunkRows(a)), workspace);
+}
+
+} // namespace
+
+void runOnGpu(const LinearCeArgs &a, void *workspace, size_t, CUstream stream) {
+  Plan &plan = planFor(a);
+  std::lock_guard<std::mutex> lock(plan.mutex);
+  plan.step(a, buffersFor(a, workspace), stream);
+}
+
+void enqueueFirstChunkStep(const LinearCeArgs &a, void *workspace, size_t,
+                           Step step, CUstream stream) {
+  Plan &plan = planFor(a);
+  std::lock_guard<std::mutex> lock(plan.mutex);
+  Buffers b = buffersFor(a, workspace);
+  if (plan.gemm)
+    plan.gemm->setWorkspace(reinterpret_cast<uint64_t>(b.gemm));
+  plan.chunkSteps(a, b, 0, step, stream);
+}
+
+} // namespace lce
+
+LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
+                                 size_t workspaceBytes,
+                                 const LinearCeTuning &tuning,
+                                 CUstream stream) {
+  validateLinearCe(a);
+  LinearCePlanInfo info;
+  if (a.N == 0)
+    return info;
+  size_t need = linearCeWorkspaceBytes(a, Device::Gpu);
+  if (!workspace || workspaceBytes < need)
+    throw Error("fused_linear_ce: the workspace has " +
+                std::to_string(workspace ? workspaceBytes : 0) +
+                " bytes; this call needs " + std::to_string(need) +
+                " (linearCeWorkspaceBytes)");
+  if (tuning.gemmCandidates < 1)
+    throw Error("fused_linear_ce: gemm candidates must be >= 1 (got " +
+                std::to_string(tuning.gemmCandidates) + ")");
+  lce::Plan &plan = lce::planFor(a);
+  std::lock_guard<std::mutex> lock(plan.mutex);
+  lce::Buffers b = lce::buffersFor(a, workspace);
+  auto step = [&] { plan.step(a, b, stream); };
+  // Timing cuBLASLt's candidates runs each product several times: only in
+  // these warm-up steps.
+  if (plan.gemm) {
+    plan.gemm->setTimedCandidates(tuning.gemmCandidates);
+    plan.gemm->setChoiceStore(gemmChoiceStore(plan.device, a.dtype));
+  }
+  info.chunkSource = "memory budget";
+  if (tuning.tuneChunkRows) {
+    TuningDatabase db = TuningDatabase::fromEnvironment();
+    TuningKey key;
+    key.kernel = "fused_linear_ce";
+    key.shape = "N=" + std::to_string(a.N) + "," + lce::planKey(a);
+    key.dtype = dtypeName(a.dtype);
+    key.device = deviceIdentity(plan.device);
+    key.kernelVersion = compilerSourceHash();
+    bool fromDb = false;
+    int64_t most = linearCeChunkRows(a);
+    TuningEntry e = lookupOrTune(
+        db, key,
+        [&] {
+          TuneResult r = timeChunkCandidates(
+              lce::chunkCandidates(a),
+              [&](int64_t rows) { plan.chunk = rows; }, step, stream);
+          for (const Trial &t : r.trials)
+            info.chunkTrials.push_back({t.params.at("CHUNK_ROWS"), t.ms});
+          return r;
+        },
+        false, &fromDb);
+    plan.chunk = e.best.at("CHUNK_ROWS");
+    info.chunkSource = fromDb ? db.pathFor(key).string() : "tuned now";
+    // The workspace holds `most` rows: a stored entry must not ask for more.
+    if (plan.chunk < 1 || plan.chunk > most) {
+      int64_t asked = plan.chunk;
+      plan.chunk = most;
+      throw Error("fused_linear_ce: the tuning entry " + info.chunkSource +
+                  " asks for " + std::to_string(asked) +
+                  " rows per chunk, outside 1.." + std::to_string(most) +
+                  " (remove the file, or run `tilejit cache clear`)");
+    }
+  }
+  if ((plan.gemm && tuning.gemmCandidates > 1) || plan.paths) {
+    if (plan.paths)
+      plan.paths->startReport();
+    plan.mayTimePaths = true;
+    step();
+    plan.mayTimePaths = false;
+    if (plan.gemm) {
+      info.gemmProblemsTimed = plan.gemm->problemsTimed();
+      info.gemmProblemsFromStore = plan.gemm->problemsFromStore();
+      info.gemmChoicesChanged =
+          plan.gemm->problemsWhereTimingChangedTheAlgorithm();
+    }
+  }
+  if (plan.gemm)
+    plan.gemm->setTimedCandidates(1);
+  if (plan.paths)
+    plan.paths->report(info);
+  cuda::synchronize(stream);
+  info.chunkRows = plan.chunk;
+  info.gemmBackend = plan.backend;
+  info.note = plan.note;
+  return info;
+}
+
+} // namespace ops
+} // namespace tilejit

@@ -1,0 +1,49 @@
+//===- TunedConfig.cpp - a kernel's entry in the tuning database ----------===//
+#include "ops/TunedConfig.h"
+
+#include "runtime/Autotuner.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+
+namespace tilejit {
+
+TuningKey kernelTuningKey(const KernelSpec &spec, DType dtype,
+                          const std::map<std::string, int64_t> &shape,
+                          const DeviceIdentity &device) {
+  TuningKey key;
+  key.kernel = spec.name;
+  key.shape = spec.tuningShapeKey(shape);
+  key.dtype = dtypeName(dtype);
+  key.device = device;
+  // A winner among other candidates than today's is not today's winner.
+  key.kernelVersion = compilerSourceHash();
+  for (const ParamSpec &p : spec.params) {
+    key.kernelVersion += ";" + p.name + "=";
+    for (int64_t c : p.candidates)
+      key.kernelVersion += std::to_string(c) + ",";
+  }
+  return key;
+}
+
+std::vector<std::string>
+tunedOverrides(const KernelSpec &spec, DType dtype,
+               const std::map<std::string, int64_t> &shape,
+               const DeviceIdentity &device, std::string *source) {
+  TuningDatabase db = TuningDatabase::fromEnvironment();
+  TuningKey key = kernelTuningKey(spec, dtype, shape, device);
+  if (std::optional<TuningEntry> e = db.lookup(key)) {
+    *source = "tuned, " + db.pathFor(key).string();
+    return paramOverrides(e->best);
+  }
+  *source = db.enabled() ? "default; not tuned for " + key.shape + " " +
+                               key.dtype + " on this GPU"
+                         : "default; TILEJIT_CACHE=0";
+  return {};
+}
+
+const DeviceIdentity &currentGpuIdentity() {
+  static const DeviceIdentity id = deviceIdentity(cuda::Device::open());
+  return id;
+}
+
+} // namespace tilejit

@@ -1,0 +1,39 @@
+//===- TunedConfig.h - a kernel's entry in the tuning database --*- C++ -*-===//
+//
+// What `tilejit tune` stores for a kernel spec and what a tuned compile
+// (KernelOptions::tuned) looks up: one entry per kernel, shape (the spec's
+// tuneKey sizes), dtype and GPU, valid for one compiler source and one set
+// of candidate values.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_OPS_TUNEDCONFIG_H
+#define TILEJIT_OPS_TUNEDCONFIG_H
+
+#include "runtime/TuningDatabase.h"
+#include "tilejit/KernelSpec.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tilejit {
+
+/// The key of `spec` for `shape` (only its tuneKey sizes count) and `dtype`
+/// on `device`.
+TuningKey kernelTuningKey(const KernelSpec &spec, DType dtype,
+                          const std::map<std::string, int64_t> &shape,
+                          const DeviceIdentity &device);
+
+/// The stored config of `spec` as NAME=VALUE overrides, or empty when there
+/// is none; *source names the file, or says why there is none.
+std::vector<std::string>
+tunedOverrides(const KernelSpec &spec, DType dtype,
+               const std::map<std::string, int64_t> &shape,
+               const DeviceIdentity &device, std::string *source);
+
+/// The identity of the current GPU (opened once per process).
+const DeviceIdentity &currentGpuIdentity();
+
+} // namespace tilejit
+
+#endif // TILEJIT_OPS_TUNEDCONFIG_H
