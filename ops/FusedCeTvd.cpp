@@ -114,7 +114,8 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
   std::string source = set.empty() ? "default" : "set";
   std::string key = std::string(dtypeName(a.dtype)) + "|" +
                     spec.tuningShapeKey(shape) + "|" + std::to_string(place) +
-                    std::to_string(aligned) + "|" + llvm::join(set, ",") +
+                    std::to_string(aligned) + std::to_string(a.useTuned) +
+                    "|" + llvm::join(set, ",") +
                     (device == Device::Gpu ? "|gpu" : "|cpu");
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Kernels>> cache;
@@ -122,7 +123,7 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
   std::unique_ptr<Kernels> &slot = cache[key];
   if (slot)
     return *slot;
-  if (device == Device::Gpu && set.empty())
+  if (device == Device::Gpu && set.empty() && a.useTuned)
     set = tunedOverrides(spec, a.dtype, shape, currentGpuIdentity(), &source);
   dsl::Config c = spec.config(a.dtype, set, shape);
   auto helper = [](const char *name) {

@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -84,7 +85,8 @@ const Built &kernelFor(const std::string &name, const CeTvdArgs &a,
       {"BT", a.BT}, {"V", a.V}, {"IN_PLACE", 0}};
   std::vector<std::string> set = spec.ownOverrides(a.set);
   std::string key = name + "|" + dtypeName(a.dtype) + "|" +
-                    spec.tuningShapeKey(shape) + "|" + llvm::join(a.set, ",") +
+                    spec.tuningShapeKey(shape) + "|" +
+                    std::to_string(a.useTuned) + llvm::join(a.set, ",") +
                     (device == Device::Gpu ? "|gpu" : "|cpu");
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Built>> cache;
@@ -93,7 +95,7 @@ const Built &kernelFor(const std::string &name, const CeTvdArgs &a,
   if (slot)
     return *slot;
   std::string source = a.set.empty() ? "default" : "set";
-  if (device == Device::Gpu && a.set.empty())
+  if (device == Device::Gpu && a.set.empty() && a.useTuned)
     set = tunedOverrides(spec, a.dtype, shape, currentGpuIdentity(), &source);
   dsl::Config c = spec.config(a.dtype, set, shape);
   int64_t cluster = c.params.count("CLUSTER_SIZE") ? c.get("CLUSTER_SIZE") : 1;
@@ -195,14 +197,22 @@ void ceTvdBackward(const CeTvdArgs &a, const void *state, const float *gradCe,
   run(kernelFor(kBackward, a, device), a, true, p, gs, device, stream);
 }
 
-std::string prepareCeTvd(const CeTvdArgs &a) {
+CeTvdPrepared prepareCeTvd(const CeTvdArgs &a) {
   validate(a, "prepare");
-  const Built &f = kernelFor(forwardKernel(a, Device::Gpu), a, Device::Gpu);
-  const Built &b = kernelFor(kBackward, a, Device::Gpu);
-  f.kernel.compileForGpu();
-  b.kernel.compileForGpu();
-  return "forward: " + f.kernel.name() + " " + f.config +
-         "; backward: " + b.config;
+  CeTvdPrepared p;
+  auto jit = [&](const std::string &name, std::string &config, double &ms) {
+    auto t0 = std::chrono::steady_clock::now();
+    const Built &k = kernelFor(name, a, Device::Gpu);
+    k.kernel.compileForGpu();
+    ms = std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+             .count();
+    config = k.config;
+  };
+  p.forwardKernel = forwardKernel(a, Device::Gpu);
+  jit(p.forwardKernel, p.forwardConfig, p.forwardJitMs);
+  jit(kBackward, p.backwardConfig, p.backwardJitMs);
+  return p;
 }
 
 } // namespace ops

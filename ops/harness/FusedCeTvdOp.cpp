@@ -2,16 +2,13 @@
 #include "ops/harness/FusedCeTvdOp.h"
 
 #include "kernels_spec/FusedCeTvdArgs.h"
-#include "ops/harness/FusedCeTvdTune.h"
 #include "kernels_spec/reference/CeTvdReference.h"
-#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
-#include "tilejit/Interpreter.h"
 #include "tilejit/KernelSpec.h"
 #include "tilejit/Timing.h"
+#include "tilejit/ops/FusedCeTvd.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -20,6 +17,8 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -27,23 +26,6 @@ namespace tilejit {
 namespace {
 
 using namespace cetvd;
-
-/// Host memory for every buffer (inputs point into the caller's vectors).
-struct HostBuffers {
-  std::array<void *, NumBufs> data{};
-  std::array<DType, NumBufs> dtype{};
-  std::array<int64_t, NumBufs> count{};
-  int32_t badTarget = 0;
-  std::vector<float> gCe, gTvd, maxS, logSumS, maxT, logSumT, fastSigns;
-
-  /// lse = max + log sum-exp, for the caller.
-  void fillLse(CeTvdOutputs &out) const {
-    lseFromParts(maxS, logSumS, out.lseS);
-    lseFromParts(maxT, logSumT, out.lseT);
-  }
-
-  size_t bytes(Buf b) const { return count[b] * dtypeSize(dtype[b]); }
-};
 
 /// The forward kernel (chosen: `options.forwardKernel` is resolved) and
 /// that every --set names a parameter of it or of the backward.
@@ -103,58 +85,6 @@ CeTvdOutputs emptyBatch(const CeTvdRunOptions &opts, const std::string &arch,
   return out;
 }
 
-/// Points every buffer at `in` / `out` storage.
-void hostBuffers(HostBuffers &h, const ref::CeTvdInputs &in,
-                 const std::vector<float> &gCe, const std::vector<float> &gTvd,
-                 CeTvdOutputs &out) {
-  int64_t n = in.BT * in.V;
-  for (auto *v : {&out.ce, &out.tvd, &out.lseS, &out.lseT, &out.sigma})
-    v->assign(in.BT, 0.f);
-  out.grad.assign(n * dtypeSize(in.dtype), 0);
-  h.gCe = gCe;
-  h.gTvd = gTvd;
-  for (auto *v : {&h.maxS, &h.logSumS, &h.maxT, &h.logSumT, &h.fastSigns})
-    v->assign(in.BT, 0.f);
-  auto set = [&](Buf b, const void *p) {
-    h.data[b] = const_cast<void *>(p);
-    h.dtype[b] = bufDType(b, in.dtype);
-    h.count[b] = bufCount(b, in.BT, in.V);
-  };
-  set(Student, in.student.data());
-  set(Teacher, in.teacher.data());
-  set(Target, in.target.data());
-  set(Ce, out.ce.data());
-  set(Tvd, out.tvd.data());
-  set(Sigma, out.sigma.data());
-  set(MaxS, h.maxS.data());
-  set(LogSumS, h.logSumS.data());
-  set(MaxT, h.maxT.data());
-  set(LogSumT, h.logSumT.data());
-  set(FastSigns, h.fastSigns.data());
-  set(BadTarget, &h.badTarget);
-  set(GCe, h.gCe.data());
-  set(GTvd, h.gTvd.data());
-  set(Grad, out.grad.data());
-}
-
-/// Builds kernel `name` for in's shape; *cluster receives its programs per
-/// cluster (the grid is BT times that).
-TileModule buildKernel(const std::string &name, const ref::CeTvdInputs &in,
-                       const std::vector<std::string> &overrides,
-                       std::string *used = nullptr,
-                       int64_t *cluster = nullptr) {
-  const KernelSpec &spec = findKernel(name);
-  dsl::Config config = spec.config(in.dtype, spec.ownOverrides(overrides),
-                                   {{"BT", in.BT}, {"V", in.V}});
-  if (used)
-    *used = formatParams(config.params) + " (" + *used + ")";
-  if (cluster)
-    *cluster = config.params.count("CLUSTER_SIZE")
-                   ? config.params.at("CLUSTER_SIZE")
-                   : 1;
-  return spec.build(config);
-}
-
 } // namespace
 
 void throwIfBadTarget(const ref::CeTvdInputs &in, int32_t badTarget) {
@@ -200,6 +130,44 @@ void defaultUpstream(int64_t BT, std::vector<float> &gCe,
   }
 }
 
+namespace {
+
+/// The op's arguments for `in` (contiguous rows) and the run's options.
+ops::CeTvdArgs opArgs(const ref::CeTvdInputs &in,
+                      const CeTvdRunOptions &options) {
+  ops::CeTvdArgs a;
+  a.dtype = in.dtype;
+  a.BT = in.BT;
+  a.V = in.V;
+  a.student = in.student.data();
+  a.teacher = in.teacher.data();
+  a.target = in.target.data();
+  a.ignoreIndex = ref::kCeTvdIgnoreIndex;
+  a.forwardKernel = options.forwardKernel;
+  a.set = options.overrides;
+  a.useTuned = options.useTuned;
+  return a;
+}
+
+/// Reads the forward's state (ops::ceTvdStateBytes): sigma, lse of both,
+/// and the bad-target flag.
+int32_t readState(const std::vector<uint8_t> &state, int64_t BT,
+                  CeTvdOutputs &out) {
+  size_t part = (size_t(BT) * sizeof(float) + 15) / 16 * 16;
+  auto row = [&](int i) {
+    const float *p = reinterpret_cast<const float *>(state.data() + i * part);
+    return std::vector<float>(p, p + BT);
+  };
+  out.sigma = row(0);
+  lseFromParts(row(1), row(2), out.lseS);
+  lseFromParts(row(3), row(4), out.lseT);
+  int32_t bad;
+  std::memcpy(&bad, state.data() + 6 * part, sizeof(bad));
+  return bad;
+}
+
+} // namespace
+
 CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
                          const std::vector<float> &gCe,
                          const std::vector<float> &gTvd,
@@ -213,39 +181,27 @@ CeTvdOutputs runCeTvdCpu(const ref::CeTvdInputs &in,
   CeTvdOutputs out;
   out.device = "cpu";
   out.forwardKernel = options.forwardKernel;
-  HostBuffers h;
-  hostBuffers(h, in, gCe, gTvd, out);
-  Scalars scalars(in);
-  auto args = [&](bool backward) {
-    return kernelArgs<InterpArg>(
-        backward, scalars,
-        [&](Buf b) {
-          return InterpBuffer{h.data[b], h.dtype[b], h.count[b]};
-        },
-        [](auto x) { return x; });
-  };
-  int64_t cluster = 1;
-  TileModule fwd = buildKernel(options.forwardKernel, in, options.overrides,
-                               nullptr, &cluster);
-  optimizeTile(fwd);
-  interpret(fwd.operation(), fwd.kernelName(), Grid{in.BT * cluster, 1, 1},
-            args(false));
-  Grid grid{in.BT, 1, 1};
-  throwIfBadTarget(in, h.badTarget);
-  TileModule bwd = buildKernel("fused_ce_tvd_bwd", in, options.overrides);
-  optimizeTile(bwd);
-  interpret(bwd.operation(), bwd.kernelName(), grid, args(true));
-  h.fillLse(out);
+  out.ce.assign(in.BT, 0.f);
+  out.tvd.assign(in.BT, 0.f);
+  out.grad.assign(in.BT * in.V * dtypeSize(in.dtype), 0);
+  std::vector<uint8_t> state(ops::ceTvdStateBytes(in.BT));
+  ops::CeTvdArgs a = opArgs(in, options);
+  ops::ceTvdForward(a, out.ce.data(), out.tvd.data(), state.data(),
+                    ops::Device::Cpu);
+  throwIfBadTarget(in, readState(state, in.BT, out));
+  ops::ceTvdBackward(a, state.data(), gCe.data(), gTvd.data(), out.grad.data(),
+                     0, ops::Device::Cpu);
   return out;
 }
 
 namespace {
 
-/// Median time of `iterations` launches of `launch`, in ms (CUDA events).
-double timeLaunches(int iterations, const std::function<void()> &launch) {
+/// Median time of `iterations` runs of `launch` on `stream`, in ms.
+double timeLaunches(int iterations, const std::function<void()> &launch,
+                    CUstream stream) {
   std::vector<double> ms;
   for (int i = 0; i < std::max(1, iterations); ++i)
-    ms.push_back(cuda::timeMs(launch));
+    ms.push_back(cuda::timeMs(launch, stream));
   return medianOf(ms);
 }
 
@@ -259,87 +215,79 @@ CeTvdOutputs runCeTvdGpu(const ref::CeTvdInputs &in,
   if (in.BT == 0)
     return emptyBatch(opts, opts.arch, "gpu (empty batch: nothing launched)");
   cuda::Device device = cuda::Device::open();
-  CompileOptions copts;
-  copts.arch = opts.arch.empty() ? device.archString() : opts.arch;
   CeTvdRunOptions options = opts;
-  options.forwardKernel = resolveForwardKernel(opts.forwardKernel, copts.arch);
+  std::string arch = opts.arch.empty() ? device.archString() : opts.arch;
+  options.forwardKernel = resolveForwardKernel(opts.forwardKernel, arch);
   validateKernels(options);
   CeTvdOutputs out;
-  out.forwardKernel = options.forwardKernel;
-  std::vector<std::string> fwdSet = options.overrides, bwdSet = fwdSet;
-  out.forwardConfig = out.backwardConfig = fwdSet.empty() ? "default" : "--set";
-  if (options.useTuned && options.overrides.empty()) {
-    DeviceIdentity id = deviceIdentity(device);
-    fwdSet =
-        tunedCeTvdOverrides(options.forwardKernel, in, id, &out.forwardConfig);
-    bwdSet =
-        tunedCeTvdOverrides("fused_ce_tvd_bwd", in, id, &out.backwardConfig);
-  }
-  // DSL build -> cached compile -> loaded function, timed per kernel: cold
-  // with an empty cache, warm from the disk cache in a fresh process.
-  LoadedKernels loaded;
-  auto jit = [&](const std::string &name, const std::vector<std::string> &set,
-                 std::string *config, double *ms) {
-    auto t0 = std::chrono::steady_clock::now();
-    CompiledKernel k = compileCached(buildKernel(name, in, set, config), copts);
-    const cuda::Function &f = loaded.function(k);
-    *ms = msSince(t0);
-    return std::make_tuple(k.threads, k.clusterSize,
-                           static_cast<size_t>(k.dynamicSharedBytes), f);
-  };
-  auto [fwdThreads, fwdCluster, fwdShared, fwdF] =
-      jit(options.forwardKernel, fwdSet, &out.forwardConfig, &out.forwardJitMs);
-  auto [bwdThreads, bwdCluster, bwdShared, bwdF] =
-      jit("fused_ce_tvd_bwd", bwdSet, &out.backwardConfig, &out.backwardJitMs);
-
   out.device = device.name();
-  HostBuffers h;
-  hostBuffers(h, in, gCe, gTvd, out);
-  std::vector<cuda::DeviceBuffer> dev;
-  for (int b = 0; b < NumBufs; ++b)
-    dev.emplace_back(h.bytes(static_cast<Buf>(b)));
-  for (Buf b : {Student, Teacher, Target, GCe, GTvd})
-    dev[b].copyFromHost(h.data[b], h.bytes(b));
-  dev[BadTarget].memset(0);
+  out.forwardKernel = options.forwardKernel;
 
-  Scalars scalars(in);
-  std::array<CUdeviceptr, NumBufs> ptrs;
-  for (int b = 0; b < NumBufs; ++b)
-    ptrs[b] = dev[b].ptr();
-  auto fwdArgs = launchArgs(false, scalars, ptrs.data());
-  auto bwdArgs = launchArgs(true, scalars, ptrs.data());
-  auto launchFwd = [&] {
-    cuda::launch(fwdF, {static_cast<unsigned>(in.BT * fwdCluster)},
-                 {static_cast<unsigned>(fwdThreads)}, fwdShared, nullptr,
-                 fwdArgs);
+  auto upload = [](const void *p, size_t bytes) {
+    cuda::DeviceBuffer b(bytes);
+    b.copyFromHost(p, bytes);
+    return b;
   };
-  auto launchBwd = [&] {
-    cuda::launch(bwdF, {static_cast<unsigned>(in.BT * bwdCluster)},
-                 {static_cast<unsigned>(bwdThreads)}, bwdShared, nullptr,
-                 bwdArgs);
+  size_t logits = in.student.size(), rows = in.BT * sizeof(float);
+  cuda::DeviceBuffer s = upload(in.student.data(), logits),
+                     t = upload(in.teacher.data(), logits),
+                     y = upload(in.target.data(), in.BT * sizeof(int64_t)),
+                     gc = upload(gCe.data(), rows),
+                     gt = upload(gTvd.data(), rows);
+  cuda::DeviceBuffer ce(rows), tvd(rows), grad(logits),
+      state(ops::ceTvdStateBytes(in.BT));
+  ops::CeTvdArgs a = opArgs(in, options);
+  a.student = reinterpret_cast<void *>(s.ptr());
+  a.teacher = reinterpret_cast<void *>(t.ptr());
+  a.target = reinterpret_cast<const int64_t *>(y.ptr());
+  ops::CeTvdPrepared p = ops::prepareCeTvd(a);
+  out.forwardConfig = p.forwardConfig;
+  out.backwardConfig = p.backwardConfig;
+  out.forwardJitMs = p.forwardJitMs;
+  out.backwardJitMs = p.backwardJitMs;
+
+  cuda::Stream stream;
+  CUstream st = stream.get();
+  auto f32 = [](const cuda::DeviceBuffer &b) {
+    return reinterpret_cast<float *>(b.ptr());
   };
-  launchFwd();
-  cuda::synchronize();
-  dev[BadTarget].copyToHost(&h.badTarget, sizeof(int32_t));
-  throwIfBadTarget(in, h.badTarget);
-  launchBwd();
-  cuda::synchronize();
-  out.forwardMs = timeLaunches(options.iterations, launchFwd);
-  out.backwardMs = timeLaunches(options.iterations, launchBwd);
-  // Host time of launching a loaded kernel (arguments prepared), averaged
-  // over back-to-back asynchronous launches.
-  const int kLaunches = 100;
+  void *statePtr = reinterpret_cast<void *>(state.ptr());
+  auto forward = [&] {
+    ops::ceTvdForward(a, f32(ce), f32(tvd), statePtr, ops::Device::Gpu, st);
+  };
+  auto backward = [&] {
+    ops::ceTvdBackward(a, statePtr, f32(gc), f32(gt),
+                       reinterpret_cast<void *>(grad.ptr()), 0,
+                       ops::Device::Gpu, st);
+  };
+  forward();
+  stream.synchronize();
+  std::vector<uint8_t> hostState(state.size());
+  state.copyToHost(hostState.data(), hostState.size());
+  throwIfBadTarget(in, readState(hostState, in.BT, out));
+  backward();
+  stream.synchronize();
+  out.forwardMs = timeLaunches(options.iterations, forward, st);
+  out.backwardMs = timeLaunches(options.iterations, backward, st);
+  // Host time of one call of the loaded op (checks and launch), averaged
+  // over back-to-back asynchronous calls.
+  const int kCalls = 100;
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kLaunches; ++i)
-    launchBwd();
+  for (int i = 0; i < kCalls; ++i)
+    backward();
   out.launchHostUs = std::chrono::duration<double, std::micro>(
                          std::chrono::steady_clock::now() - t0)
                          .count() /
-                     kLaunches;
-  cuda::synchronize();
-  for (Buf b : {Ce, Tvd, Sigma, MaxS, LogSumS, MaxT, LogSumT, Grad})
-    dev[b].copyToHost(h.data[b], h.bytes(b));
-  h.fillLse(out);
+                     kCalls;
+  stream.synchronize();
+  out.ce.resize(in.BT);
+  out.tvd.resize(in.BT);
+  out.grad.resize(logits);
+  ce.copyToHost(out.ce.data(), rows);
+  tvd.copyToHost(out.tvd.data(), rows);
+  grad.copyToHost(out.grad.data(), logits);
+  state.copyToHost(hostState.data(), hostState.size());
+  readState(hostState, in.BT, out);
   return out;
 }
 

@@ -14,6 +14,7 @@
 
 #include "ExpectError.h"
 #include "GpuTest.h"
+#include "StridedRows.h"
 
 #include <gtest/gtest.h>
 
@@ -25,24 +26,6 @@ using namespace tilejit;
 using ops::CeTvdReducedArgs;
 
 namespace {
-
-/// `rows` rows of `V` elements of `in`'s dtype, copied to rows `stride`
-/// apart (the gaps filled with a large value a kernel must not read).
-std::vector<uint8_t> strided(const std::vector<uint8_t> &rows, int64_t BT,
-                             int64_t V, int64_t stride, size_t es) {
-  std::vector<uint8_t> out(BT * stride * es, 0x7F);
-  for (int64_t r = 0; r < BT; ++r)
-    std::memcpy(out.data() + r * stride * es, rows.data() + r * V * es, V * es);
-  return out;
-}
-
-std::vector<uint8_t> unstrided(const std::vector<uint8_t> &rows, int64_t BT,
-                               int64_t V, int64_t stride, size_t es) {
-  std::vector<uint8_t> out(BT * V * es);
-  for (int64_t r = 0; r < BT; ++r)
-    std::memcpy(out.data() + r * V * es, rows.data() + r * stride * es, V * es);
-  return out;
-}
 
 /// Host buffers of one call and the results it produced.
 struct HostCall {

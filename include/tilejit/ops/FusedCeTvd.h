@@ -61,9 +61,10 @@ struct CeTvdArgs {
   /// sm_90+), or empty: the cluster kernel on sm_90+, else the loop kernel.
   std::string forwardKernel;
   /// NAME=VALUE parameters; each kernel takes those naming its own. Empty:
-  /// each kernel's config `tilejit tune` stored for this GPU and shape, else
-  /// its defaults.
+  /// on the GPU with useTuned, each kernel's config `tilejit tune` stored
+  /// for this GPU and shape; else its defaults.
   std::vector<std::string> set;
+  bool useTuned = true;
 };
 
 /// Bytes of the state ceTvdForward leaves for ceTvdBackward (16-byte
@@ -88,10 +89,17 @@ void ceTvdBackward(const CeTvdArgs &args, const void *state,
                    const float *gradCe, const float *gradTvd, void *grad,
                    int64_t gradStride, Device device, CUstream stream = nullptr);
 
+/// What prepareCeTvd compiled: each kernel's config and where it came
+/// from ("default", "set", or "tuned, <file>"), and the milliseconds from
+/// building it in the DSL to its loaded GPU binary (through the disk cache).
+struct CeTvdPrepared {
+  std::string forwardKernel, forwardConfig, backwardConfig;
+  double forwardJitMs = 0, backwardJitMs = 0;
+};
+
 /// Compiles and loads both kernels for `args` on the GPU, so that later
-/// calls only enqueue (before capturing them in a CUDA graph). Returns the
-/// configs used, "forward: ...; backward: ...".
-std::string prepareCeTvd(const CeTvdArgs &args);
+/// calls only enqueue (before capturing them in a CUDA graph).
+CeTvdPrepared prepareCeTvd(const CeTvdArgs &args);
 
 /// One call of the reduced CE+TVD. Strides are in elements. Pointers are
 /// device memory on the GPU and host memory on the CPU.
@@ -120,9 +128,10 @@ struct CeTvdReducedArgs {
   double alpha = 1, beta = 1; ///< weights; must be f32-representable
   bool mean = true;           ///< mean over the valid rows, else sum
   /// NAME=VALUE parameters of fused_ce_tvd_loss_grad (CLUSTER_SIZE,
-  /// num_warps, ...); empty: the config `tilejit tune` stored for this GPU
-  /// and shape, else the defaults.
+  /// num_warps, ...); empty: on the GPU with useTuned, the config `tilejit
+  /// tune` stored for this GPU and shape; else the defaults.
   std::vector<std::string> set;
+  bool useTuned = true;
 };
 
 /// Bytes of workspace ceTvdReduced needs for `args` (16-byte aligned
