@@ -228,16 +228,16 @@ TuneParams defaultParams(const char *name, DType dtype) {
 
 } // namespace
 
-TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
-                         const DeviceIdentity &device, bool inPlace) {
+TuningKey tuningKeyFor(const KernelSpec &spec,
+                       const std::map<std::string, int64_t> &shape,
+                       DType dtype, const DeviceIdentity &device) {
   TuningKey key;
-  key.kernel = kernel;
-  key.shape = findKernel(kernel).tuningShapeKey(
-      {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}});
-  key.dtype = dtypeName(in.dtype);
+  key.kernel = spec.name;
+  key.shape = spec.tuningShapeKey(shape);
+  key.dtype = dtypeName(dtype);
   key.device = device;
   key.kernelVersion = compilerSourceHash();
-  for (const ParamSpec &p : findKernel(kernel).params) {
+  for (const ParamSpec &p : spec.params) {
     key.kernelVersion += ";" + p.name + "=";
     for (int64_t c : p.candidates)
       key.kernelVersion += std::to_string(c) + ",";
@@ -245,13 +245,9 @@ TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
   return key;
 }
 
-std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
-                                             const ref::CeTvdInputs &in,
-                                             const DeviceIdentity &device,
-                                             std::string *source,
-                                             bool inPlace) {
+std::vector<std::string> tunedOverrides(const TuningKey &key,
+                                        std::string *source) {
   TuningDatabase db = TuningDatabase::fromEnvironment();
-  TuningKey key = ceTvdTuningKey(kernel, in, device, inPlace);
   if (std::optional<TuningEntry> e = db.lookup(key)) {
     *source = "tuned, " + db.pathFor(key).string();
     return paramOverrides(e->best);
@@ -260,6 +256,21 @@ std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
                                key.dtype + " on this GPU"
                          : "default; TILEJIT_CACHE=0";
   return {};
+}
+
+TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
+                         const DeviceIdentity &device, bool inPlace) {
+  return tuningKeyFor(findKernel(kernel),
+                      {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}},
+                      in.dtype, device);
+}
+
+std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
+                                             const ref::CeTvdInputs &in,
+                                             const DeviceIdentity &device,
+                                             std::string *source,
+                                             bool inPlace) {
+  return tunedOverrides(ceTvdTuningKey(kernel, in, device, inPlace), source);
 }
 
 CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,

@@ -29,6 +29,7 @@
 namespace tilejit {
 
 struct CompiledKernel;
+struct KernelSpec;
 namespace cuda {
 struct Function;
 } // namespace cuda
@@ -37,6 +38,18 @@ struct Function;
 /// its threads, registers, and static plus dynamic shared memory.
 KernelResources candidateResources(const CompiledKernel &k,
                                    const cuda::Function &fn);
+
+/// The tuning key of `spec` for the launch `shape` (its tuneKey entries)
+/// and `dtype` on `device`: the compiler's source hash and the spec's
+/// candidates make a stored winner stale once either changes.
+TuningKey tuningKeyFor(const KernelSpec &spec,
+                       const std::map<std::string, int64_t> &shape,
+                       DType dtype, const DeviceIdentity &device);
+
+/// The stored winner for `key` as NAME=VALUE overrides, or empty when there
+/// is none; *source says which (the file, or why the default applies).
+std::vector<std::string> tunedOverrides(const TuningKey &key,
+                                        std::string *source);
 
 /// The key of `kernel` (a CE+TVD row kernel) for in's shape and dtype on
 /// `device`; `inPlace` for fused_ce_tvd_loss_grad writing its gradient over

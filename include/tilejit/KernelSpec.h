@@ -62,8 +62,9 @@ struct ArgFill {
 };
 
 /// How far an output may be from the fp64 reference: |got - want| <= atol +
-/// rtol |want| + the rounding of want to the output's dtype (half an ulp:
-/// 2^-9 |want| for bf16, 2^-12 for f16, 0 for f32), element by element.
+/// rtol |want| + the rounding of want to the output's dtype (half an ulp,
+/// at most 2^-8 |want| for bf16, 2^-11 for f16, 0 for f32), element by
+/// element.
 struct Tolerance {
   double atol = 0, rtol = 0;
 };
