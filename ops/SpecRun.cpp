@@ -163,9 +163,11 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
       continue;
     }
     double v = parseNumber(spec.name, o);
-    if (!(v >= a->minValue && v <= a->maxValue))
-      fail("'" + o + "': " + name + " must be in [" +
-           llvm::formatv("{0}, {1}", a->minValue, a->maxValue).str() + "]");
+    if (!(v >= a->minValue && v <= a->maxValue)) {
+      char range[64];
+      std::snprintf(range, sizeof(range), "[%g, %g]", a->minValue, a->maxValue);
+      fail("'" + o + "': " + name + " must be in " + range);
+    }
     Scalars[name] = v;
   }
   for (const ArgSpec &a : run.args)
