@@ -13,6 +13,8 @@
 
 namespace tilejit {
 
+KernelSpec jsdSpec(); // kernels_spec/Jsd.cpp
+
 dsl::Config
 KernelSpec::config(DType dtype,
                    const std::vector<std::string> &overrides) const {
@@ -176,7 +178,8 @@ static std::deque<KernelSpec> &registry() {
       linearCeLogitsGradSpec(),
       linearCeRowWeightsSpec(),
       linearCeLossSumSpec(),
-      linearCeGemmSpec()};
+      linearCeGemmSpec(),
+      jsdSpec()};
   return kernels;
 }
 

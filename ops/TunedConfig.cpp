@@ -29,8 +29,12 @@ std::vector<std::string>
 tunedOverrides(const KernelSpec &spec, DType dtype,
                const std::map<std::string, int64_t> &shape,
                const DeviceIdentity &device, std::string *source) {
+  return tunedOverrides(kernelTuningKey(spec, dtype, shape, device), source);
+}
+
+std::vector<std::string> tunedOverrides(const TuningKey &key,
+                                        std::string *source) {
   TuningDatabase db = TuningDatabase::fromEnvironment();
-  TuningKey key = kernelTuningKey(spec, dtype, shape, device);
   if (std::optional<TuningEntry> e = db.lookup(key)) {
     *source = "tuned, " + db.pathFor(key).string();
     return paramOverrides(e->best);

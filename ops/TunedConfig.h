@@ -24,6 +24,11 @@ TuningKey kernelTuningKey(const KernelSpec &spec, DType dtype,
                           const std::map<std::string, int64_t> &shape,
                           const DeviceIdentity &device);
 
+/// The stored winner for `key` as NAME=VALUE overrides, or empty when there
+/// is none; *source names the file, or says why there is none.
+std::vector<std::string> tunedOverrides(const TuningKey &key,
+                                        std::string *source);
+
 /// The stored config of `spec` as NAME=VALUE overrides, or empty when there
 /// is none; *source names the file, or says why there is none.
 std::vector<std::string>

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build ccache g++ llvm-22-dev libmlir-22-dev mlir-22-tools
-          libgtest-dev libspdlog-dev zlib1g-dev libzstd-dev)
+          libgtest-dev libspdlog-dev libxtensor-dev zlib1g-dev libzstd-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -2,6 +2,7 @@
 //
 //   tilejit bench fused_ce_tvd --bt N --vocab V [--dtype bf16|fp16|fp32]
 //                 [--set NAME=VALUE ...] [--iters 50] [--check]
+//   tilejit bench KERNEL --size NAME=N ... (a spec kernel: SpecCommand.cpp)
 //
 // Times the CE+TVD forward and backward on this GPU (tuned configs when
 // present, as `tilejit run`), measures the device-to-device copy bandwidth in
@@ -67,6 +68,10 @@ static cl::opt<bool> benchInPlace("in-place",
 static cl::opt<int> benchIters("iters", cl::init(50),
                                cl::desc("Timed launches per kernel (median)"),
                                cl::sub(benchCmd));
+
+static cl::list<std::string>
+    benchSize("size", cl::desc("Spec kernels: a size, NAME=N (e.g. BT=4096)"),
+              cl::sub(benchCmd));
 
 static cl::opt<bool>
     benchCheck("check",
@@ -262,8 +267,16 @@ static double benchReducedThroughTheApi(const ref::CeTvdInputs &in,
 int runBenchCommand() {
   if (benchKernel == "fused_linear_ce")
     return benchLinearCe();
-  if (benchKernel != "fused_ce_tvd")
-    throw Error("tilejit bench supports fused_ce_tvd and fused_linear_ce");
+  if (benchKernel != "fused_ce_tvd") {
+    SpecCommandArgs a;
+    a.kernel = benchKernel;
+    a.sizes = benchSize;
+    a.set = benchSet;
+    a.dtype = benchDtype;
+    a.dtypeGiven = benchDtype.getNumOccurrences() > 0;
+    a.iters = benchIters;
+    return benchSpecKernel(a);
+  }
   DType dtype = parseDType(benchDtype);
   requireGpu("tilejit bench");
   ref::CeTvdInputs in = ref::makeCeTvdInputs(benchBt, benchVocab, dtype, 1234);

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 /// `tilejit tune` (TuneCommand.cpp).
 bool tuneCommandSelected();
@@ -25,6 +26,30 @@ int runCacheCommand();
 /// `tilejit bench` (BenchCommand.cpp).
 bool benchCommandSelected();
 int runBenchCommand();
+
+/// `tilejit run|bench|tune KERNEL --size ...` for a kernel whose spec
+/// declares its arguments (SpecCommand.cpp), from each command's options.
+struct SpecCommandArgs {
+  std::string kernel;
+  std::vector<std::string> sizes, set, inputs, outputs; ///< NAME=VALUE each
+  std::string dtype = "bf16";
+  bool dtypeGiven = false;
+  bool cpu = false; ///< run: the interpreter even with a GPU
+  uint64_t seed = 1234;
+  int iters = 20; ///< bench: timed launches; tune: per candidate
+  bool retune = false;
+  std::string arch;
+};
+int runSpecKernel(const SpecCommandArgs &args);
+int benchSpecKernel(const SpecCommandArgs &args);
+int tuneSpecKernel(const SpecCommandArgs &args);
+
+/// `tilejit --load lib.so`: dlopens a library of kernel specs. Its static
+/// initializers may call tilejit::registerKernel; an exported
+/// `extern "C" void tilejit_register_kernels()` is called after the load.
+/// The library takes tilejit's symbols from the CLI (which exports them),
+/// so it must not link a tilejit of its own.
+void loadKernelLibrary(const std::string &path);
 
 /// fused_ce_tvd's --forward picks the unreduced forward kernel: given with
 /// --reduction=mean|sum it would be silently ignored, so it is an error.

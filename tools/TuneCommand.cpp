@@ -1,5 +1,6 @@
 //===- TuneCommand.cpp - `tilejit tune` -----------------------------------===//
 //
+//   tilejit tune KERNEL --size NAME=N ... (a spec kernel: SpecCommand.cpp)
 //   tilejit tune fused_ce_tvd --bt N --vocab V [--dtype bf16|fp16|fp32]
 //                [--reps 20] [--check-rows 16] [--retune] [--arch sm_90]
 //                [--forward auto|loop|cluster | --reduction mean|sum
@@ -36,11 +37,14 @@ static cl::SubCommand tuneCmd("tune",
                               "Autotune fused_ce_tvd on this GPU for a shape");
 static cl::opt<std::string> tuneKernel(cl::Positional, cl::desc("KERNEL"),
                                        cl::Required, cl::sub(tuneCmd));
-static cl::opt<int64_t> tuneBt("bt", cl::Required, cl::desc("Tokens (rows)"),
+static cl::opt<int64_t> tuneBt("bt", cl::desc("fused_ce_tvd: tokens (rows)"),
                                cl::sub(tuneCmd));
-static cl::opt<int64_t> tuneVocab("vocab", cl::Required,
-                                  cl::desc("Vocabulary size V"),
+static cl::opt<int64_t> tuneVocab("vocab",
+                                  cl::desc("fused_ce_tvd: vocabulary size V"),
                                   cl::sub(tuneCmd));
+static cl::list<std::string>
+    tuneSize("size", cl::desc("Spec kernels: a size, NAME=N (e.g. BT=4096)"),
+             cl::sub(tuneCmd));
 static cl::opt<std::string>
     tuneDtype("dtype", cl::init("bf16"),
               cl::desc("Logits dtype: bf16, fp16, fp32"), cl::sub(tuneCmd));
@@ -132,9 +136,20 @@ static void printKernel(const CeTvdTunedKernel &k, DType dtype) {
 }
 
 int runTuneCommand() {
-  if (tuneKernel != "fused_ce_tvd")
-    throw Error("tilejit tune supports the operation 'fused_ce_tvd' (got '" +
-                tuneKernel + "'); it tunes fused_ce_tvd_fwd and _bwd");
+  if (tuneKernel != "fused_ce_tvd") {
+    SpecCommandArgs a;
+    a.kernel = tuneKernel;
+    a.sizes = tuneSize;
+    a.dtype = tuneDtype;
+    a.dtypeGiven = tuneDtype.getNumOccurrences() > 0;
+    a.iters = tuneReps;
+    a.retune = tuneRetune;
+    a.arch = tuneArch;
+    a.seed = tuneSeed;
+    return tuneSpecKernel(a);
+  }
+  if (!tuneBt.getNumOccurrences() || !tuneVocab.getNumOccurrences())
+    throw Error("tilejit tune fused_ce_tvd needs --bt and --vocab");
   if (tuneBt <= 0 || tuneVocab <= 0)
     throw Error("--bt and --vocab must be positive");
   DType dtype = parseDType(tuneDtype);

@@ -6,6 +6,8 @@
 //   tilejit run fused_ce_tvd --device=gpu|cpu --bt N --vocab V
 //                            [--dtype bf16|fp16|fp32] [--check] [--set ...]
 //   tilejit tune fused_ce_tvd --bt N --vocab V [--dtype ...] (TuneCommand.cpp)
+//   tilejit [--load lib.so] run|bench|tune KERNEL --size NAME=N ... (any
+//           kernel whose spec declares its arguments: SpecCommand.cpp)
 //
 // Exit status: 0 success, 1 a --check failed, 2 an error (message on stderr).
 //
@@ -39,8 +41,9 @@ static cl::SubCommand listCmd("list", "List kernels and their parameters");
 static cl::SubCommand compileCmd("compile",
                                  "Compile a kernel and print one stage");
 static cl::SubCommand
-    runCmd("run", "Run fused_ce_tvd or fused_linear_ce on the GPU or the "
-                  "CPU and check it");
+    runCmd("run", "Run a kernel (fused_ce_tvd, fused_linear_ce, or any whose "
+                  "spec declares its arguments) on the GPU or the CPU and "
+                  "check it");
 
 static cl::opt<std::string> kernelArg(cl::Positional, cl::desc("KERNEL"),
                                       cl::Required, cl::sub(compileCmd),
@@ -88,6 +91,23 @@ static cl::opt<uint64_t> seedArg("seed", cl::init(1234),
 static cl::opt<int> itersArg("iters", cl::init(20),
                              cl::desc("GPU: timed launches per kernel"),
                              cl::sub(runCmd), cl::cat(category));
+
+// Kernels whose spec declares their arguments (SpecCommand.cpp).
+static cl::list<std::string>
+    sizeArgs("size", cl::desc("Spec kernels: a size, NAME=N (e.g. BT=4096)"),
+             cl::sub(runCmd), cl::cat(category));
+static cl::opt<bool> cpuArg("cpu",
+                            cl::desc("Spec kernels: run in the interpreter "
+                                     "even with a GPU"),
+                            cl::sub(runCmd), cl::cat(category));
+static cl::list<std::string>
+    inputArgs("input", cl::desc("Spec kernels: read an input, NAME=file.npy"),
+              cl::sub(runCmd), cl::cat(category));
+static cl::list<std::string>
+    outputArgs("output",
+               cl::desc("Spec kernels: write an argument after the run, "
+                        "NAME=file.npy"),
+               cl::sub(runCmd), cl::cat(category));
 
 static cl::opt<std::string>
     forwardArg("forward", cl::init("auto"),
@@ -176,6 +196,12 @@ static int listKernels() {
     for (DType t : k.dtypes)
       std::cout << " " << dtypeName(t);
     std::cout << "\n";
+    if (k.run.declared()) {
+      std::cout << "  sizes:";
+      for (const SizeSpec &s : k.run.sizes)
+        std::cout << " --size " << s.name << "=N (" << s.help << ")";
+      std::cout << "\n";
+    }
     for (const ParamSpec &p : k.params) {
       std::cout << "  --set " << p.name << "=" << p.defaultValue << "  ("
                 << p.help << "; candidates:";
@@ -185,8 +211,9 @@ static int listKernels() {
                 << ")\n";
     }
   }
-  std::cout << "operations for `tilejit run`: fused_ce_tvd (fwd + bwd), "
-               "fused_linear_ce\n";
+  std::cout << "for `tilejit run|bench|tune`: the operations fused_ce_tvd "
+               "(fwd + bwd) and fused_linear_ce, and the kernels listed with "
+               "sizes\n";
   return 0;
 }
 
@@ -360,7 +387,34 @@ static void rejectOptions(std::initializer_list<const cl::Option *> options,
       throw Error("--" + o->ArgStr.str() + " does not apply to " + kernel);
 }
 
+/// `run KERNEL --size ...` for a kernel of its own (not an operation).
+static int runSpec() {
+  rejectOptions({&deviceArg, &btArg, &vocabArg, &checkArg, &checkRowsArg,
+                 &itersArg, &forwardArg, &reductionArg, &inPlaceArg, &alphaArg,
+                 &betaArg, &hiddenArg, &smoothingArg, &zLossArg, &softcapArg,
+                 &biasArg, &weightsArg, &chunkRowsArg, &budgetArg, &bf16AccArg,
+                 &narrowLogitsArg, &gemmBackendArg},
+                kernelArg);
+  SpecCommandArgs a;
+  a.kernel = kernelArg;
+  a.sizes = sizeArgs;
+  a.set = setArgs;
+  a.inputs = inputArgs;
+  a.outputs = outputArgs;
+  a.dtype = dtypeArg;
+  a.dtypeGiven = dtypeArg.getNumOccurrences() > 0;
+  a.cpu = cpuArg;
+  a.seed = seedArg;
+  a.arch = archArg;
+  return runSpecKernel(a);
+}
+
 static int runKernel() {
+  if (kernelArg != "fused_linear_ce" && kernelArg != "fused_ce_tvd")
+    return runSpec();
+  rejectOptions({std::addressof(sizeArgs), &cpuArg, std::addressof(inputArgs),
+                 std::addressof(outputArgs)},
+                kernelArg);
   if (kernelArg == "fused_linear_ce") {
     rejectOptions({&forwardArg, &inPlaceArg, &alphaArg, &betaArg, &itersArg,
                    &checkRowsArg, &archArg},
@@ -372,9 +426,6 @@ static int runKernel() {
                    &weightsArg, &chunkRowsArg, &budgetArg, &bf16AccArg,
                    &narrowLogitsArg, &gemmBackendArg},
                   "fused_ce_tvd");
-  if (kernelArg != "fused_ce_tvd")
-    throw Error("tilejit run supports fused_ce_tvd and fused_linear_ce (got '" +
-                kernelArg + "')");
   if (deviceArg != "gpu" && deviceArg != "cpu")
     throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
   DType dtype = parseDType(dtypeArg);
@@ -451,6 +502,28 @@ int main(int argc, char **argv) {
     os << "tilejit " << TILEJIT_VERSION << " (LLVM " << LLVM_VERSION_STRING
        << ")\n";
   });
+  // `tilejit --load lib.so ...` before the subcommand: registered kernels
+  // must exist before anything looks them up.
+  std::vector<char *> args = {argv[0]};
+  std::vector<std::string> libraries;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--load" && i + 1 < argc)
+      libraries.push_back(argv[++i]);
+    else if (a.rfind("--load=", 0) == 0)
+      libraries.push_back(a.substr(7));
+    else
+      args.push_back(argv[i]);
+  }
+  try {
+    for (const std::string &l : libraries)
+      loadKernelLibrary(l);
+  } catch (const std::exception &e) {
+    std::cerr << "tilejit: error: " << e.what() << "\n";
+    return 2;
+  }
+  argc = int(args.size());
+  argv = args.data();
   // With an error stream, LLVM reports a bad option and returns false
   // instead of exiting 1: bad input exits 2, as everywhere in tilejit.
   if (!cl::ParseCommandLineOptions(

@@ -5,6 +5,7 @@
 #include "tilejit/DSL.h"
 #include "tilejit/TileModule.h"
 
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <map>
@@ -36,6 +37,113 @@ struct TuneKeyArg {
   bool pow2Bucket = false;
 };
 
+/// How `tilejit run` fills an input argument of a spec-declared kernel.
+/// Values are drawn in double, then rounded once to the argument's dtype
+/// (RNE); each argument has its own stream of a seeded generator, so a
+/// value depends on (seed, argument name, index) only.
+struct ArgFill {
+  enum class Kind { Normal, LogSoftmax, ClassIndex, Zeros };
+  Kind kind = Kind::Zeros;
+  double mean = 0, sd = 1; ///< Normal; LogSoftmax: of the logits
+  std::string classes;     ///< ClassIndex: the size giving the class count
+  int64_t ignoreEvery = 0; ///< ClassIndex: rows r with r % n == n - 1 ...
+  int64_t ignoreIndex = -100; ///< ... hold this instead of a class
+
+  /// Elements ~ N(mean, sd).
+  static ArgFill normal(double sd = 1, double mean = 0);
+  /// Rows (the last dimension) of log-probabilities: log_softmax of logits
+  /// ~ N(0, sd), computed in double.
+  static ArgFill logSoftmax(double sd = 2);
+  /// Class indices uniform in [0, size `classes`), every `ignoreEvery`-th
+  /// row (0: none) `ignoreIndex` (padding tokens).
+  static ArgFill classIndex(std::string classes, int64_t ignoreEvery = 0,
+                            int64_t ignoreIndex = -100);
+  static ArgFill zeros();
+};
+
+/// How far an output may be from the fp64 reference: |got - want| <= atol +
+/// rtol |want| + the rounding of want to the output's dtype (half an ulp,
+/// at most 2^-8 |want| for bf16, 2^-11 for f16, 0 for f32), element by
+/// element.
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+
+/// One parameter of a kernel (by its DSL name, tile.arg_name) as `tilejit
+/// run` sees it. Pointer arguments take their dtype from the kernel and
+/// their shape from named sizes (row-major, contiguous); scalars take a
+/// size's value or a default that `--set NAME=VALUE` overrides.
+struct ArgSpec {
+  enum class Role { Input, Output, SizeScalar, Scalar };
+  std::string name;
+  Role role = Role::Input;
+  std::vector<std::string> shape; ///< Input/Output: size names; {}: 1 element
+  ArgFill fill;                   ///< Input
+  Tolerance tol;                  ///< Output, against the reference
+  std::string size;               ///< SizeScalar: the size whose value it is
+  double value = 0;               ///< Scalar: the default
+  double minValue = -HUGE_VAL, maxValue = HUGE_VAL; ///< Scalar: its range
+
+  static ArgSpec input(std::string name, std::vector<std::string> shape,
+                       ArgFill fill);
+  static ArgSpec output(std::string name, std::vector<std::string> shape,
+                        Tolerance tol = {});
+  static ArgSpec sizeScalar(std::string name, std::string size);
+  static ArgSpec scalar(std::string name, double defaultValue,
+                        double minValue = -HUGE_VAL,
+                        double maxValue = HUGE_VAL);
+  bool isPointer() const { return role == Role::Input || role == Role::Output; }
+};
+
+/// A read-only host array as a reference sees it: elements of `dtype`
+/// (bf16/f16 widened exactly), row-major over `shape`.
+struct HostTensor {
+  const void *data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numElements() const;
+  double operator[](int64_t i) const;
+};
+
+/// What a reference computes from: the inputs, the scalars' values (and the
+/// config's compile-time parameters, e.g. a switch) and the sizes by name; it writes every output it checks (`out`, sized and zeroed).
+/// The accessors throw tilejit::Error naming an unknown name.
+struct ReferenceArgs {
+  std::map<std::string, HostTensor> inputs;
+  std::map<std::string, std::vector<double>> outputs;
+  std::map<std::string, double> scalars;
+  std::map<std::string, int64_t> sizes;
+  const HostTensor &in(const std::string &name) const;
+  std::vector<double> &out(const std::string &name);
+  double scalar(const std::string &name) const;
+  int64_t size(const std::string &name) const;
+};
+
+/// A named size of a launch (BT, V): set by `tilejit run --size NAME=N`.
+struct SizeSpec {
+  std::string name;
+  std::string help;
+};
+
+/// How to run a kernel on its own from the CLI: its sizes, each argument,
+/// the grid and, optionally, the bytes it must move and an fp64 reference.
+struct RunSpec {
+  std::vector<SizeSpec> sizes;
+  std::vector<ArgSpec> args; ///< one per kernel parameter, any order
+  std::vector<std::string> grid; ///< programs along x, y, z: size names
+  /// Bytes the kernel must move at least (the roofline's), for `tilejit
+  /// bench`; unset: every pointer argument read or written once.
+  std::function<double(const std::map<std::string, int64_t> &sizes,
+                       DType dtype)>
+      bytesMoved;
+  /// Fills the outputs in fp64 from the inputs; unset: no check.
+  std::function<void(ReferenceArgs &)> reference;
+
+  bool declared() const { return !args.empty(); }
+  /// The declaration of argument `name`, or nullptr.
+  const ArgSpec *arg(const std::string &name) const;
+};
+
 /// A kernel written in the DSL: its parameters and how to build it.
 struct KernelSpec {
   std::string name;
@@ -58,6 +166,9 @@ struct KernelSpec {
   std::function<void(dsl::Config &, const std::map<std::string, int64_t> &,
                      const std::set<std::string> &)>
       shapeDefaults;
+  /// How `tilejit run|bench|tune KERNEL --size ...` drive it; empty for
+  /// kernels that only operations (fused_ce_tvd, ...) launch.
+  RunSpec run;
 
   /// Default parameters for `dtype`, then each "NAME=VALUE" of `overrides`.
   /// Throws tilejit::Error for unknown names, bad values or dtypes.
@@ -81,6 +192,11 @@ struct KernelSpec {
   /// bucketed). Throws tilejit::Error when `shape` lacks one of tuneKey.
   std::string tuningShapeKey(const std::map<std::string, int64_t> &shape) const;
 };
+
+/// Throws tilejit::Error unless `spec.run` declares each of `params` (the
+/// built kernel's) once, with shapes and grid naming declared sizes only.
+void checkRunSpec(const KernelSpec &spec,
+                  const std::vector<KernelParam> &params);
 
 /// For a deriveParams: sets switch `name` (0 or 1) of `c` from the entry of
 /// that name in `problem`, or to `absent` when there is none.

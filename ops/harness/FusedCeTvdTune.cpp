@@ -229,6 +229,7 @@ TuneParams defaultParams(const char *name, DType dtype) {
 
 } // namespace
 
+
 TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
                          const DeviceIdentity &device, bool inPlace) {
   return kernelTuningKey(findKernel(kernel), in.dtype,
@@ -241,9 +242,7 @@ std::vector<std::string> tunedCeTvdOverrides(const std::string &kernel,
                                              const DeviceIdentity &device,
                                              std::string *source,
                                              bool inPlace) {
-  return tunedOverrides(findKernel(kernel), in.dtype,
-                        {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}},
-                        device, source);
+  return tunedOverrides(ceTvdTuningKey(kernel, in, device, inPlace), source);
 }
 
 CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,

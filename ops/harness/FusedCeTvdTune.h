@@ -29,6 +29,7 @@
 namespace tilejit {
 
 struct CompiledKernel;
+struct KernelSpec;
 namespace cuda {
 struct Function;
 } // namespace cuda

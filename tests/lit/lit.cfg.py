@@ -16,3 +16,5 @@ config.environment["PATH"] = os.pathsep.join(path)
 # `UNSUPPORTED: gpu`.
 if os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi"):
     config.available_features.add("gpu")
+# The kernel library that `tilejit --load` tests load (tests/plugin/).
+config.substitutions.append(("%plugin", lit_config.params.get("plugin", "")))

@@ -1,0 +1,161 @@
+//===- SpecCommand.cpp - run, bench and tune any spec-declared kernel -----===//
+//
+//   tilejit run KERNEL --size BT=4096 --size V=151936 [--dtype bf16]
+//               [--set NAME=VALUE ...] [--cpu] [--input NAME=in.npy ...]
+//               [--output NAME=out.npy ...]
+//   tilejit bench KERNEL --size ... [--iters 50]
+//   tilejit tune KERNEL --size ... [--reps 20] [--retune]
+//   tilejit --load libmykernels.so run|bench|tune|list ...
+//
+// For kernels whose spec declares its arguments (KernelSpec::run; the
+// driver is ops/SpecRun.h). `run` checks the outputs against the spec's
+// fp64 reference when it has one (exit 1 on a mismatch); `bench` times the
+// kernel against the memory roofline (its bytes over the copy bandwidth
+// measured in the same process); `tune` stores the winner that `run` and
+// `bench` then use on this GPU.
+//
+//===----------------------------------------------------------------------===//
+#include "Commands.h"
+
+#include "ops/SpecRun.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <iostream>
+
+using namespace tilejit;
+
+static std::pair<std::string, std::string> splitPair(const std::string &opt,
+                                                     const std::string &s) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    throw Error("--" + opt + " '" + s + "' is not NAME=VALUE");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+static SpecRunOptions runOptions(const SpecCommandArgs &a, const KernelSpec &spec,
+                                 bool gpu) {
+  SpecRunOptions o;
+  // Without --dtype: bf16 where the kernel takes it, else its first dtype.
+  bool bf16 = llvm::is_contained(spec.dtypes, DType::BF16);
+  o.dtype = a.dtypeGiven || bf16 || spec.dtypes.empty()
+                ? parseDType(a.dtype)
+                : spec.dtypes.front();
+  for (const std::string &s : a.sizes) {
+    auto [name, value] = splitPair("size", s);
+    int64_t v = 0;
+    if (!llvm::to_integer(value, v, 10))
+      throw Error("--size " + s + ": " + value + " is not an integer");
+    o.sizes[name] = v;
+  }
+  o.set = a.set;
+  for (const std::string &s : a.inputs)
+    o.inputFiles.insert(splitPair("input", s));
+  o.seed = a.seed;
+  o.gpu = gpu;
+  o.arch = a.arch;
+  return o;
+}
+
+static void printHeader(const char *verb, const SpecRun &r, const char *where) {
+  const SpecRunOptions &o = r.options();
+  std::string sizes, scalars;
+  for (auto &[n, v] : o.sizes)
+    sizes += " " + n + "=" + std::to_string(v);
+  for (const KernelParam &p : r.kernel().params())
+    if (!r.spec().run.arg(p.name)->isPointer())
+      scalars += " " + p.name;
+  std::printf("%s %s on %s:%s dtype=%s, grid %lld x %lld x %lld\n  config: "
+              "%s (%s)\n",
+              verb, r.spec().name.c_str(), where, sizes.c_str(),
+              dtypeName(o.dtype), (long long)r.grid().x, (long long)r.grid().y,
+              (long long)r.grid().z, r.kernel().config().c_str(),
+              r.configSource().c_str());
+}
+
+int runSpecKernel(const SpecCommandArgs &a) {
+  const KernelSpec &spec = findKernel(a.kernel);
+  bool gpu = !a.cpu && cuda::driverAvailable();
+  std::vector<std::pair<std::string, std::string>> outputs;
+  for (const std::string &s : a.outputs)
+    outputs.push_back(splitPair("output", s));
+  SpecRun r(spec, runOptions(a, spec, gpu));
+  for (auto &[name, file] : outputs)
+    r.buffer(name); // an unknown name fails before the run
+  printHeader("run", r, gpu ? "the GPU" : "the CPU (interpreter)");
+  if (gpu)
+    r.runOnGpu();
+  else
+    r.runOnCpu();
+  for (auto &[name, file] : outputs) {
+    r.writeNpy(name, file);
+    std::printf("  wrote %s to %s\n", name.c_str(), file.c_str());
+  }
+  if (!r.hasReference()) {
+    std::printf("  no reference in the spec: not checked\n");
+    return 0;
+  }
+  bool passed = false;
+  std::printf("%s", describeChecks(r.check(), &passed).c_str());
+  return passed ? 0 : 1;
+}
+
+int benchSpecKernel(const SpecCommandArgs &a) {
+  const KernelSpec &spec = findKernel(a.kernel);
+  requireGpu("tilejit bench");
+  SpecRun r(spec, runOptions(a, spec, true));
+  printHeader("bench", r, "the GPU");
+  double ms = r.runOnGpu(std::max(1, a.iters));
+  double copyBytesPerS = cuda::measureCopyBandwidth(size_t(2) << 30);
+  double bytes = r.bytesMoved();
+  double rooflineMs = bytes / copyBytesPerS * 1e3;
+  std::printf("  copy ceiling (device-to-device, 2 GiB): %.2f TB/s\n"
+              "  median of %d: %9.3f ms  %8.1f GB/s  bytes moved %.4g  "
+              "roofline %.3f ms  fraction %.2f\n",
+              copyBytesPerS / 1e12, std::max(1, a.iters), ms,
+              bytes / ms / 1e6, bytes, rooflineMs, rooflineMs / ms);
+  return 0;
+}
+
+int tuneSpecKernel(const SpecCommandArgs &a) {
+  const KernelSpec &spec = findKernel(a.kernel);
+  requireGpu("tilejit tune");
+  SpecRunOptions o = runOptions(a, spec, true);
+  o.useTuned = false;
+  SpecRun r(spec, o);
+  SpecTuneReport t =
+      tuneSpecGpu(r, a.iters, a.retune, [](const std::string &line) {
+        std::cerr << "tune: " << line << "\n";
+      });
+  double bytes = r.bytesMoved();
+  std::printf("%s key %s %s: %s%s\n", t.key.kernel.c_str(), t.key.shape.c_str(),
+              t.key.dtype.c_str(),
+              t.fromDatabase ? "from the tuning database, not re-tuned"
+                             : "tuned now",
+              t.path.empty() ? " (database off: TILEJIT_CACHE=0)"
+                             : ("; " + t.path).c_str());
+  for (const Trial &trial : t.entry.trials) {
+    std::printf("  %-40s ", formatParams(trial.params).c_str());
+    if (trial.status == TrialStatus::Ok)
+      std::printf("%9.3f ms %8.1f GB/s\n", trial.ms, bytes / trial.ms / 1e6);
+    else
+      std::printf("%s\n", trial.statusText().c_str());
+  }
+  std::printf("  winner: %s\n", formatParams(t.entry.best).c_str());
+  return 0;
+}
+
+void loadKernelLibrary(const std::string &path) {
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle)
+    throw Error("--load " + path + ": " + dlerror());
+  using RegisterFn = void (*)();
+  if (auto fn = reinterpret_cast<RegisterFn>(
+          dlsym(handle, "tilejit_register_kernels")))
+    fn();
+}
