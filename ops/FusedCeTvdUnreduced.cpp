@@ -78,14 +78,28 @@ struct Built {
   std::string config;
 };
 
+/// Whether every row of the logits (and of `grad`, when given) starts 16-byte
+/// aligned, which lets the kernels skip their per-access alignment check.
+bool rowsAligned(const CeTvdArgs &a, const void *grad = nullptr,
+                 int64_t gradStride = 0) {
+  size_t es = dtypeSize(a.dtype);
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  return rowStride(a) * es % 16 == 0 && aligned(a.student) &&
+         aligned(a.teacher) &&
+         (!grad || (gradStride * es % 16 == 0 && aligned(grad)));
+}
+
 const Built &kernelFor(const std::string &name, const CeTvdArgs &a,
-                       Device device) {
+                       bool aligned, Device device) {
   const KernelSpec &spec = findKernel(name);
   std::map<std::string, int64_t> shape = {
-      {"BT", a.BT}, {"V", a.V}, {"IN_PLACE", 0}};
+      {"BT", a.BT}, {"V", a.V}, {"IN_PLACE", 0}, {"ALIGNED", aligned}};
   std::vector<std::string> set = spec.ownOverrides(a.set);
   std::string key = name + "|" + dtypeName(a.dtype) + "|" +
                     spec.tuningShapeKey(shape) + "|" +
+                    std::to_string(aligned) + "|" +
                     std::to_string(a.useTuned) + llvm::join(a.set, ",") +
                     (device == Device::Gpu ? "|gpu" : "|cpu");
   static std::mutex mutex;
@@ -170,8 +184,8 @@ void ceTvdForward(const CeTvdArgs &a, float *ce, float *tvd, void *state,
                       sizeof(int32_t), stream);
   else
     std::memset(p[BadTarget], 0, sizeof(int32_t));
-  run(kernelFor(forwardKernel(a, device), a, device), a, false, p, a.V,
-      device, stream);
+  run(kernelFor(forwardKernel(a, device), a, rowsAligned(a), device), a,
+      false, p, a.V, device, stream);
 }
 
 void ceTvdBackward(const CeTvdArgs &a, const void *state, const float *gradCe,
@@ -194,15 +208,20 @@ void ceTvdBackward(const CeTvdArgs &a, const void *state, const float *gradCe,
   p[GCe] = const_cast<float *>(gradCe);
   p[GTvd] = const_cast<float *>(gradTvd);
   p[Grad] = grad;
-  run(kernelFor(kBackward, a, device), a, true, p, gs, device, stream);
+  run(kernelFor(kBackward, a, rowsAligned(a, grad, gs), device), a, true, p,
+      gs, device, stream);
 }
 
 CeTvdPrepared prepareCeTvd(const CeTvdArgs &a) {
   validate(a, "prepare");
   CeTvdPrepared p;
+  // The backward's gradient is not known here: it is prepared for rows as
+  // aligned as the logits' (a gradient laid out as the student, the usual
+  // case); another alignment compiles on its first call.
+  bool aligned = rowsAligned(a);
   auto jit = [&](const std::string &name, std::string &config, double &ms) {
     auto t0 = std::chrono::steady_clock::now();
-    const Built &k = kernelFor(name, a, Device::Gpu);
+    const Built &k = kernelFor(name, a, aligned, Device::Gpu);
     k.kernel.compileForGpu();
     ms = std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now() - t0)

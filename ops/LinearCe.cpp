@@ -120,7 +120,16 @@ Buffers buffers(const LinearCeArgs &a, const Layout &l, void *workspace) {
 }
 
 std::map<std::string, int64_t> problem(const LinearCeArgs &a) {
+  // The chunk's logits and dz rows are contiguous in 256-byte aligned
+  // workspace; the bias and class weights are the caller's.
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  bool rowsAligned = a.V * int64_t(dtypeSize(logitsType(a))) % 16 == 0 &&
+                     a.V * int64_t(dtypeSize(a.dtype)) % 16 == 0 &&
+                     aligned(a.bias) && aligned(a.classWeight);
   return {{"N", a.N},
+          {"ALIGNED", rowsAligned},
           {"V", a.V},
           {"SOFTCAP", a.softcap > 0},
           {"SMOOTHING", a.labelSmoothing > 0},

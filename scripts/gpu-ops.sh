@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine from the repo root (see docs/static-build.md): the
+# losses through the device API (tilejit/ops/) at their main shapes. The GPU
+# tests of the ops (a caller's stream, strided rows, CUDA graph replay, the
+# tuned-config lookup), then `bench` of each op checked against the fp64
+# reference (CE+TVD: sampled rows at 4096 x 151936; linear CE: every feature
+# at 1024 x 1024 x 32000, then timed at 8192 x 4096 x 128256), and the JSD
+# spec run, tuned and benched from the CLI. Logs go to $OUT (default ./out).
+set -uo pipefail
+out=${OUT:-out}; mkdir -p "$out"
+bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
+export TILEJIT_CACHE_DIR=/tmp/tilejit-cache-$$
+if [ -z "${TILEJIT_CUBLASLT:-}" ]; then
+  site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  TILEJIT_CUBLASLT=$(find $site /usr/local/cuda* -name 'libcublasLt.so.1[23]' 2>/dev/null | head -1)
+  export TILEJIT_CUBLASLT
+fi
+tj="timeout 300 ./gpu-bin/tilejit"
+timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 \
+  --gtest_filter="${UNIT_FILTER:-*OpsGpu*:KernelApiGpu*:AutotunerGpu*}" 2>&1 |
+  tail -30 > "$out/unit-tests.log"
+tail -3 "$out/unit-tests.log"
+cetvd="--bt 4096 --vocab 151936 --dtype bf16 --check"
+lce="--hidden 1024 --vocab 32000 --dtype bf16 --label-smoothing 0.1 --z-loss 1e-4
+  --softcap 30 --bias --class-weights"
+{
+  $tj bench fused_ce_tvd $cetvd
+  $tj bench fused_ce_tvd $cetvd --reduction=mean
+  $tj bench fused_ce_tvd $cetvd --reduction=mean --in-place
+  $tj run fused_linear_ce --device=gpu --bt 1024 $lce --chunk-rows 384 --check
+  $tj bench fused_linear_ce --bt 8192 --hidden 4096 --vocab 128256 --dtype bf16 \
+    --iters 10 --memory-budget-mib 512
+  $tj bench fused_linear_ce --bt 8192 --hidden 4096 --vocab 128256 --dtype bf16 \
+    --iters 10 --memory-budget-mib 512 --label-smoothing 0.1 --z-loss 1e-4 \
+    --softcap 30 --bias --class-weights --cuda-graph
+  jsd="--size BT=4096 --size V=151936 --dtype bf16"
+  $tj run jsd $jsd
+  $tj tune jsd $jsd
+  $tj bench jsd $jsd --iters 20
+} 2>&1 | tee "$out/ops.log"
+rm -rf "$TILEJIT_CACHE_DIR"
