@@ -6,7 +6,7 @@
 #include "kernels_spec/reference/CeTvdReference.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/Interpreter.h"

@@ -5,7 +5,7 @@
 #include "kernels_spec/FusedCeTvdOp.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 

@@ -14,7 +14,7 @@
 #include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/TuningDatabase.h"
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"

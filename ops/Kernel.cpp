@@ -3,6 +3,7 @@
 
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 

@@ -16,7 +16,7 @@
 #include "kernels_spec/FusedCeTvdReducedOp.h"
 #include "kernels_spec/LinearCeOp.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"
