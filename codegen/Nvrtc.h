@@ -31,7 +31,8 @@ struct CompileResult {
 /// Compiles `source` (named `fileName` in diagnostics) for `arch`: "sm_90"
 /// (or "sm_90a") yields PTX and a CUBIN, "compute_90" yields PTX only.
 /// Options: -std=c++17 -default-device and the toolkit include directory (for
-/// cuda_bf16.h / cuda_fp16.h) plus `extraOptions`. --use_fast_math is
+/// sources that include cuda_bf16.h and the like; tilejit's emitted kernels
+/// include nothing) plus `extraOptions`. --use_fast_math is
 /// deliberately not used: it turns expf/logf/division into approximations,
 /// and tilejit's results must match the IEEE-accurate reference.
 /// Throws tilejit::Error with the file name and NVRTC's log on failure.

@@ -145,8 +145,7 @@ size_t ceTvdReducedWorkspaceBytes(const CeTvdReducedArgs &args) {
 std::string prepareCeTvdReduced(const CeTvdReducedArgs &args) {
   validate(args);
   const Kernels &k = kernelsFor(args, Device::Gpu);
-  for (const Kernel *kernel : {&k.weights, &k.lossGrad, &k.lossSum})
-    kernel->compileForGpu();
+  Kernel::compileForGpu({&k.weights, &k.lossGrad, &k.lossSum});
   return k.config;
 }
 

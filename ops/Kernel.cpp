@@ -3,9 +3,17 @@
 
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
+
+#include <algorithm>
+#include <exception>
+#include <future>
 #include <mutex>
 #include <optional>
 
@@ -128,20 +136,84 @@ void Kernel::runOnCpu(Grid grid, const std::vector<KernelArg> &args) const {
   interpret(m->operation(), name(), grid, interp);
 }
 
+/// Opens the device (or makes it current) and returns the target of the
+/// binary. Called with S.mutex held.
+static std::string openDevice(Kernel::State &S) {
+  if (!S.device)
+    S.device.emplace(cuda::Device::open());
+  else
+    S.device->makeCurrent();
+  return S.arch.empty() ? S.device->archString() : S.arch;
+}
+
+/// Loads the compiled binary into the device's context. Called with S.mutex
+/// held, after S.compiled is set.
+static void load(Kernel::State &S) {
+  S.loaded.emplace();
+  S.function = &S.loaded->function(*S.compiled);
+}
+
 const CompiledKernel &Kernel::compileForGpu() const {
   std::lock_guard<std::mutex> lock(S->mutex);
-  if (!S->compiled) {
-    if (!S->device)
-      S->device.emplace(cuda::Device::open());
-    else
-      S->device->makeCurrent();
-    CompileOptions o;
-    o.arch = S->arch.empty() ? S->device->archString() : S->arch;
-    S->compiled = compileCached(S->module, o, KernelCache::global());
-    S->loaded.emplace();
-    S->function = &S->loaded->function(*S->compiled);
+  if (!S->function) {
+    if (!S->compiled) {
+      CompileOptions o;
+      o.arch = openDevice(*S);
+      S->compiled = compileCached(S->module, o, KernelCache::global());
+    }
+    load(*S);
   }
   return *S->compiled;
+}
+
+void Kernel::compileForGpu(const std::vector<const Kernel *> &kernels) {
+  // Each state once, locked in address order (two overlapping calls cannot
+  // deadlock). The device is opened and the modules loaded on this thread;
+  // only the compiles (MLIR in each kernel's own context, NVRTC) run on the
+  // pool, at most one per core. A kernel in the disk cache comes back in
+  // about a millisecond, so the wall time is that of the slowest miss.
+  std::vector<State *> states;
+  for (const Kernel *k : kernels)
+    states.push_back(k->S.get());
+  llvm::sort(states);
+  states.erase(std::unique(states.begin(), states.end()), states.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<State *> todo;
+  std::vector<CompileOptions> options;
+  for (State *s : states) {
+    locks.emplace_back(s->mutex);
+    if (s->function)
+      continue;
+    CompileOptions o;
+    o.arch = openDevice(*s);
+    todo.push_back(s);
+    options.push_back(std::move(o));
+  }
+  if (todo.empty())
+    return;
+  llvm::ThreadPoolStrategy threads = llvm::hardware_concurrency(todo.size());
+  threads.Limit = true;
+  llvm::StdThreadPool pool(threads);
+  std::vector<std::shared_future<void>> done;
+  for (size_t i = 0; i < todo.size(); ++i)
+    done.push_back(pool.async([&, i] {
+      if (!todo[i]->compiled)
+        todo[i]->compiled =
+            compileCached(todo[i]->module, options[i], KernelCache::global());
+    }));
+  pool.wait();
+  // Every kernel that compiled is loaded; then the first error is thrown.
+  std::exception_ptr first;
+  for (size_t i = 0; i < todo.size(); ++i)
+    try {
+      done[i].get();
+      load(*todo[i]);
+    } catch (...) {
+      if (!first)
+        first = std::current_exception();
+    }
+  if (first)
+    std::rethrow_exception(first);
 }
 
 void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,

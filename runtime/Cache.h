@@ -16,8 +16,8 @@
 // bounds kernels/ (default 1 GiB; least recently used entries go first).
 //
 // Key: BLAKE3-256 over a canonical serialization of named fields (CacheKey).
-// compileCached() (tilejit/Compiler.h) fills in everything that can change
-// the binary; see compiler/CachedCompile.cpp for the list.
+// compileCached() (tilejit/CachedCompile.h) fills in everything that can
+// change the binary; see runtime/CachedCompile.cpp for the list.
 //
 // Entry format: a directory kernels/<64 hex key>/ holding tile.mlir,
 // simt.mlir, kernel.cu, kernel.ptx, kernel.cubin and meta.json (kernel name,

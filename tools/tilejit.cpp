@@ -18,7 +18,7 @@
 #include "ops/harness/FusedCeTvdReducedOp.h"
 #include "ops/harness/LinearCeOp.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/KernelSpec.h"

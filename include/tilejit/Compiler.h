@@ -9,8 +9,6 @@
 
 #include "tilejit/TileModule.h"
 
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,7 +42,8 @@ struct CompiledKernel {
   std::string ptx;
   std::vector<char> cubin;
   double mlirMs = 0, nvrtcMs = 0;
-  /// The kernel cache's key (runtime/Cache.h); set by compileCached() only.
+  /// The kernel cache's key (runtime/Cache.h); set by compileCached()
+  /// (tilejit/CachedCompile.h) only.
   std::string cacheKey;
   /// BLAKE3 over the key's fields other than the tile IR (kernel name,
   /// num_warps, constexprs, signature, arch, versions): the request the
@@ -62,31 +61,10 @@ void optimizeTile(TileModule &module);
 /// Runs the pipeline on a copy of `module` up to `options.upTo`.
 CompiledKernel compile(const TileModule &module, const CompileOptions &options);
 
-/// SHA-256 of the compiler's and the kernel specs' sources, made at build
-/// time (cmake/CompilerSourceHash.cmake): part of every cache and tuning key.
+/// SHA-256 of the sources below the tile IR (ir/, compiler/, codegen/), made
+/// at build time (cmake/CompilerSourceHash.cmake): part of every cache and
+/// tuning key. A kernel spec's own code reaches the key through its tile IR.
 const char *compilerSourceHash();
-
-class KernelCache;
-
-/// compile() through the kernel cache (runtime/Cache.h): a kernel compiled
-/// before, in this process or (unless TILEJIT_CACHE=0) in another one with
-/// the same key, is returned without compiling. Stages before Ptx are not
-/// cached (they cost no NVRTC); Ptx and Cubin requests both get the whole
-/// entry. A failed compile throws as compile() does and stores nothing.
-CompiledKernel compileCached(const TileModule &module,
-                             const CompileOptions &options);
-/// The same with an explicit cache, returning the cached object itself (no
-/// copy: this is the microsecond path for a kernel already in memory).
-std::shared_ptr<const CompiledKernel>
-compileCached(const TileModule &module, const CompileOptions &options,
-              KernelCache &cache);
-/// The key compileCached() uses for `module` and `options` (64 hex digits):
-/// a hash over the optimized tile IR and everything else that can change the
-/// binary (compiler/CachedCompile.cpp lists it). `fields` (if given)
-/// receives the named parts that were hashed.
-std::string
-kernelCacheKey(const TileModule &module, const CompileOptions &options,
-               std::map<std::string, std::string> *fields = nullptr);
 
 } // namespace tilejit
 

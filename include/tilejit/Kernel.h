@@ -107,6 +107,11 @@ public:
   /// Compiles (through the cache) and loads the binary for the current
   /// device, if not done yet. Throws when there is no GPU.
   const CompiledKernel &compileForGpu() const;
+  /// compileForGpu() for several kernels at once (an operation's kernels,
+  /// before graph capture): the binaries are compiled in parallel, one
+  /// thread per core, then loaded. Throws the first kernel's error, after
+  /// every compile has finished.
+  static void compileForGpu(const std::vector<const Kernel *> &kernels);
   /// Launches `grid` programs on `stream` (nullptr: the legacy default
   /// stream) after checkArgs; returns without waiting. Grids of a cluster
   /// kernel must be a multiple of its cluster size along x.

@@ -5,7 +5,7 @@
 #include "runtime/Autotuner.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/Interpreter.h"

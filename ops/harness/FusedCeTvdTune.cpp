@@ -6,7 +6,7 @@
 #include "ops/harness/FusedCeTvdOp.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 

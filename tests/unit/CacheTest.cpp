@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Cache.h"
 
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 #include "tilejit/Log.h"
@@ -22,6 +22,7 @@
 #include "llvm/Support/JSON.h"
 
 #include "GpuTest.h"
+#include "TestEnv.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -42,41 +43,6 @@ using namespace tilejit;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// A fresh directory under /tmp, removed afterwards.
-class TempDir {
-public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tilejit-cache-XXXXXX");
-    if (!mkdtemp(tmpl.data()))
-      throw Error("mkdtemp failed");
-    Path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(Path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(Path, ec);
-  }
-  const fs::path &path() const { return Path; }
-
-private:
-  fs::path Path;
-};
-
-/// Sets (or with nullptr unsets) an environment variable for one scope.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : Name(name) {
-    if (const char *old = std::getenv(name))
-      Old = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { Old ? setenv(Name, Old->c_str(), 1) : unsetenv(Name); }
-
-private:
-  const char *Name;
-  std::optional<std::string> Old;
-};
 
 /// Counts the logger's warnings that contain `needle` while alive.
 class WarningCounter {

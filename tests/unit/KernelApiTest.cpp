@@ -218,4 +218,34 @@ TEST(KernelApiGpu, LaunchOnACallersStreamMatchesTheCpu) {
               {"5 arguments expected"});
 }
 
+TEST(KernelApiGpu, SeveralKernelsCompileTogetherAndLaunch) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
+  Kernel a(axpb(256)), b(axpb(1024));
+  Kernel again = a; // the same kernel twice is compiled once
+  Kernel::compileForGpu({&a, &b, &again});
+  EXPECT_FALSE(a.compileForGpu().cacheKey.empty());
+  EXPECT_NE(a.compileForGpu().cacheKey, b.compileForGpu().cacheKey);
+  const int n = 3000;
+  std::vector<float> x(n, 1.f), bias = {1, 2, 3, 4}, y(n);
+  cuda::DeviceBuffer dx(n * 4), db(16), dy(n * 4);
+  dx.copyFromHost(x.data(), n * 4);
+  db.copyFromHost(bias.data(), 16);
+  for (const Kernel *k : {&a, &b}) {
+    int64_t block = k == &a ? 256 : 1024;
+    k->launch({(n + block - 1) / block},
+              {KernelArg::pointer(reinterpret_cast<void *>(dx.ptr()),
+                                  DType::F32),
+               KernelArg::pointer(reinterpret_cast<void *>(db.ptr()),
+                                  DType::F32),
+               KernelArg::pointer(reinterpret_cast<void *>(dy.ptr()),
+                                  DType::F32),
+               KernelArg::i32(n), KernelArg::f32(2.f)});
+    cuda::synchronize();
+    dy.copyToHost(y.data(), n * 4);
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(y[i], 2.f + bias[i % 4]) << block << " " << i;
+  }
+}
+
 } // namespace

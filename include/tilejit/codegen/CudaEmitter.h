@@ -3,7 +3,8 @@
 //
 // Prints the kernels of a SIMT-level module (after tile-lower-to-simt,
 // canonicalize and cse) as one CUDA C++ translation unit that NVRTC compiles
-// without extra headers besides cuda_bf16.h / cuda_fp16.h.
+// without any header: the prelude defines the bf16/f16 storage types and
+// their conversions to and from float under cuda_bf16.h's names.
 //
 // Conventions of the emitted code:
 //  - every kernel (func.func with `tile.kernel`) becomes

@@ -36,10 +36,12 @@
 // key computed and the alias rewritten.
 //
 //===----------------------------------------------------------------------===//
-#include "tilejit/Compiler.h"
+#include "tilejit/CachedCompile.h"
 
 #include "codegen/Nvrtc.h"
 #include "runtime/Cache.h"
+#include "runtime/FileIO.h"
+#include "tilejit/Error.h"
 #include "tilejit/Log.h"
 #include "tilejit/Timing.h"
 #include "tilejit/ir/Dialects.h"
@@ -53,6 +55,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 using namespace mlir;
 
@@ -138,7 +142,66 @@ KeyParts computeKey(const TileModule &module, const CompileOptions &options,
   return keyParts(module, options, optimized.str(), wantParams);
 }
 
+/// The kernel cache first, then the pipeline: compileCached() but the dump.
+std::shared_ptr<const CompiledKernel>
+lookupOrCompile(const TileModule &module, const CompileOptions &options,
+                KernelCache &cache);
+
+/// TILEJIT_DUMP_DIR: writes every stage of `k` into
+/// <dir>/<kernel>-<first 16 hex digits of the key>/. The cache entry holds
+/// every stage but the IR as built, which `built` is, so a hit dumps the
+/// same files as a compile; SASS is disassembled from the CUBIN when
+/// cuobjdump or nvdisasm is there. Throws tilejit::Error when the directory
+/// cannot be written: the caller asked for the files.
+void dumpStages(const std::string &dir, const TileModule &built,
+                const CompileOptions &options, const CompiledKernel &k) {
+  std::string key =
+      k.cacheKey.empty() ? kernelCacheKey(built, options) : k.cacheKey;
+  std::filesystem::path out =
+      std::filesystem::path(dir) / (k.name + "-" + key.substr(0, 16));
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec)
+    throw Error("TILEJIT_DUMP_DIR: cannot create " + out.string() + ": " +
+                ec.message());
+  std::string sass;
+  if (!k.cubin.empty()) {
+    try {
+      sass = nvrtc::disassembleCubin(k.cubin);
+    } catch (const Error &e) {
+      log()->debug("TILEJIT_DUMP_DIR: no SASS for {}: {}", k.name, e.what());
+    }
+  }
+  std::string builtIR = built.str();
+  const std::pair<const char *, llvm::StringRef> files[] = {
+      {"0-built.mlir", builtIR},
+      {"1-tile.mlir", k.tileIR},
+      {"2-simt.mlir", k.simtIR},
+      {"3-kernel.cu", k.cuda},
+      {"4-kernel.ptx", k.ptx},
+      {"5-kernel.cubin", llvm::StringRef(k.cubin.data(), k.cubin.size())},
+      {"6-kernel.sass", sass}};
+  for (auto [name, bytes] : files) {
+    if (bytes.empty())
+      continue; // a stage the request stopped before
+    std::string why;
+    if (!writeFile(out / name, bytes, &why))
+      throw Error("TILEJIT_DUMP_DIR: " + why);
+  }
+  log()->info("dumped {} to {}", k.name, out.string());
+}
+
 } // namespace
+
+std::shared_ptr<const CompiledKernel>
+compileCached(const TileModule &module, const CompileOptions &options,
+              KernelCache &cache) {
+  std::shared_ptr<const CompiledKernel> k =
+      lookupOrCompile(module, options, cache);
+  if (const char *dir = std::getenv("TILEJIT_DUMP_DIR"); dir && *dir)
+    dumpStages(dir, module, options, *k);
+  return k;
+}
 
 std::string kernelCacheKey(const TileModule &module,
                            const CompileOptions &options,
@@ -149,9 +212,11 @@ std::string kernelCacheKey(const TileModule &module,
   return p.key.hex();
 }
 
+namespace {
+
 std::shared_ptr<const CompiledKernel>
-compileCached(const TileModule &module, const CompileOptions &options,
-              KernelCache &cache) {
+lookupOrCompile(const TileModule &module, const CompileOptions &options,
+                KernelCache &cache) {
   if (options.upTo < Stage::Ptx) // no NVRTC: not worth an entry
     return std::make_shared<const CompiledKernel>(compile(module, options));
 
@@ -204,6 +269,8 @@ compileCached(const TileModule &module, const CompileOptions &options,
   cache.storeAlias(alias, key, request); // after the entry, so it never dangles
   return stored;
 }
+
+} // namespace
 
 CompiledKernel compileCached(const TileModule &module,
                              const CompileOptions &options) {
