@@ -1,5 +1,6 @@
-# cmake --install: the CLI, the public headers, libtilejit.so and a CMake
-# package (find_package(tilejit CONFIG) -> tilejit::tilejit), versioned.
+# cmake --install: the CLI, the public headers, libtilejit.so, the static
+# archive libtilejit.a and a CMake package (find_package(tilejit CONFIG) ->
+# tilejit::tilejit, tilejit::tilejit_static), versioned.
 # Included from the top-level CMakeLists.txt after every target exists.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -30,4 +31,42 @@ if(TILEJIT_SHARED)
     COMPATIBILITY SameMinorVersion)
   install(FILES ${PROJECT_BINARY_DIR}/tilejitConfig.cmake
     ${PROJECT_BINARY_DIR}/tilejitConfigVersion.cmake DESTINATION ${_dir})
+endif()
+
+# libtilejit.a: every tilejit archive in one, for C++ users who link
+# statically (tilejit::tilejit_static). What the archives need beyond
+# themselves (MLIR/LLVM, spdlog, fmt, NVRTC) comes from where this build found
+# it. A TILEJIT_STATIC build's archives need MLIR's static libraries, which
+# are not installed with it: no static package there.
+if(TILEJIT_SHARED AND NOT TILEJIT_STATIC)
+  set(_archive ${PROJECT_BINARY_DIR}/libtilejit.a)
+  set(_mri "create ${_archive}\n")
+  foreach(_a IN LISTS TILEJIT_ARCHIVES)
+    string(APPEND _mri "addlib $<TARGET_FILE:${_a}>\n")
+  endforeach()
+  string(APPEND _mri "save\nend\n")
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/libtilejit.mri CONTENT "${_mri}")
+  set(_deps)
+  foreach(_a IN LISTS TILEJIT_ARCHIVES)
+    list(APPEND _deps $<TARGET_FILE:${_a}>)
+  endforeach()
+  add_custom_command(OUTPUT ${_archive}
+    COMMAND ${CMAKE_COMMAND} -E rm -f ${_archive}
+    COMMAND sh -c "${CMAKE_AR} -M < ${PROJECT_BINARY_DIR}/libtilejit.mri"
+    DEPENDS ${_deps} ${PROJECT_BINARY_DIR}/libtilejit.mri
+    COMMENT "Merging tilejit's archives into libtilejit.a" VERBATIM)
+  add_custom_target(tilejit_static_archive ALL DEPENDS ${_archive})
+  install(FILES ${_archive} DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/tilejitStaticTargets.cmake
+    CONTENT "# tilejit::tilejit_static: libtilejit.a and what it links.
+get_filename_component(_prefix \"\${CMAKE_CURRENT_LIST_DIR}/../../..\" ABSOLUTE)
+add_library(tilejit::tilejit_static STATIC IMPORTED)
+set_target_properties(tilejit::tilejit_static PROPERTIES
+  IMPORTED_LOCATION \"\${_prefix}/${CMAKE_INSTALL_LIBDIR}/libtilejit.a\"
+  INTERFACE_INCLUDE_DIRECTORIES \"\${_prefix}/${CMAKE_INSTALL_INCLUDEDIR}\"
+  INTERFACE_COMPILE_FEATURES cxx_std_17
+  INTERFACE_LINK_LIBRARIES \"$<TARGET_LINKER_FILE:MLIR>;$<TARGET_LINKER_FILE:LLVM>;$<TARGET_LINKER_FILE:spdlog::spdlog>;$<TARGET_LINKER_FILE:fmt::fmt>;$<TARGET_LINKER_FILE:CUDA::nvrtc>;${CMAKE_DL_LIBS};pthread\")
+")
+  install(FILES ${PROJECT_BINARY_DIR}/tilejitStaticTargets.cmake
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tilejit)
 endif()

@@ -11,18 +11,20 @@
 #
 # Environment: BUILD_DIR (default <repo>/build-static),
 #              TILEJIT_PACKAGE_TARGETS (default "tilejit tilejit-opt tilejit-unit-tests"),
-#              TILEJIT_SHARED (default OFF: no libtilejit.so, so the archives
-#              need not be position-independent).
+#              TILEJIT_SHARED (default ON: also libtilejit.so, with MLIR/LLVM
+#              and libstdc++ inside, and the C ABI tests that link it alone).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD_DIR:-$ROOT/build-static}
 ARCHIVE=$ROOT/.carry/tilejit-bin.tar.xz
+SHARED=${TILEJIT_SHARED:-ON}
 WANTED=${TILEJIT_PACKAGE_TARGETS:-tilejit tilejit-opt tilejit-unit-tests}
+[ "$SHARED" = ON ] && WANTED="$WANTED tilejit-capi-tests"
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_PREFIX_PATH=/usr/lib/llvm-22 \
   -DCMAKE_BUILD_TYPE=Release -DTILEJIT_STATIC=ON -DTILEJIT_BUILD_TESTS=ON \
-  -DTILEJIT_SHARED=${TILEJIT_SHARED:-OFF} >/dev/null
+  -DTILEJIT_SHARED=$SHARED >/dev/null
 
 # Only the executables this checkout defines.
 defined=$(ninja -C "$BUILD" -t targets all | sed -n 's/^\([^:/]*\): phony$/\1/p')
@@ -36,7 +38,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 echo "package-gpu: building ${targets[*]}"
 start=$(date +%s)
-ninja -C "$BUILD" "${targets[@]}"
+ninja -C "$BUILD" "${targets[@]}" $([ "$SHARED" = ON ] && echo tilejit_shared)
 echo "package-gpu: build took $(( $(date +%s) - start )) s"
 
 stage=$BUILD/gpu-package
@@ -57,6 +59,20 @@ for t in "${targets[@]}"; do
   strip --strip-all -o "$stage/$t" "$exe"
   printf '%-22s %12s %12s\n' "$t" "$(stat -c %s "$exe")" "$(stat -c %s "$stage/$t")"
 done
+if [ "$SHARED" = ON ]; then
+  so=$(find "$BUILD/ops" -name 'libtilejit.so.*.*' -type f | head -1)
+  # Self-contained, and only tilejit's API exported.
+  if ldd "$so" | grep -E 'libMLIR|libLLVM|libstdc\+\+|libfmt|libspdlog|not found' ||
+     nm -D --defined-only "$so" | grep -iE ' (_ZN4llvm|_ZN4mlir|llvm|mlir)'; then
+    echo "package-gpu: $so is not self-contained or exports LLVM/MLIR" >&2
+    exit 1
+  fi
+  soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
+  strip --strip-unneeded -o "$stage/$soname" "$so"
+  ln -s "$soname" "$stage/libtilejit.so"
+  printf '%-22s %12s %12s
+' "$soname" "$(stat -c %s "$so")" "$(stat -c %s "$stage/$soname")"
+fi
 cp -r "$ROOT/tests/data" "$stage/tests/data"
 {
   echo "git: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"

@@ -6,9 +6,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$(cd "$1" && pwd)
 PREFIX=$BUILD/example-install
-rm -rf "$PREFIX" "$BUILD/example"
+rm -rf "$PREFIX"
 cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
-cmake -S "$ROOT/examples/custom-kernel" -B "$BUILD/example" -G Ninja \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
-cmake --build "$BUILD/example"
-"$BUILD/example/custom-kernel"
+# Against libtilejit.so, then against the static archive.
+for static in OFF ON; do
+  dir=$BUILD/example-static-$static
+  rm -rf "$dir"
+  cmake -S "$ROOT/examples/custom-kernel" -B "$dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+    -DTILEJIT_EXAMPLE_STATIC=$static >/dev/null
+  cmake --build "$dir"
+  "$dir/custom-kernel"
+done
