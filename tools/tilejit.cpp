@@ -333,6 +333,8 @@ static int runLinearCe() {
   o.narrowLogits = narrowLogitsArg &&
                    (deviceArg == "gpu" || narrowLogitsArg.getNumOccurrences());
   o.overrides = setArgs;
+  if (deviceArg == "gpu")
+    o.iterations = itersArg;
   // Before generating inputs: the library checks them again.
   checkF32Scalar("--label-smoothing", smoothingArg);
   checkF32Scalar("--z-loss", zLossArg);
@@ -357,9 +359,14 @@ static int runLinearCe() {
   } else {
     std::printf("  loss = %.7g (z-loss part %.7g)\n", out.loss, out.zLoss);
   }
-  if (deviceArg == "gpu" && in.N > 0)
+  if (deviceArg == "gpu" && in.N > 0) {
     std::printf("  first run after the GEMM choices (host time): %.2f ms\n%s",
                 out.firstRunMs, describeGemmPaths(out).c_str());
+    if (o.iterations > 0)
+      std::printf("  fwd+bwd: median of %d runs %.3f ms, %.0f TFLOP/s "
+                  "(6NdV)\n",
+                  o.iterations, out.ms, 6.0 * in.N * in.d * in.V / out.ms / 1e9);
+  }
   else if (deviceArg != "gpu")
     std::printf("    GEMMs: %s\n",
                 o.gemmBackend == LinearCeOptions::GemmBackend::Dsl
