@@ -3,8 +3,11 @@
 
 #include "ops/CApiGuard.h"
 #include "tilejit/ops/FusedCeTvd.h"
+#include "tilejit/ops/LinearCe.h"
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 using namespace tilejit;
 using capi::guarded;
@@ -12,13 +15,31 @@ using capi::require;
 
 namespace {
 
+std::vector<std::string> setOf(const char *const *set, size_t n) {
+  require(set || n == 0, "null parameter array");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    require(set[i] != nullptr, "null parameter string");
+    out.push_back(set[i]);
+  }
+  return out;
+}
+
+DType dtypeOf(int32_t dtype) {
+  require(dtype >= TILEJIT_I1 && dtype <= TILEJIT_F32, "unknown tilejit_dtype");
+  return DType(dtype);
+}
+
+ops::Device deviceOf(int32_t device) {
+  require(device == TILEJIT_DEVICE_GPU || device == TILEJIT_DEVICE_CPU,
+          "unknown tilejit_device");
+  return device == TILEJIT_DEVICE_GPU ? ops::Device::Gpu : ops::Device::Cpu;
+}
+
 ops::CeTvdReducedArgs argsOf(const tilejit_ce_tvd_reduced_args *c) {
   require(c != nullptr, "null tilejit_ce_tvd_reduced_args");
-  require(c->dtype >= TILEJIT_I1 && c->dtype <= TILEJIT_F32,
-          "unknown tilejit_dtype");
-  require(c->set || c->n_set == 0, "null parameter array");
   ops::CeTvdReducedArgs a;
-  a.dtype = DType(c->dtype);
+  a.dtype = dtypeOf(c->dtype);
   a.BT = c->bt;
   a.V = c->v;
   a.student = c->student;
@@ -35,16 +56,136 @@ ops::CeTvdReducedArgs argsOf(const tilejit_ce_tvd_reduced_args *c) {
   a.alpha = c->alpha;
   a.beta = c->beta;
   a.mean = c->mean != 0;
-  for (size_t i = 0; i < c->n_set; ++i) {
-    require(c->set[i] != nullptr, "null parameter string");
-    a.set.push_back(c->set[i]);
-  }
+  a.set = setOf(c->set, c->n_set);
+  return a;
+}
+
+ops::CeTvdArgs argsOf(const tilejit_ce_tvd_args *c) {
+  require(c != nullptr, "null tilejit_ce_tvd_args");
+  ops::CeTvdArgs a;
+  a.dtype = dtypeOf(c->dtype);
+  a.BT = c->bt;
+  a.V = c->v;
+  a.student = c->student;
+  a.teacher = c->teacher;
+  a.rowStride = c->row_stride;
+  a.target = c->target;
+  a.ignoreIndex = c->ignore_index;
+  a.forwardKernel = c->forward_kernel ? c->forward_kernel : "";
+  a.set = setOf(c->set, c->n_set);
+  return a;
+}
+
+ops::LinearCeArgs argsOf(const tilejit_linear_ce_args *c) {
+  require(c != nullptr, "null tilejit_linear_ce_args");
+  require(c->reduction >= TILEJIT_REDUCTION_NONE &&
+              c->reduction <= TILEJIT_REDUCTION_SUM,
+          "unknown tilejit_reduction");
+  require(c->gemm_backend >= TILEJIT_GEMM_CUBLASLT &&
+              c->gemm_backend <= TILEJIT_GEMM_AUTO,
+          "unknown tilejit_gemm_backend");
+  ops::LinearCeArgs a;
+  a.dtype = dtypeOf(c->dtype);
+  a.N = c->n;
+  a.d = c->d;
+  a.V = c->v;
+  a.input = c->input;
+  a.inputStride = c->input_stride;
+  a.weight = c->weight;
+  a.weightStride = c->weight_stride;
+  a.bias = c->bias;
+  a.target = c->target;
+  a.classWeight = c->class_weight;
+  a.gradOutput = c->grad_output;
+  a.ignoreIndex = c->ignore_index;
+  a.labelSmoothing = c->label_smoothing;
+  a.zLoss = c->z_loss;
+  a.softcap = c->softcap;
+  a.reduction = c->reduction == TILEJIT_REDUCTION_NONE   ? ops::Reduction::None
+                : c->reduction == TILEJIT_REDUCTION_MEAN ? ops::Reduction::Mean
+                                                         : ops::Reduction::Sum;
+  a.loss = c->loss;
+  a.rowLoss = c->row_loss;
+  a.rowZLoss = c->row_z_loss;
+  a.lse = c->lse;
+  a.gradInput = c->grad_input;
+  a.gradInputStride = c->grad_input_stride;
+  a.gradWeight = c->grad_weight;
+  a.gradBias = c->grad_bias;
+  a.badTarget = c->bad_target;
+  a.chunkRows = c->chunk_rows;
+  a.memoryBudgetBytes = c->memory_budget_bytes;
+  a.gemmWorkspaceBytes = c->gemm_workspace_bytes;
+  a.narrowLogits = c->narrow_logits != 0;
+  a.bf16GradAccumulation = c->bf16_grad_accumulation != 0;
+  a.gemmBackend = ops::GemmBackend(c->gemm_backend);
+  a.set = setOf(c->set, c->n_set);
   return a;
 }
 
 } // namespace
 
 extern "C" {
+
+size_t tilejit_ce_tvd_state_bytes(int64_t bt) {
+  return ops::ceTvdStateBytes(bt);
+}
+
+int tilejit_ce_tvd_prepare(const tilejit_ce_tvd_args *args) {
+  return guarded([&] { ops::prepareCeTvd(argsOf(args)); });
+}
+
+int tilejit_ce_tvd_forward(const tilejit_ce_tvd_args *args, float *ce,
+                           float *tvd, void *state, int32_t device,
+                           void *stream) {
+  return guarded([&] {
+    ops::ceTvdForward(argsOf(args), ce, tvd, state, deviceOf(device),
+                      static_cast<CUstream>(stream));
+  });
+}
+
+int tilejit_ce_tvd_backward(const tilejit_ce_tvd_args *args, const void *state,
+                            const float *grad_ce, const float *grad_tvd,
+                            void *grad, int64_t grad_stride, int32_t device,
+                            void *stream) {
+  return guarded([&] {
+    ops::ceTvdBackward(argsOf(args), state, grad_ce, grad_tvd, grad,
+                       grad_stride, deviceOf(device),
+                       static_cast<CUstream>(stream));
+  });
+}
+
+int tilejit_linear_ce_workspace_bytes(const tilejit_linear_ce_args *args,
+                                      int32_t device, size_t *bytes) {
+  return guarded([&] {
+    require(bytes != nullptr, "null output");
+    *bytes = ops::linearCeWorkspaceBytes(argsOf(args), deviceOf(device));
+  });
+}
+
+int tilejit_linear_ce_prepare(const tilejit_linear_ce_args *args,
+                              void *workspace, size_t workspace_bytes,
+                              int32_t gemm_candidates, int32_t tune_chunk_rows,
+                              void *stream, int64_t *chunk_rows) {
+  return guarded([&] {
+    ops::LinearCeTuning tuning;
+    tuning.gemmCandidates = gemm_candidates;
+    tuning.tuneChunkRows = tune_chunk_rows != 0;
+    ops::LinearCePlanInfo info =
+        ops::prepareLinearCe(argsOf(args), workspace, workspace_bytes, tuning,
+                             static_cast<CUstream>(stream));
+    if (chunk_rows)
+      *chunk_rows = info.chunkRows;
+  });
+}
+
+int tilejit_linear_ce(const tilejit_linear_ce_args *args, void *workspace,
+                      size_t workspace_bytes, int32_t device, void *stream) {
+  return guarded([&] {
+    ops::linearCe(argsOf(args), workspace, workspace_bytes, deviceOf(device),
+                  static_cast<CUstream>(stream));
+  });
+}
 
 int tilejit_ce_tvd_reduced_workspace_bytes(
     const tilejit_ce_tvd_reduced_args *args, size_t *bytes) {
@@ -70,12 +211,8 @@ int tilejit_ce_tvd_reduced(const tilejit_ce_tvd_reduced_args *args,
                            void *workspace, size_t workspace_bytes,
                            int32_t device, void *stream) {
   return guarded([&] {
-    require(device == TILEJIT_DEVICE_GPU || device == TILEJIT_DEVICE_CPU,
-            "unknown tilejit_device");
     ops::ceTvdReduced(argsOf(args), workspace, workspace_bytes,
-                      device == TILEJIT_DEVICE_GPU ? ops::Device::Gpu
-                                                   : ops::Device::Cpu,
-                      static_cast<CUstream>(stream));
+                      deviceOf(device), static_cast<CUstream>(stream));
   });
 }
 

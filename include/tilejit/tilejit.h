@@ -150,6 +150,105 @@ TILEJIT_API int tilejit_ce_tvd_reduced(const tilejit_ce_tvd_reduced_args *args,
                                        void *workspace, size_t workspace_bytes,
                                        int32_t device, void *stream);
 
+/*===-- The unreduced CE+TVD (tilejit/ops/FusedCeTvd.h) --------------------===*
+ * ce_i, tvd_i per row and the state the backward reads; the backward's
+ * gradient from per-row upstream gradients. */
+typedef struct {
+  int32_t dtype;         /* tilejit_dtype of student, teacher, grad */
+  int64_t bt, v;         /* rows, vocab */
+  const void *student;   /* (bt, v), rows row_stride apart */
+  const void *teacher;   /* (bt, v), rows row_stride apart */
+  int64_t row_stride;    /* 0: v */
+  const int64_t *target; /* (bt) */
+  int64_t ignore_index;  /* usually -100 */
+  const char *forward_kernel; /* NULL or "": chosen for the GPU */
+  const char *const *set;     /* "NAME=VALUE", each kernel takes its own */
+  size_t n_set;
+} tilejit_ce_tvd_args;
+
+/* Bytes of the state between forward and backward (caller-owned). */
+TILEJIT_API size_t tilejit_ce_tvd_state_bytes(int64_t bt);
+
+/* Compiles and loads both GPU kernels (before graph capture). */
+TILEJIT_API int tilejit_ce_tvd_prepare(const tilejit_ce_tvd_args *args);
+
+/* ce, tvd: (bt) f32 each; state: tilejit_ce_tvd_state_bytes(bt) bytes. */
+TILEJIT_API int tilejit_ce_tvd_forward(const tilejit_ce_tvd_args *args,
+                                       float *ce, float *tvd, void *state,
+                                       int32_t device, void *stream);
+
+/* grad: (bt, v) in dtype, rows grad_stride (0: v) apart; grad_ce, grad_tvd:
+ * (bt) f32 upstream gradients. */
+TILEJIT_API int tilejit_ce_tvd_backward(const tilejit_ce_tvd_args *args,
+                                        const void *state,
+                                        const float *grad_ce,
+                                        const float *grad_tvd, void *grad,
+                                        int64_t grad_stride, int32_t device,
+                                        void *stream);
+
+/*===-- The chunked linear cross-entropy (tilejit/ops/LinearCe.h) ----------===*/
+typedef enum {
+  TILEJIT_REDUCTION_NONE = 0,
+  TILEJIT_REDUCTION_MEAN = 1,
+  TILEJIT_REDUCTION_SUM = 2
+} tilejit_reduction;
+
+typedef enum {
+  TILEJIT_GEMM_CUBLASLT = 0,
+  TILEJIT_GEMM_TILEJIT = 1, /* lce_gemm: tile dot on tensor cores */
+  TILEJIT_GEMM_AUTO = 2     /* per problem the faster, timed by prepare */
+} tilejit_gemm_backend;
+
+typedef struct {
+  int32_t dtype;              /* tilejit_dtype of input, weight, grad_input */
+  int64_t n, d, v;            /* rows, hidden, vocab */
+  const void *input;          /* (n, d), rows input_stride (0: d) apart */
+  int64_t input_stride;
+  const void *weight;         /* (v, d), rows weight_stride (0: d) apart */
+  int64_t weight_stride;
+  const float *bias;          /* (v) f32, or NULL */
+  const int64_t *target;      /* (n) */
+  const float *class_weight;  /* (v) f32, or NULL */
+  const float *grad_output;   /* (n) f32: reduction none only */
+  int64_t ignore_index;       /* usually -100 */
+  double label_smoothing, z_loss, softcap; /* 0: off */
+  int32_t reduction;          /* tilejit_reduction */
+  float *loss;                /* (2): loss, z-loss part (mean, sum) */
+  float *row_loss, *row_z_loss, *lse; /* (n) each, or NULL (none: row_loss) */
+  void *grad_input;           /* (n, d) dtype, rows grad_input_stride apart */
+  int64_t grad_input_stride;  /* 0: d */
+  void *grad_weight;          /* (v, d) f32 (bf16 with bf16_grad_accumulation) */
+  void *grad_bias;            /* (v), with a bias */
+  int32_t *bad_target;        /* (1), or NULL */
+  int64_t chunk_rows;         /* 0: from memory_budget_bytes */
+  int64_t memory_budget_bytes; /* 0: one chunk */
+  int64_t gemm_workspace_bytes; /* cuBLASLt's, inside the workspace */
+  int32_t narrow_logits, bf16_grad_accumulation, gemm_backend;
+  const char *const *set;     /* "NAME=VALUE" of lce_logits_grad, lce_gemm */
+  size_t n_set;
+} tilejit_linear_ce_args;
+
+/* Bytes of workspace tilejit_linear_ce needs on `device`, into *bytes. */
+TILEJIT_API int
+tilejit_linear_ce_workspace_bytes(const tilejit_linear_ce_args *args,
+                                  int32_t device, size_t *bytes);
+
+/* GPU: compiles, and times cuBLASLt's first `gemm_candidates` algorithms
+ * per GEMM (1: none) and, with tune_chunk_rows, the chunk sizes, running
+ * the call on its own buffers; synchronizes. *chunk_rows (or NULL)
+ * receives the rows per chunk chosen. */
+TILEJIT_API int tilejit_linear_ce_prepare(const tilejit_linear_ce_args *args,
+                                          void *workspace,
+                                          size_t workspace_bytes,
+                                          int32_t gemm_candidates,
+                                          int32_t tune_chunk_rows,
+                                          void *stream, int64_t *chunk_rows);
+
+/* Enqueues the loss and gradients on `stream` (ignored on the CPU). */
+TILEJIT_API int tilejit_linear_ce(const tilejit_linear_ce_args *args,
+                                  void *workspace, size_t workspace_bytes,
+                                  int32_t device, void *stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

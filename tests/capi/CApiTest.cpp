@@ -12,6 +12,7 @@
 #include "tilejit/DSL.h"
 #include "tilejit/KernelSpec.h"
 #include "tilejit/ops/FusedCeTvd.h"
+#include "tilejit/ops/LinearCe.h"
 
 #include <gtest/gtest.h>
 
@@ -189,6 +190,147 @@ TEST(CApi, ReducedCeTvdMatchesTheCxxOp) {
                                    nullptr),
             0);
   EXPECT_NE(tilejit_ce_tvd_reduced(&c, ws.data(), bytes, 7, nullptr), 0);
+}
+
+TEST(CApi, UnreducedCeTvdMatchesTheCxxOp) {
+  const int64_t BT = 4, V = 500;
+  std::vector<float> student(BT * V), teacher(BT * V);
+  for (int64_t i = 0; i < BT * V; ++i) {
+    student[i] = float(std::sin(0.37 * i));
+    teacher[i] = float(std::cos(0.21 * i));
+  }
+  std::vector<int64_t> target = {3, -100, 499, 7};
+  std::vector<float> gCe = {1, 2, 3, 4}, gTvd = {0.5, 0.5, 1, 2};
+  ops::CeTvdArgs a;
+  a.dtype = DType::F32;
+  a.BT = BT;
+  a.V = V;
+  a.student = student.data();
+  a.teacher = teacher.data();
+  a.target = target.data();
+  size_t stateBytes = tilejit_ce_tvd_state_bytes(BT);
+  ASSERT_EQ(stateBytes, ops::ceTvdStateBytes(BT));
+  std::vector<float> ce(BT), tvd(BT), grad(BT * V), state(stateBytes / 4);
+  ops::ceTvdForward(a, ce.data(), tvd.data(), state.data(), ops::Device::Cpu);
+  ops::ceTvdBackward(a, state.data(), gCe.data(), gTvd.data(), grad.data(), 0,
+                     ops::Device::Cpu);
+
+  tilejit_ce_tvd_args c;
+  std::memset(&c, 0, sizeof(c));
+  c.dtype = TILEJIT_F32;
+  c.bt = BT;
+  c.v = V;
+  c.student = student.data();
+  c.teacher = teacher.data();
+  c.target = target.data();
+  c.ignore_index = -100;
+  std::vector<float> ce2(BT), tvd2(BT), grad2(BT * V), state2(stateBytes / 4);
+  ASSERT_EQ(tilejit_ce_tvd_forward(&c, ce2.data(), tvd2.data(), state2.data(),
+                                   TILEJIT_DEVICE_CPU, nullptr),
+            0)
+      << tilejit_last_error();
+  ASSERT_EQ(tilejit_ce_tvd_backward(&c, state2.data(), gCe.data(), gTvd.data(),
+                                    grad2.data(), 0, TILEJIT_DEVICE_CPU,
+                                    nullptr),
+            0)
+      << tilejit_last_error();
+  EXPECT_EQ(ce2, ce);
+  EXPECT_EQ(tvd2, tvd);
+  EXPECT_EQ(grad2, grad);
+  EXPECT_EQ(ce2[1], 0.f); // ignored row
+  c.forward_kernel = "no_such_kernel";
+  EXPECT_NE(tilejit_ce_tvd_forward(&c, ce2.data(), tvd2.data(), state2.data(),
+                                   TILEJIT_DEVICE_CPU, nullptr),
+            0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("unknown forward kernel"),
+            std::string::npos);
+}
+
+TEST(CApi, LinearCeMatchesTheCxxOp) {
+  const int64_t N = 6, d = 5, V = 40;
+  std::vector<float> x(N * d), W(V * d), bias(V);
+  for (int64_t i = 0; i < N * d; ++i)
+    x[i] = float(std::sin(0.7 * i));
+  for (int64_t i = 0; i < V * d; ++i)
+    W[i] = float(std::cos(0.3 * i)) / 2;
+  for (int64_t v = 0; v < V; ++v)
+    bias[v] = 0.01f * float(v % 7);
+  std::vector<int64_t> target = {1, 39, -100, 0, 17, 40}; // 40: outside V
+  auto run = [&](bool viaC, std::vector<float> &dx, std::vector<float> &dW,
+                 std::vector<float> &db, float *loss, int32_t *bad) {
+    ops::LinearCeArgs a;
+    a.dtype = DType::F32;
+    a.N = N;
+    a.d = d;
+    a.V = V;
+    a.input = x.data();
+    a.weight = W.data();
+    a.bias = bias.data();
+    a.target = target.data();
+    a.labelSmoothing = 0.1;
+    a.zLoss = 1e-3;
+    a.loss = loss;
+    a.gradInput = dx.data();
+    a.gradWeight = dW.data();
+    a.gradBias = db.data();
+    a.badTarget = bad;
+    a.chunkRows = 4;
+    if (!viaC) {
+      std::vector<char> ws(ops::linearCeWorkspaceBytes(a, ops::Device::Cpu));
+      ops::linearCe(a, ws.data(), ws.size(), ops::Device::Cpu);
+      return;
+    }
+    tilejit_linear_ce_args c;
+    std::memset(&c, 0, sizeof(c));
+    c.dtype = TILEJIT_F32;
+    c.n = N;
+    c.d = d;
+    c.v = V;
+    c.input = x.data();
+    c.weight = W.data();
+    c.bias = bias.data();
+    c.target = target.data();
+    c.ignore_index = -100;
+    c.label_smoothing = 0.1;
+    c.z_loss = 1e-3;
+    c.reduction = TILEJIT_REDUCTION_MEAN;
+    c.loss = loss;
+    c.grad_input = dx.data();
+    c.grad_weight = dW.data();
+    c.grad_bias = db.data();
+    c.bad_target = bad;
+    c.chunk_rows = 4;
+    c.gemm_workspace_bytes = 8 << 20;
+    size_t bytes = 0;
+    ASSERT_EQ(tilejit_linear_ce_workspace_bytes(&c, TILEJIT_DEVICE_CPU, &bytes),
+              0)
+        << tilejit_last_error();
+    std::vector<char> ws(bytes);
+    ASSERT_EQ(tilejit_linear_ce(&c, ws.data(), bytes, TILEJIT_DEVICE_CPU,
+                                nullptr),
+              0)
+        << tilejit_last_error();
+    c.reduction = 9;
+    EXPECT_NE(tilejit_linear_ce(&c, ws.data(), bytes, TILEJIT_DEVICE_CPU,
+                                nullptr),
+              0);
+    EXPECT_NE(std::string(tilejit_last_error()).find("tilejit_reduction"),
+              std::string::npos);
+  };
+  std::vector<float> dx(N * d), dW(V * d), db(V), dx2(N * d), dW2(V * d),
+      db2(V);
+  float loss[2] = {-1, -1}, loss2[2] = {-1, -1};
+  int32_t bad = -1, bad2 = -1;
+  run(false, dx, dW, db, loss, &bad);
+  run(true, dx2, dW2, db2, loss2, &bad2);
+  EXPECT_EQ(bad, 6);
+  EXPECT_EQ(bad2, 6);
+  EXPECT_GT(loss[0], 0.f);
+  EXPECT_EQ(loss2[0], loss[0]);
+  EXPECT_EQ(loss2[1], loss[1]);
+  EXPECT_EQ(dx2, dx);
+  EXPECT_EQ(dW2, dW);
+  EXPECT_EQ(db2, db);
 }
 
 } // namespace
