@@ -18,10 +18,14 @@ if [ -z "${TILEJIT_CUBLASLT:-}" ]; then
   export TILEJIT_CUBLASLT
 fi
 tj="timeout 300 ./gpu-bin/tilejit"
-timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 \
-  --gtest_filter="${UNIT_FILTER:-*OpsGpu*:KernelApiGpu*:AutotunerGpu*}" 2>&1 |
+timeout 420 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 \
+  --gtest_filter="${UNIT_FILTER:-*Gpu*}" 2>&1 |
   grep -vE 'cuModuleUnload failed' > "$out/unit-tests.log"
 tail -3 "$out/unit-tests.log"
+LD_LIBRARY_PATH=gpu-bin timeout 120 ./gpu-bin/tilejit-capi-tests --gtest_brief=1 2>&1 |
+  tail -5 | tee "$out/capi-tests.log"
+timeout 300 python3 scripts/gpu-torch-capi.py gpu-bin/libtilejit.so 2>&1 |
+  grep -v Warning | tee "$out/torch-capi.log"
 cetvd="--bt 4096 --vocab 151936 --dtype bf16 --check"
 lce="--hidden 1024 --vocab 32000 --dtype bf16 --label-smoothing 0.1 --z-loss 1e-4
   --softcap 30 --bias --class-weights"
