@@ -7,7 +7,7 @@
 # at 1024 x 1024 x 32000, then timed at 8192 x 4096 x 128256), and the JSD
 # spec run, tuned and benched from the CLI; cold and warm compile times of
 # single kernels (one process each) on this machine's host. Logs go to $OUT
-# (default ./out).
+# (default ./out). PARTS (default "tests bench compile") picks what runs.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
@@ -18,18 +18,22 @@ if [ -z "${TILEJIT_CUBLASLT:-}" ]; then
   export TILEJIT_CUBLASLT
 fi
 tj="timeout 300 ./gpu-bin/tilejit"
-timeout 420 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 \
-  --gtest_filter="${UNIT_FILTER:-*Gpu*}" 2>&1 |
-  grep -vE 'cuModuleUnload failed' > "$out/unit-tests.log"
-tail -3 "$out/unit-tests.log"
-LD_LIBRARY_PATH=gpu-bin timeout 120 ./gpu-bin/tilejit-capi-tests --gtest_brief=1 2>&1 |
-  tail -5 | tee "$out/capi-tests.log"
-timeout 300 python3 scripts/gpu-torch-capi.py gpu-bin/libtilejit.so 2>&1 |
-  grep -v Warning | tee "$out/torch-capi.log"
+parts=${PARTS:-tests bench compile}
+has() { [[ " $parts " == *" $1 "* ]]; }
+if has tests; then
+  timeout 420 ./gpu-bin/tilejit-unit-tests --gtest_brief=1 \
+    --gtest_filter="${UNIT_FILTER:-*Gpu*}" 2>&1 |
+    grep -vE 'cuModuleUnload failed' > "$out/unit-tests.log"
+  tail -3 "$out/unit-tests.log"
+  LD_LIBRARY_PATH=gpu-bin timeout 120 ./gpu-bin/tilejit-capi-tests --gtest_brief=1 2>&1 |
+    tail -5 | tee "$out/capi-tests.log"
+  timeout 300 python3 scripts/gpu-torch-capi.py gpu-bin/libtilejit.so 2>&1 |
+    grep -v Warning | tee "$out/torch-capi.log"
+fi
 cetvd="--bt 4096 --vocab 151936 --dtype bf16 --check"
 lce="--hidden 1024 --vocab 32000 --dtype bf16 --label-smoothing 0.1 --z-loss 1e-4
   --softcap 30 --bias --class-weights"
-{
+has bench && {
   $tj bench fused_ce_tvd $cetvd
   $tj bench fused_ce_tvd $cetvd --reduction=mean
   $tj bench fused_ce_tvd $cetvd --reduction=mean --in-place
@@ -45,6 +49,7 @@ lce="--hidden 1024 --vocab 32000 --dtype bf16 --label-smoothing 0.1 --z-loss 1e-
   $tj bench jsd $jsd --iters 20
 } 2>&1 | tee "$out/ops.log"
 # Compile times: cold (an empty cache), then warm (the filled one), in ms.
+has compile || exit 0
 ms() { local t0=$(date +%s%N); "$@" >/dev/null 2>&1; echo $(( ($(date +%s%N) - t0) / 1000000 )); }
 {
   echo "process start (tilejit --version): $(ms ./gpu-bin/tilejit --version) ms"
