@@ -20,7 +20,9 @@ echo "gpu-unpack: glibc here: $(ldd --version | head -1 | awk '{print $NF}')"
 
 # libnvrtc.so.13 is found through the RUNPATH of the build machine's CUDA
 # (/usr/local/cuda/...); if this machine keeps CUDA elsewhere, point
-# LD_LIBRARY_PATH at it.
+# LD_LIBRARY_PATH at it. The C ABI tests find libtilejit.so beside them
+# (LD_LIBRARY_PATH=gpu-bin).
+export LD_LIBRARY_PATH="$DEST${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 for exe in "$DEST"/*; do
   [ -f "$exe" ] && [ -x "$exe" ] || continue
