@@ -16,12 +16,15 @@
 
 namespace tilejit {
 
+namespace {
+
+/// What a loaded candidate takes per block, for the tuner's limit check:
+/// its threads, registers, and static plus dynamic shared memory.
 KernelResources candidateResources(const CompiledKernel &k,
                                    const cuda::Function &fn) {
   return {static_cast<int>(k.threads), fn.numRegs(),
           fn.sharedBytes() + static_cast<int>(k.dynamicSharedBytes)};
 }
-namespace {
 
 const char *const kBwd = "fused_ce_tvd_bwd";
 
@@ -228,7 +231,6 @@ TuneParams defaultParams(const char *name, DType dtype) {
 }
 
 } // namespace
-
 
 TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
                          const DeviceIdentity &device, bool inPlace) {
