@@ -87,8 +87,8 @@ CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
   out.ce.assign(in.BT, 0.f);
   out.tvd.assign(in.BT, 0.f);
   // In place, the op writes the gradient over this copy of the student.
-  out.grad = options.inPlace ? in.student
-                             : std::vector<uint8_t>(in.student.size(), 0);
+  out.grad =
+      options.inPlace ? in.student : std::vector<uint8_t>(in.student.size(), 0);
   int32_t bad = 0;
   ops::CeTvdReducedArgs a = opArgs(in, options);
   a.student = options.inPlace ? out.grad.data() : in.student.data();
@@ -156,8 +156,8 @@ public:
 
   /// Enqueues the op with `args` (this call's, with another config maybe).
   void run(const ops::CeTvdReducedArgs &args, CUstream stream) const {
-    ops::ceTvdReduced(args, ptr(Workspace), Workspace.size(),
-                      ops::Device::Gpu, stream);
+    ops::ceTvdReduced(args, ptr(Workspace), Workspace.size(), ops::Device::Gpu,
+                      stream);
   }
 
   /// Restores an in-place student.
