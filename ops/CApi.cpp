@@ -71,12 +71,24 @@ int tilejit_kernel_compile(const char *name, int32_t dtype,
                            const char *const *shape_names,
                            const int64_t *shape_values, size_t n_shape,
                            const char *arch, tilejit_kernel **out) {
+  return tilejit_kernel_compile_flags(name, dtype, set, n_set, shape_names,
+                                      shape_values, n_shape, arch, 0, out);
+}
+
+int tilejit_kernel_compile_flags(const char *name, int32_t dtype,
+                                 const char *const *set, size_t n_set,
+                                 const char *const *shape_names,
+                                 const int64_t *shape_values, size_t n_shape,
+                                 const char *arch, uint32_t flags,
+                                 tilejit_kernel **out) {
   return guarded([&] {
     require(name && out, "null kernel name or output handle");
+    *out = nullptr;
     require((set || n_set == 0) &&
                 ((shape_names && shape_values) || n_shape == 0),
             "null parameter or shape array");
-    *out = nullptr;
+    require((flags & ~uint32_t(TILEJIT_COMPILE_TUNED)) == 0,
+            "unknown flag of tilejit_kernel_compile_flags");
     KernelOptions o;
     o.dtype = dtypeOf(dtype);
     for (size_t i = 0; i < n_set; ++i) {
@@ -88,6 +100,7 @@ int tilejit_kernel_compile(const char *name, int32_t dtype,
       o.shape[shape_names[i]] = shape_values[i];
     }
     o.arch = arch ? arch : "";
+    o.tuned = flags & TILEJIT_COMPILE_TUNED;
     *out = new tilejit_kernel{Kernel::compile(name, o)};
   });
 }
@@ -100,6 +113,10 @@ const char *tilejit_kernel_name(const tilejit_kernel *kernel) {
 
 const char *tilejit_kernel_config(const tilejit_kernel *kernel) {
   return kernel ? kernel->kernel.config().c_str() : "";
+}
+
+const char *tilejit_kernel_config_source(const tilejit_kernel *kernel) {
+  return kernel ? kernel->kernel.configSource().c_str() : "";
 }
 
 int32_t tilejit_kernel_num_params(const tilejit_kernel *kernel) {
@@ -134,6 +151,16 @@ int tilejit_kernel_compile_gpu(const tilejit_kernel *kernel) {
   return guarded([&] {
     require(kernel != nullptr, "null kernel");
     kernel->kernel.compileForGpu();
+  });
+}
+
+int tilejit_kernel_resources(const tilejit_kernel *kernel,
+                             tilejit_kernel_usage *usage) {
+  return guarded([&] {
+    require(kernel && usage, "null kernel or usage");
+    KernelUsage u = kernel->kernel.resources();
+    *usage = {u.threads, u.registers, u.staticSharedBytes,
+              u.dynamicSharedBytes};
   });
 }
 

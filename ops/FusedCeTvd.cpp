@@ -1,6 +1,7 @@
 //===- FusedCeTvd.cpp - the reduced CE+TVD loss on the caller's memory ----===//
 #include "tilejit/ops/FusedCeTvd.h"
 
+#include "ops/FusedCeTvdParts.h"
 #include "ops/TunedConfig.h"
 #include "runtime/Autotuner.h"
 #include "runtime/CudaDriver.h"
@@ -147,6 +148,20 @@ std::string prepareCeTvdReduced(const CeTvdReducedArgs &args) {
   const Kernels &k = kernelsFor(args, Device::Gpu);
   Kernel::compileForGpu({&k.weights, &k.lossGrad, &k.lossSum});
   return k.config;
+}
+
+std::string ceTvdReducedConfig(const CeTvdReducedArgs &args, Device device) {
+  validate(args);
+  return kernelsFor(args, device).config;
+}
+
+const Kernel &ceTvdReducedLossGrad(const CeTvdReducedArgs &args) {
+  prepareCeTvdReduced(args);
+  return kernelsFor(args, Device::Gpu).lossGrad;
+}
+
+size_t ceTvdReducedValidCountOffset() {
+  return Layout{}.weights + 2 * sizeof(float);
 }
 
 void ceTvdReduced(const CeTvdReducedArgs &a, void *workspace,

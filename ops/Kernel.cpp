@@ -1,6 +1,7 @@
 //===- Kernel.cpp - compile a kernel spec, launch it with checked arguments -===//
 #include "tilejit/Kernel.h"
 
+#include "ops/TunedConfig.h"
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/CachedCompile.h"
@@ -21,7 +22,7 @@ namespace tilejit {
 
 struct Kernel::State {
   TileModule module;
-  std::string config;
+  std::string config, configSource;
   std::string arch;
   std::vector<KernelParam> params;
 
@@ -44,9 +45,14 @@ Kernel Kernel::compile(const std::string &name, const KernelOptions &options) {
 }
 
 Kernel Kernel::compile(const KernelSpec &spec, const KernelOptions &options) {
-  dsl::Config config = spec.config(options.dtype, options.set, options.shape);
+  std::vector<std::string> set = options.set;
+  std::string source = set.empty() ? "default" : "set";
+  if (options.tuned && set.empty())
+    set = tunedOverridesHere(spec, options.dtype, options.shape, &source);
+  dsl::Config config = spec.config(options.dtype, set, options.shape);
   Kernel k(spec.build(config), options.arch);
   k.S->config = config.str();
+  k.S->configSource = std::move(source);
   return k;
 }
 
@@ -55,6 +61,7 @@ Kernel::Kernel(TileModule module, std::string arch)
 
 const std::string &Kernel::name() const { return S->module.kernelName(); }
 const std::string &Kernel::config() const { return S->config; }
+const std::string &Kernel::configSource() const { return S->configSource; }
 const std::vector<KernelParam> &Kernel::params() const { return S->params; }
 
 static const char *kindName(KernelArg::Kind k) {
@@ -214,6 +221,17 @@ void Kernel::compileForGpu(const std::vector<const Kernel *> &kernels) {
     }
   if (first)
     std::rethrow_exception(first);
+}
+
+KernelUsage Kernel::resources() const {
+  std::lock_guard<std::mutex> lock(S->mutex);
+  if (!S->function)
+    throw Error("kernel '" + name() +
+                "': its resources are known once compileForGpu() has loaded "
+                "it");
+  S->device->makeCurrent();
+  return {int(S->compiled->threads), S->function->numRegs(),
+          S->function->sharedBytes(), int(S->compiled->dynamicSharedBytes)};
 }
 
 void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,

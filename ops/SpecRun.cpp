@@ -423,10 +423,9 @@ public:
         R.spec(), {o.dtype, paramOverrides(params), o.sizes, o.arch}));
   }
   KernelResources load(TuneCandidate &c) override {
-    const CompiledKernel &k =
-        static_cast<Candidate &>(c).kernel.compileForGpu();
-    // Registers are not known here: a candidate over them fails to launch.
-    return {int(k.threads), 0, int(k.dynamicSharedBytes)};
+    const Kernel &k = static_cast<Candidate &>(c).kernel;
+    k.compileForGpu();
+    return tuningResources(k);
   }
   void resetBuffers() override {
     for (size_t i = 0; i < R.Buffers.size(); ++i)

@@ -4,6 +4,7 @@
 #include "runtime/Autotuner.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
 
 namespace tilejit {
 
@@ -48,6 +49,26 @@ std::vector<std::string> tunedOverrides(const TuningKey &key,
 const DeviceIdentity &currentGpuIdentity() {
   static const DeviceIdentity id = deviceIdentity(cuda::Device::open());
   return id;
+}
+
+std::vector<std::string>
+tunedOverridesHere(const KernelSpec &spec, DType dtype,
+                   const std::map<std::string, int64_t> &shape,
+                   std::string *source) {
+  spec.tuningShapeKey(shape); // a missing size is the caller's error anywhere
+  const DeviceIdentity *device;
+  try {
+    device = &currentGpuIdentity();
+  } catch (const Error &) {
+    *source = "default; no usable GPU to look up a tuned config for";
+    return {};
+  }
+  return tunedOverrides(spec, dtype, shape, *device, source);
+}
+
+KernelResources tuningResources(const Kernel &kernel) {
+  KernelUsage u = kernel.resources();
+  return {u.threads, u.registers, u.staticSharedBytes + u.dynamicSharedBytes};
 }
 
 } // namespace tilejit

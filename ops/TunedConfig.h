@@ -9,7 +9,9 @@
 #ifndef TILEJIT_OPS_TUNEDCONFIG_H
 #define TILEJIT_OPS_TUNEDCONFIG_H
 
+#include "runtime/Autotuner.h"
 #include "runtime/TuningDatabase.h"
+#include "tilejit/Kernel.h"
 #include "tilejit/KernelSpec.h"
 
 #include <map>
@@ -38,6 +40,19 @@ tunedOverrides(const KernelSpec &spec, DType dtype,
 
 /// The identity of the current GPU (opened once per process).
 const DeviceIdentity &currentGpuIdentity();
+
+/// tunedOverrides for the current GPU; without one, empty, with *source
+/// saying so. Throws tilejit::Error when `shape` lacks a tuning size of
+/// `spec`, GPU or not.
+std::vector<std::string>
+tunedOverridesHere(const KernelSpec &spec, DType dtype,
+                   const std::map<std::string, int64_t> &shape,
+                   std::string *source);
+
+/// What the tuner checks against the device's limits for a kernel that
+/// compileForGpu() has loaded: its threads, registers, and static plus
+/// dynamic shared memory per program.
+KernelResources tuningResources(const Kernel &kernel);
 
 } // namespace tilejit
 

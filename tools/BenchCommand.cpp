@@ -10,9 +10,11 @@
 // the roofline: the forward must read student and teacher once (2 units of
 // BT * V * element bytes), the backward read both and write the gradient
 // (3 units); forward + backward is compared with 3 units, the minimum for
-// the loss and its gradient. --check compares the timed run's outputs with
-// the fp64 reference on sampled rows (exit 1 on a mismatch), so one process
-// both times and tests a shape.
+// the loss and its gradient. --reduction=mean|sum times the reduced loss +
+// gradient instead: the op of tilejit/ops/FusedCeTvd.h on a stream of its
+// own, as a training step calls it (3 units). --check compares the timed
+// run's outputs with the fp64 reference on sampled rows (exit 1 on a
+// mismatch), so one process both times and tests a shape.
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
@@ -24,7 +26,6 @@
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 #include "tilejit/Timing.h"
-#include "tilejit/ops/FusedCeTvd.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -209,61 +210,6 @@ static int benchLinearCe() {
   return 0;
 }
 
-/// The reduced loss again, through the device API (tilejit/ops/FusedCeTvd.h)
-/// on buffers of its own and a stream of its own, as a training step calls
-/// it: its median time (after restoring an in-place student, untimed) and
-/// whether its loss has the bits of the run above. Returns the time.
-static double benchReducedThroughTheApi(const ref::CeTvdInputs &in,
-                                        const CeTvdReducedOptions &ro,
-                                        float runnerLoss, std::string *config,
-                                        bool *sameLoss) {
-  size_t bytes = in.student.size();
-  cuda::DeviceBuffer s(bytes), t(bytes), g(ro.inPlace ? 0 : bytes),
-      y(in.target.size() * sizeof(int64_t)), loss(sizeof(float));
-  s.copyFromHost(in.student.data(), bytes);
-  t.copyFromHost(in.teacher.data(), bytes);
-  y.copyFromHost(in.target.data(), y.size());
-  auto dev = [](const cuda::DeviceBuffer &b) {
-    return reinterpret_cast<void *>(b.ptr());
-  };
-  ops::CeTvdReducedArgs a;
-  a.dtype = in.dtype;
-  a.BT = in.BT;
-  a.V = in.V;
-  a.student = dev(s);
-  a.teacher = dev(t);
-  a.target = static_cast<const int64_t *>(dev(y));
-  a.grad = ro.inPlace ? dev(s) : dev(g);
-  a.loss = static_cast<float *>(dev(loss));
-  a.alpha = ro.alpha;
-  a.beta = ro.beta;
-  a.mean = ro.mean;
-  a.set = ro.overrides;
-  cuda::DeviceBuffer ws(ops::ceTvdReducedWorkspaceBytes(a));
-  *config = ops::prepareCeTvdReduced(a);
-  cuda::Stream stream;
-  std::vector<double> ms;
-  for (int i = 0; i < std::max(1, ro.iterations) + 1; ++i) {
-    if (ro.inPlace) { // untimed: a copy from pageable memory may still be
-      s.copyFromHost(in.student.data(), bytes); // landing when it returns
-      cuda::synchronize();
-    }
-    double t = cuda::timeMs(
-        [&] {
-          ops::ceTvdReduced(a, dev(ws), ws.size(), ops::Device::Gpu,
-                            stream.get());
-        },
-        stream.get());
-    if (i > 0) // the first run loads nothing, but is left out like a warm-up
-      ms.push_back(t);
-  }
-  stream.synchronize();
-  float l = 0;
-  loss.copyToHost(&l, sizeof(float));
-  *sameLoss = l == runnerLoss;
-  return medianOf(ms);
-}
-
 int runBenchCommand() {
   if (benchKernel == "fused_linear_ce")
     return benchLinearCe();
@@ -311,16 +257,6 @@ int runBenchCommand() {
                 dtypeName(dtype), copyBytesPerS / 1e12, out.config.c_str(),
                 out.jitMs);
     row("loss + grad", out.ms, 3);
-    std::string apiConfig;
-    bool sameLoss = false;
-    double apiMs =
-        benchReducedThroughTheApi(in, ro, out.loss, &apiConfig, &sameLoss);
-    std::printf("  through the device API (tilejit/ops/FusedCeTvd.h, own "
-                "stream): config %s; loss %s the run above\n",
-                apiConfig.c_str(), sameLoss ? "bit-identical to" : "DIFFERS from");
-    row("  device API", apiMs, 3);
-    if (!sameLoss)
-      return 1;
     if (!benchCheck)
       return 0;
     return reportCheck(

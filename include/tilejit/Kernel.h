@@ -76,6 +76,18 @@ struct KernelOptions {
   std::map<std::string, int64_t> shape;
   /// GPU target, e.g. "sm_90"; empty: the current device's.
   std::string arch;
+  /// With `set` empty: the config `tilejit tune` stored for the current GPU,
+  /// this dtype and `shape` (which must hold the spec's tuning sizes), else
+  /// the defaults; without a GPU, the defaults. configSource() says which.
+  bool tuned = false;
+};
+
+/// What one program of a loaded kernel uses on the GPU.
+struct KernelUsage {
+  int threads = 0;   ///< per program (thread block)
+  int registers = 0; ///< per thread
+  int staticSharedBytes = 0;
+  int dynamicSharedBytes = 0;
 };
 
 /// A kernel built for one config: its parameters, and once compiled, its
@@ -93,6 +105,10 @@ public:
   const std::string &name() const;
   /// The config it was built with ("" for a module built by the caller).
   const std::string &config() const;
+  /// Where the config came from: "default", "set" (KernelOptions::set),
+  /// "tuned, <file>", or "default; <why no tuned entry applies>"; "" for a
+  /// module built by the caller.
+  const std::string &configSource() const;
   /// The parameters in declaration order: what launch() checks against.
   const std::vector<KernelParam> &params() const;
 
@@ -112,6 +128,9 @@ public:
   /// thread per core, then loaded. Throws the first kernel's error, after
   /// every compile has finished.
   static void compileForGpu(const std::vector<const Kernel *> &kernels);
+  /// What the loaded binary uses per program, as the driver reports it.
+  /// Throws tilejit::Error before compileForGpu().
+  KernelUsage resources() const;
   /// Launches `grid` programs on `stream` (nullptr: the legacy default
   /// stream) after checkArgs; returns without waiting. Grids of a cluster
   /// kernel must be a multiple of its cluster size along x.

@@ -73,6 +73,22 @@ TILEJIT_API int tilejit_kernel_compile(const char *name, int32_t dtype,
                                        size_t n_shape, const char *arch,
                                        tilejit_kernel **out);
 
+/* Flags of tilejit_kernel_compile_flags, or-ed together. */
+enum {
+  /* With n_set = 0: the config `tilejit tune` stored for the current GPU,
+   * dtype and shape (which must hold the kernel's tuning sizes), else the
+   * defaults; without a GPU, the defaults. tilejit_kernel_config_source says
+   * which. */
+  TILEJIT_COMPILE_TUNED = 1u
+};
+
+/* tilejit_kernel_compile with `flags` (TILEJIT_COMPILE_*; 0 is
+ * tilejit_kernel_compile). Unknown flags are an error. */
+TILEJIT_API int tilejit_kernel_compile_flags(
+    const char *name, int32_t dtype, const char *const *set, size_t n_set,
+    const char *const *shape_names, const int64_t *shape_values,
+    size_t n_shape, const char *arch, uint32_t flags, tilejit_kernel **out);
+
 /* Frees a handle (NULL is ignored). */
 TILEJIT_API void tilejit_kernel_destroy(tilejit_kernel *kernel);
 
@@ -80,6 +96,11 @@ TILEJIT_API void tilejit_kernel_destroy(tilejit_kernel *kernel);
  * owned by the handle. */
 TILEJIT_API const char *tilejit_kernel_name(const tilejit_kernel *kernel);
 TILEJIT_API const char *tilejit_kernel_config(const tilejit_kernel *kernel);
+
+/* Where the config came from: "default", "set", "tuned, <file>", or
+ * "default; <why no tuned config applies>". Owned by the handle. */
+TILEJIT_API const char *
+tilejit_kernel_config_source(const tilejit_kernel *kernel);
 
 /* The declared parameters: how many, and parameter i's name (owned by the
  * handle), whether it is a pointer, and its dtype (a pointer's pointee). */
@@ -97,6 +118,19 @@ TILEJIT_API int tilejit_kernel_run_cpu(const tilejit_kernel *kernel,
 /* Compiles (through the disk cache) for the current device if not done yet;
  * call it before capturing a launch in a CUDA graph. */
 TILEJIT_API int tilejit_kernel_compile_gpu(const tilejit_kernel *kernel);
+
+/* What one program of the loaded kernel uses on the GPU. */
+typedef struct {
+  int32_t threads;   /* per program (thread block) */
+  int32_t registers; /* per thread */
+  int32_t static_shared_bytes;
+  int32_t dynamic_shared_bytes;
+} tilejit_kernel_usage;
+
+/* Fills *usage; fails before tilejit_kernel_compile_gpu has loaded the
+ * kernel. */
+TILEJIT_API int tilejit_kernel_resources(const tilejit_kernel *kernel,
+                                         tilejit_kernel_usage *usage);
 
 /* Launches on `stream` (a CUstream; NULL: the legacy default stream) after
  * checking the arguments; returns without waiting for the kernel. */

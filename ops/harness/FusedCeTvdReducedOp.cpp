@@ -1,16 +1,16 @@
-//===- FusedCeTvdReducedOp.cpp - host side of the reduced CE+TVD ----------===//
+//===- FusedCeTvdReducedOp.cpp - the reduced CE+TVD on host vectors -------===//
 #include "ops/harness/FusedCeTvdReducedOp.h"
 
+#include "ops/FusedCeTvdParts.h"
+#include "ops/TunedConfig.h"
 #include "ops/harness/FusedCeTvdTune.h"
 #include "runtime/Autotuner.h"
-#include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
-#include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/HostFloat.h"
-#include "tilejit/Interpreter.h"
 #include "tilejit/KernelSpec.h"
 #include "tilejit/Timing.h"
+#include "tilejit/ops/FusedCeTvd.h"
 
 #include <algorithm>
 #include <chrono>
@@ -23,41 +23,6 @@ namespace tilejit {
 namespace {
 
 const char *const kLossGrad = "fused_ce_tvd_loss_grad";
-const char *const kWeights = "ce_tvd_row_weights";
-const char *const kLossSum = "ce_tvd_loss_sum";
-
-/// Every buffer of one reduced run.
-enum Buf { Student, Teacher, Target, Weights, Ce, Tvd, Grad, Bad, Loss, NBufs };
-
-/// Scalar arguments, in one place so the GPU can point at them.
-struct Scalars {
-  Scalars(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o)
-      : V(static_cast<int32_t>(in.V)), BT(static_cast<int32_t>(in.BT)),
-        rowStride(in.V), gradStride(in.V), alpha(static_cast<float>(o.alpha)),
-        beta(static_cast<float>(o.beta)), mean(o.mean ? 1 : 0) {}
-  int32_t V, BT;
-  int64_t rowStride, gradStride;
-  int64_t ignoreIndex = ref::kCeTvdIgnoreIndex;
-  float alpha, beta;
-  int32_t mean;
-};
-
-/// The three kernels' arguments: buffer(b) for pointers, scalar(x) else.
-template <typename Arg, typename BufFn, typename ScalarFn>
-std::vector<std::vector<Arg>> kernelArgs(const Scalars &s, BufFn buffer,
-                                         ScalarFn scalar) {
-  std::vector<Arg> weights = {
-      buffer(Target),  buffer(Weights), scalar(s.BT),  scalar(s.ignoreIndex),
-      scalar(s.alpha), scalar(s.beta),  scalar(s.mean)};
-  std::vector<Arg> lossGrad = {
-      buffer(Student),     buffer(Teacher),      buffer(Target),
-      buffer(Weights),     buffer(Ce),           buffer(Tvd),
-      buffer(Grad),        buffer(Bad),          scalar(s.V),
-      scalar(s.rowStride), scalar(s.gradStride), scalar(s.ignoreIndex)};
-  std::vector<Arg> lossSum = {buffer(Ce), buffer(Tvd), buffer(Weights),
-                              buffer(Loss), scalar(s.BT)};
-  return {weights, lossGrad, lossSum};
-}
 
 void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
   for (const std::string &s : o.overrides)
@@ -80,69 +45,29 @@ void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
   checkF32Scalar("fused_ce_tvd (reduced): beta", o.beta);
 }
 
-/// The three kernels, built for in's shape; clusterSize of the main one.
-struct Built {
-  TileModule weights, lossGrad, lossSum;
-  std::string config;
-  int64_t clusterSize; ///< of lossGrad: its grid is BT times this
-};
-
-Built build(const ref::CeTvdInputs &in, const std::vector<std::string> &set,
-            bool inPlace) {
-  const KernelSpec &lg = findKernel(kLossGrad);
-  dsl::Config c = lg.config(
-      in.dtype, set, {{"BT", in.BT}, {"V", in.V}, {"IN_PLACE", inPlace}});
-  return {findKernel(kWeights).build(findKernel(kWeights).config(DType::F32)),
-          lg.build(c),
-          findKernel(kLossSum).build(findKernel(kLossSum).config(DType::F32)),
-          formatParams(c.params), c.get("CLUSTER_SIZE")};
+/// The op's arguments for `in` (contiguous rows) and `o`; the pointers are
+/// the caller's to set.
+ops::CeTvdReducedArgs opArgs(const ref::CeTvdInputs &in,
+                             const CeTvdReducedOptions &o) {
+  ops::CeTvdReducedArgs a;
+  a.dtype = in.dtype;
+  a.BT = in.BT;
+  a.V = in.V;
+  a.ignoreIndex = ref::kCeTvdIgnoreIndex;
+  a.alpha = o.alpha;
+  a.beta = o.beta;
+  a.mean = o.mean;
+  a.set = o.overrides;
+  a.useTuned = o.useTuned;
+  return a;
 }
 
-/// Host storage of every buffer of one run (inputs point into `in`, or into
-/// `work` for an in-place gradient).
-struct Host {
-  std::vector<uint8_t> work; // the student copy an in-place run overwrites
-  std::vector<float> weights = std::vector<float>(3, 0.f), loss = {0.f};
-  int32_t bad = 0;
-  void *data[NBufs] = {};
-  DType dtype[NBufs] = {};
-  int64_t count[NBufs] = {};
-
-  Host(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
-       CeTvdReducedOutputs &out) {
-    out.ce.assign(in.BT, 0.f);
-    out.tvd.assign(in.BT, 0.f);
-    int64_t n = in.BT * in.V;
-    if (o.inPlace)
-      work = in.student;
-    else
-      out.grad.assign(n * dtypeSize(in.dtype), 0);
-    auto set = [&](Buf b, const void *p, DType t, int64_t c) {
-      data[b] = const_cast<void *>(p);
-      dtype[b] = t;
-      count[b] = c;
-    };
-    set(Student, o.inPlace ? work.data() : in.student.data(), in.dtype, n);
-    set(Teacher, in.teacher.data(), in.dtype, n);
-    set(Target, in.target.data(), DType::I64, in.BT);
-    set(Weights, weights.data(), DType::F32, 3);
-    set(Ce, out.ce.data(), DType::F32, in.BT);
-    set(Tvd, out.tvd.data(), DType::F32, in.BT);
-    set(Grad, o.inPlace ? work.data() : out.grad.data(), in.dtype, n);
-    set(Bad, &bad, DType::I32, 1);
-    set(Loss, loss.data(), DType::F32, 1);
-  }
-  size_t bytes(Buf b) const { return count[b] * dtypeSize(dtype[b]); }
-
-  void finish(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
-              CeTvdReducedOutputs &out) {
-    throwIfBadTarget(in, bad);
-    out.loss = loss[0];
-    out.nValid = weights[2];
-    if (o.inPlace)
-      out.grad = work; // a copy: H.data still points at `work`
-  }
-};
+CeTvdReducedOutputs emptyBatch(const char *device) {
+  CeTvdReducedOutputs out;
+  out.device = device;
+  out.config = "none (empty batch: nothing launched)";
+  return out;
+}
 
 } // namespace
 
@@ -155,164 +80,150 @@ bool parseReduction(const std::string &name) {
 CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
                                        const CeTvdReducedOptions &options) {
   validate(in, options);
+  if (in.BT == 0) // the loss of nothing is 0, for mean as for sum
+    return emptyBatch("cpu");
   CeTvdReducedOutputs out;
   out.device = "cpu";
-  if (in.BT == 0) { // the loss of nothing is 0, for mean as for sum
-    out.config = "none (empty batch: nothing launched)";
-    return out;
-  }
-  Host h(in, options, out);
-  Scalars s(in, options);
-  auto args = kernelArgs<InterpArg>(
-      s,
-      [&](Buf b) {
-        return InterpBuffer{h.data[b], h.dtype[b], h.count[b]};
-      },
-      [](auto x) { return x; });
-  Built k = build(in, options.overrides, options.inPlace);
-  out.config = k.config;
-  TileModule *mods[3] = {&k.weights, &k.lossGrad, &k.lossSum};
-  Grid grids[3] = {{1, 1, 1}, {in.BT * k.clusterSize, 1, 1}, {1, 1, 1}};
-  for (int i = 0; i < 3; ++i) {
-    optimizeTile(*mods[i]);
-    interpret(mods[i]->operation(), mods[i]->kernelName(), grids[i], args[i]);
-  }
-  h.finish(in, options, out);
+  out.ce.assign(in.BT, 0.f);
+  out.tvd.assign(in.BT, 0.f);
+  // In place, the op writes the gradient over this copy of the student.
+  out.grad =
+      options.inPlace ? in.student : std::vector<uint8_t>(in.student.size(), 0);
+  int32_t bad = 0;
+  ops::CeTvdReducedArgs a = opArgs(in, options);
+  a.student = options.inPlace ? out.grad.data() : in.student.data();
+  a.teacher = in.teacher.data();
+  a.target = in.target.data();
+  a.grad = out.grad.data();
+  a.loss = &out.loss;
+  a.ce = out.ce.data();
+  a.tvd = out.tvd.data();
+  a.badTarget = &bad;
+  out.config = ops::ceTvdReducedConfig(a, ops::Device::Cpu);
+  std::vector<uint8_t> workspace(ops::ceTvdReducedWorkspaceBytes(a));
+  ops::ceTvdReduced(a, workspace.data(), workspace.size(), ops::Device::Cpu);
+  throwIfBadTarget(in, bad);
+  std::memcpy(&out.nValid,
+              workspace.data() + ops::ceTvdReducedValidCountOffset(),
+              sizeof(float));
   return out;
 }
 
 namespace {
 
-/// The GPU side: device buffers, loaded kernels, launches.
-class GpuRun {
+/// One call's device memory: the inputs, uploaded once; the outputs; the
+/// workspace; and for an in-place gradient, a copy of the student that
+/// restores it before each run. Copies and memsets run on the legacy default
+/// stream, which orders them with the blocking streams the op runs on.
+class DeviceCall {
 public:
-  GpuRun(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
-         CeTvdReducedOutputs &out)
-      : In(in), Opts(o), Dev(cuda::Device::open()), H(in, o, out), S(in, o) {
-    Copts.arch = o.arch.empty() ? Dev.archString() : o.arch;
-    for (int b = 0; b < NBufs; ++b) {
-      Buf buf = static_cast<Buf>(b);
-      bool alias = buf == Grad && o.inPlace; // the student buffer itself
-      Buffers.emplace_back(alias ? 0 : H.bytes(buf));
-      Ptrs[b] = alias ? Buffers[Student].ptr() : Buffers.back().ptr();
-    }
-    for (Buf b : {Student, Teacher, Target})
-      Buffers[b].copyFromHost(H.data[b], H.bytes(b));
-    if (o.inPlace) { // a pristine copy restores the student before each run
-      Pristine.emplace(H.bytes(Student));
-      Pristine->copyFromHost(H.data[Student], H.bytes(Student));
-    }
-    Args = kernelArgs<void *>(
-        S, [&](Buf b) -> void * { return &Ptrs[b]; },
-        [](const auto &x) {
-          return const_cast<void *>(static_cast<const void *>(&x));
-        });
+  DeviceCall(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o)
+      : Dev(cuda::Device::open()), InPlace(o.inPlace), Args(opArgs(in, o)) {
+    if (!o.arch.empty() && o.arch != Dev.archString())
+      throw Error("fused_ce_tvd (reduced): the op compiles for this GPU (" +
+                  Dev.archString() + "), not --arch " + o.arch);
+    size_t logits = in.student.size(), rows = in.BT * sizeof(float);
+    auto upload = [](const void *p, size_t bytes) {
+      cuda::DeviceBuffer b(bytes);
+      b.copyFromHost(p, bytes);
+      return b;
+    };
+    Student = upload(in.student.data(), logits);
+    Teacher = upload(in.teacher.data(), logits);
+    Target = upload(in.target.data(), in.BT * sizeof(int64_t));
+    if (InPlace)
+      Pristine = upload(in.student.data(), logits);
+    else
+      Grad = cuda::DeviceBuffer(logits);
+    Ce = cuda::DeviceBuffer(rows);
+    Tvd = cuda::DeviceBuffer(rows);
+    Loss = cuda::DeviceBuffer(sizeof(float));
+    Bad = cuda::DeviceBuffer(sizeof(int32_t));
+    Args.student = ptr(Student);
+    Args.teacher = ptr(Teacher);
+    Args.target = static_cast<const int64_t *>(ptr(Target));
+    Args.grad = ptr(InPlace ? Student : Grad);
+    Args.loss = static_cast<float *>(ptr(Loss));
+    Args.ce = static_cast<float *>(ptr(Ce));
+    Args.tvd = static_cast<float *>(ptr(Tvd));
+    Args.badTarget = static_cast<int32_t *>(ptr(Bad));
+    Workspace = cuda::DeviceBuffer(ops::ceTvdReducedWorkspaceBytes(Args));
   }
 
   const cuda::Device &device() const { return Dev; }
-  const CompileOptions &compileOptions() const { return Copts; }
+  /// The op's arguments on this memory.
+  const ops::CeTvdReducedArgs &args() const { return Args; }
 
-  /// Compiles (through the cache) and loads the three kernels.
-  void load(const std::vector<std::string> &set, LoadedKernels &loaded) {
-    Built k = build(In, set, Opts.inPlace);
-    Config = k.config;
-    TileModule *mods[3] = {&k.weights, &k.lossGrad, &k.lossSum};
-    for (int i = 0; i < 3; ++i) {
-      CompiledKernel c = compileCached(*mods[i], Copts);
-      Fns[i] = loaded.function(c);
-      Threads[i] = c.threads;
-      SharedBytes[i] = c.dynamicSharedBytes;
-      Grids[i] = i == 1 ? In.BT * c.clusterSize : 1;
-    }
+  /// Enqueues the op with `args` (this call's, with another config maybe).
+  void run(const ops::CeTvdReducedArgs &args, CUstream stream) const {
+    ops::ceTvdReduced(args, ptr(Workspace), Workspace.size(), ops::Device::Gpu,
+                      stream);
   }
 
-  /// Restores an in-place student and clears the bad-target flag.
-  void reset() {
-    if (Pristine)
-      Buffers[Student].copyFrom(*Pristine);
-    Buffers[Bad].memset(0);
+  /// Restores an in-place student.
+  void restore() {
+    if (InPlace)
+      Student.copyFrom(Pristine);
   }
 
   /// NaN-fills every output, so a config that skips some cannot pass.
   void poison() {
-    for (Buf b : {Ce, Tvd, Loss})
-      Buffers[b].memset(0xFF);
-    if (!Opts.inPlace)
-      Buffers[Grad].memset(0xFF);
+    for (cuda::DeviceBuffer *b : {&Ce, &Tvd, &Loss})
+      b->memset(0xFF);
+    if (!InPlace)
+      Grad.memset(0xFF);
   }
 
-  void launchAll() {
-    for (int i = 0; i < 3; ++i)
-      cuda::launch(Fns[i], {static_cast<unsigned>(Grids[i])},
-                   {static_cast<unsigned>(Threads[i])},
-                   static_cast<size_t>(SharedBytes[i]), nullptr, Args[i]);
+  /// Copies every output of the last run into `out` (the copies wait for
+  /// it); throws for a bad target.
+  void copyBack(const ref::CeTvdInputs &in, CeTvdReducedOutputs &out) const {
+    out.ce.resize(in.BT);
+    out.tvd.resize(in.BT);
+    out.grad.resize(in.student.size());
+    Ce.copyToHost(out.ce.data(), Ce.size());
+    Tvd.copyToHost(out.tvd.data(), Tvd.size());
+    (InPlace ? Student : Grad).copyToHost(out.grad.data(), out.grad.size());
+    Loss.copyToHost(&out.loss, sizeof(float));
+    Workspace.copyToHost(&out.nValid, sizeof(float),
+                         ops::ceTvdReducedValidCountOffset());
+    int32_t bad = 0;
+    Bad.copyToHost(&bad, sizeof(bad));
+    throwIfBadTarget(in, bad);
   }
-
-  void copyBack(CeTvdReducedOutputs &out) {
-    cuda::synchronize();
-    for (Buf b : {Weights, Ce, Tvd, Bad, Loss})
-      Buffers[b].copyToHost(H.data[b], H.bytes(b));
-    Buffers[Opts.inPlace ? Student : Grad].copyToHost(H.data[Grad],
-                                                      H.bytes(Grad));
-    H.finish(In, Opts, out);
-  }
-
-  /// Makes `fn` (a build of fused_ce_tvd_loss_grad) the one launched.
-  void useLossGrad(const CompiledKernel &k, const cuda::Function &fn) {
-    Fns[1] = fn;
-    Threads[1] = k.threads;
-    SharedBytes[1] = k.dynamicSharedBytes;
-    Grids[1] = In.BT * k.clusterSize;
-  }
-
-  const std::string &config() const { return Config; }
 
 private:
-  const ref::CeTvdInputs &In;
-  const CeTvdReducedOptions &Opts;
-  cuda::Device Dev;
-  Host H;
-  Scalars S;
-  CompileOptions Copts;
-  std::vector<cuda::DeviceBuffer> Buffers;
-  std::optional<cuda::DeviceBuffer> Pristine;
-  CUdeviceptr Ptrs[NBufs] = {};
-  std::vector<std::vector<void *>> Args;
-  cuda::Function Fns[3];
-  int64_t Threads[3] = {}, Grids[3] = {}, SharedBytes[3] = {};
-  std::string Config;
+  static void *ptr(const cuda::DeviceBuffer &b) {
+    return reinterpret_cast<void *>(b.ptr());
+  }
+  cuda::Device Dev; // outlives the buffers
+  bool InPlace;
+  ops::CeTvdReducedArgs Args;
+  cuda::DeviceBuffer Student, Teacher, Target, Pristine, Grad, Ce, Tvd, Loss,
+      Bad, Workspace;
 };
 
 } // namespace
 
 CeTvdReducedOutputs runCeTvdReducedGpu(const ref::CeTvdInputs &in,
                                        const CeTvdReducedOptions &options) {
-  validate(in, options);
+  validate(in, options); // bad inputs before a missing GPU
+  if (in.BT == 0)        // the loss of nothing is 0, for mean as for sum
+    return emptyBatch("gpu");
+  DeviceCall call(in, options);
   CeTvdReducedOutputs out;
-  if (in.BT == 0) { // the loss of nothing is 0, for mean as for sum
-    out.device = "gpu";
-    out.config = "none (empty batch: nothing launched)";
-    return out;
-  }
-  GpuRun run(in, options, out);
-  out.device = run.device().name();
-  std::vector<std::string> set = options.overrides;
-  std::string source = set.empty() ? "default" : "--set";
-  if (options.useTuned && set.empty())
-    set = tunedCeTvdOverrides(kLossGrad, in, deviceIdentity(run.device()),
-                              &source, options.inPlace);
-  LoadedKernels loaded;
+  out.device = call.device().name();
   auto t0 = std::chrono::steady_clock::now();
-  run.load(set, loaded);
+  out.config = ops::prepareCeTvdReduced(call.args());
   out.jitMs = msSince(t0);
-  out.config = run.config() + " (" + source + ")";
-  run.reset();
-  run.launchAll();
-  run.copyBack(out);
+  cuda::Stream stream;
+  CUstream st = stream.get();
+  call.run(call.args(), st);
+  stream.synchronize();
+  call.copyBack(in, out);
   std::vector<double> ms;
   for (int i = 0; i < std::max(1, options.iterations); ++i) {
-    run.reset();
-    ms.push_back(cuda::timeMs([&] { run.launchAll(); }));
+    call.restore(); // untimed: ordered before the run's start event
+    ms.push_back(cuda::timeMs([&] { call.run(call.args(), st); }, st));
   }
   out.ms = medianOf(ms);
   return out;
@@ -320,63 +231,58 @@ CeTvdReducedOutputs runCeTvdReducedGpu(const ref::CeTvdInputs &in,
 
 namespace {
 
-/// fused_ce_tvd_loss_grad as a tuning target: each candidate runs with the
-/// two helper kernels and is checked like a `run --check`.
+/// fused_ce_tvd_loss_grad as a tuning target: a candidate is the op with
+/// the candidate's parameters as its `set` (compiled once per set by
+/// prepareCeTvdReduced), launched with the two helper kernels on the legacy
+/// default stream (the timer's) and checked like a `run --check`.
 class ReducedTarget : public TuningTarget {
-  struct Candidate : TuneCandidate, OwnModuleKernel {};
+  struct Candidate : TuneCandidate {
+    ops::CeTvdReducedArgs args;
+  };
 
 public:
-  /// `out` is what `run` was made with (its host buffers live there).
-  ReducedTarget(GpuRun &run, CeTvdReducedOutputs &out,
-                const ref::CeTvdInputs &in, const CeTvdReducedOptions &o,
-                std::vector<int64_t> rows)
-      : Run(run), Out(out), In(in), Opts(o), Rows(std::move(rows)),
-        Timer(run.device()) {}
+  ReducedTarget(DeviceCall &call, const ref::CeTvdInputs &in,
+                const CeTvdReducedOptions &o, std::vector<int64_t> rows)
+      : Call(call), In(in), Opts(o), Rows(std::move(rows)),
+        Timer(call.device()) {}
 
   std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
-    const KernelSpec &spec = findKernel(kLossGrad);
-    dsl::Config config =
-        spec.config(In.dtype, paramOverrides(params),
-                    {{"BT", In.BT}, {"V", In.V}, {"IN_PLACE", Opts.inPlace}});
     auto c = std::make_unique<Candidate>();
-    c->compiled = compileCached(spec.build(config), Run.compileOptions());
+    c->args = Call.args();
+    c->args.set = paramOverrides(params);
+    ops::prepareCeTvdReduced(c->args);
     return c;
   }
   KernelResources load(TuneCandidate &tc) override {
-    auto &c = static_cast<Candidate &>(tc);
-    c.load();
-    return candidateResources(c.compiled, c.fn);
+    return tuningResources(ops::ceTvdReducedLossGrad(args(tc)));
   }
   void resetBuffers() override {
-    Run.reset();
-    Run.poison();
+    Call.restore();
+    Call.poison();
   }
   void launch(TuneCandidate &tc) override {
-    select(tc);
-    Run.launchAll();
+    Call.run(args(tc), nullptr);
     cuda::synchronize();
   }
   double timeLaunch(TuneCandidate &tc) override {
-    select(tc);
-    return Timer.timeMs([&] { Run.launchAll(); });
+    return Timer.timeMs([&] { Call.run(args(tc), nullptr); });
   }
   std::string checkOutputs() override {
-    Run.copyBack(Out);
+    Call.copyBack(In, Out);
     CeTvdCheck c = checkCeTvdReduced(In, Opts, Out, Rows);
     return c.passed ? "" : c.summary;
   }
 
 private:
-  void select(TuneCandidate &tc) {
-    auto &c = static_cast<Candidate &>(tc);
-    Run.useLossGrad(c.compiled, c.fn);
+  static const ops::CeTvdReducedArgs &args(TuneCandidate &tc) {
+    return static_cast<Candidate &>(tc).args;
   }
-  GpuRun &Run;
-  CeTvdReducedOutputs &Out;
+  DeviceCall &Call;
   const ref::CeTvdInputs &In;
   const CeTvdReducedOptions &Opts;
   std::vector<int64_t> Rows;
   L2FlushTimer Timer;
+  CeTvdReducedOutputs Out;
 };
 
 } // namespace
@@ -387,12 +293,9 @@ tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
                     std::string *table,
                     const std::function<void(const std::string &)> &progress) {
   validate(in, options);
-  CeTvdReducedOutputs scratch;
-  GpuRun run(in, options, scratch);
-  LoadedKernels loaded;
-  run.load({}, loaded); // the helper kernels (and a default main kernel)
-  ReducedTarget target(run, scratch, in, options, sampleCheckRows(in.BT, 16));
-  DeviceIdentity id = deviceIdentity(run.device());
+  DeviceCall call(in, options);
+  ReducedTarget target(call, in, options, sampleCheckRows(in.BT, 16));
+  DeviceIdentity id = deviceIdentity(call.device());
   TuningDatabase db = TuningDatabase::fromEnvironment();
   TuningKey key = ceTvdTuningKey(kLossGrad, in, id, options.inPlace);
   TuneOptions topts;
@@ -403,7 +306,7 @@ tuneCeTvdReducedGpu(const ref::CeTvdInputs &in,
       db, key,
       [&] {
         return autotune(target, findKernel(kLossGrad).candidateConfigs(),
-                        deviceLimits(run.device()), topts);
+                        deviceLimits(call.device()), topts);
       },
       retune, &fromDb);
   if (table) {

@@ -1,7 +1,7 @@
-//===- FusedCeTvdReducedOp.h - the reduced CE+TVD loss and gradient -*- C++
-//-*-//
+//===- FusedCeTvdReducedOp.h - the reduced CE+TVD on host vectors -*- C++ -*-===//
 //
-// The reduced API of docs/semantics.md §1:
+// ops::ceTvdReduced (tilejit/ops/FusedCeTvd.h) on host vectors, for `tilejit
+// run|bench|tune` and the tests. The reduced API of docs/semantics.md §1:
 //   loss = (alpha sum_i ce_i + beta sum_i tvd_i) / n_valid   (mean)
 //   loss =  alpha sum_i ce_i + beta sum_i tvd_i              (sum)
 // with the student gradient produced in the same pass that reads the logits
@@ -28,7 +28,8 @@ struct CeTvdReducedOptions {
   /// NAME=VALUE for fused_ce_tvd_loss_grad (CLUSTER_SIZE, num_warps).
   std::vector<std::string> overrides;
   bool useTuned = false; ///< GPU: the tuned config when `overrides` is empty
-  std::string arch;      ///< GPU: empty = the device's own
+  /// GPU: empty or the device's own (the op compiles for the current GPU).
+  std::string arch;
   int iterations = 10;   ///< GPU: timed runs (all three launches each)
 };
 
@@ -46,12 +47,15 @@ struct CeTvdReducedOutputs {
 /// "mean" -> true, "sum" -> false; throws tilejit::Error otherwise.
 bool parseReduction(const std::string &name);
 
-/// Runs the three kernels in the CPU interpreter. Throws tilejit::Error for
+/// Runs ops::ceTvdReduced in the CPU interpreter. Throws tilejit::Error for
 /// bad shapes, an out-of-range target or a kernel error.
 CeTvdReducedOutputs runCeTvdReducedCpu(const ref::CeTvdInputs &in,
                                        const CeTvdReducedOptions &options);
-/// The same on the GPU (sm_90 or newer: thread-block clusters). Also throws
-/// when there is no GPU or driver, or V does not fit the config on chip.
+/// The same on the GPU (sm_90 or newer: thread-block clusters), on a stream
+/// of its own, timed with CUDA events on that stream (an in-place student is
+/// restored before each timed run, untimed). Also throws when there is no
+/// GPU or driver, `arch` is not the GPU's, or V does not fit the config on
+/// chip.
 CeTvdReducedOutputs runCeTvdReducedGpu(const ref::CeTvdInputs &in,
                                        const CeTvdReducedOptions &options);
 

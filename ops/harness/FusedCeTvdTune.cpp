@@ -16,12 +16,15 @@
 
 namespace tilejit {
 
+namespace {
+
+/// What a loaded candidate takes per block, for the tuner's limit check:
+/// its threads, registers, and static plus dynamic shared memory.
 KernelResources candidateResources(const CompiledKernel &k,
                                    const cuda::Function &fn) {
   return {static_cast<int>(k.threads), fn.numRegs(),
           fn.sharedBytes() + static_cast<int>(k.dynamicSharedBytes)};
 }
-namespace {
 
 const char *const kBwd = "fused_ce_tvd_bwd";
 
@@ -33,7 +36,7 @@ const char *const kNames[NumBufs] = {
     "fast_signs", "bad_target", "g_ce",     "g_tvd", "grad"};
 
 /// A compiled and loaded kernel.
-struct Kernel : TuneCandidate, OwnModuleKernel {};
+struct LoadedCandidate : TuneCandidate, OwnModuleKernel {};
 
 /// Index of the first Inf/NaN element of a dtype buffer, or -1.
 int64_t firstNonFinite(const uint8_t *data, DType dtype, int64_t n) {
@@ -89,10 +92,10 @@ public:
   const std::string &arch() const { return Copts.arch; }
   L2FlushTimer &timer() { return Timer; }
 
-  std::unique_ptr<Kernel> compileKernel(const char *name,
+  std::unique_ptr<LoadedCandidate> compileKernel(const char *name,
                                         const TuneParams &params) const {
     const KernelSpec &spec = findKernel(name);
-    auto k = std::make_unique<Kernel>();
+    auto k = std::make_unique<LoadedCandidate>();
     k->compiled =
         compileCached(spec.build(spec.config(In.dtype, paramOverrides(params),
                                              {{"BT", In.BT}, {"V", In.V}})),
@@ -100,12 +103,12 @@ public:
     return k;
   }
 
-  KernelResources load(Kernel &k) const {
+  KernelResources load(LoadedCandidate &k) const {
     k.load();
     return candidateResources(k.compiled, k.fn);
   }
 
-  void launchAsync(const Kernel &k) {
+  void launchAsync(const LoadedCandidate &k) {
     std::vector<void *> args =
         launchArgs(k.compiled.name == kBwd, ScalarArgs, Ptrs);
     cuda::launch(k.fn, {static_cast<unsigned>(In.BT * k.compiled.clusterSize)},
@@ -183,7 +186,7 @@ private:
 /// gradient the check needs; for the backward, nothing (the forward has run).
 class CeTvdTarget : public TuningTarget {
 public:
-  CeTvdTarget(Session &s, const char *kernel, const Kernel *partner)
+  CeTvdTarget(Session &s, const char *kernel, const LoadedCandidate *partner)
       : S(s), Name(kernel), Partner(partner),
         Outputs(Name != kBwd ? kRowOutputs : std::vector<Buf>{Grad}) {}
 
@@ -191,15 +194,15 @@ public:
     return S.compileKernel(Name.c_str(), params);
   }
   KernelResources load(TuneCandidate &c) override {
-    return S.load(static_cast<Kernel &>(c));
+    return S.load(static_cast<LoadedCandidate &>(c));
   }
   void resetBuffers() override { S.reset(Outputs); }
   void launch(TuneCandidate &c) override {
-    S.launchAsync(static_cast<Kernel &>(c));
+    S.launchAsync(static_cast<LoadedCandidate &>(c));
     cuda::synchronize();
   }
   double timeLaunch(TuneCandidate &c) override {
-    return S.timer().timeMs([&] { S.launchAsync(static_cast<Kernel &>(c)); });
+    return S.timer().timeMs([&] { S.launchAsync(static_cast<LoadedCandidate &>(c)); });
   }
   std::string checkOutputs() override {
     if (Partner) {
@@ -212,13 +215,13 @@ public:
 private:
   Session &S;
   std::string Name;
-  const Kernel *Partner;
+  const LoadedCandidate *Partner;
   std::vector<Buf> Outputs;
 };
 
-std::unique_ptr<Kernel> loadedKernel(Session &s, const char *name,
+std::unique_ptr<LoadedCandidate> loadedKernel(Session &s, const char *name,
                                      const TuneParams &params) {
-  std::unique_ptr<Kernel> k = s.compileKernel(name, params);
+  std::unique_ptr<LoadedCandidate> k = s.compileKernel(name, params);
   s.load(*k);
   return k;
 }
@@ -228,7 +231,6 @@ TuneParams defaultParams(const char *name, DType dtype) {
 }
 
 } // namespace
-
 
 TuningKey ceTvdTuningKey(const std::string &kernel, const ref::CeTvdInputs &in,
                          const DeviceIdentity &device, bool inPlace) {
@@ -257,7 +259,7 @@ CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
   report.device = id.name;
   double bytes = double(in.BT) * in.V * dtypeSize(in.dtype);
 
-  auto tuneOne = [&](const char *name, const Kernel *partner,
+  auto tuneOne = [&](const char *name, const LoadedCandidate *partner,
                      CeTvdTunedKernel &out) {
     out.key = ceTvdTuningKey(name, in, id);
     out.path = db.enabled() ? db.pathFor(out.key).string() : "";
@@ -278,7 +280,7 @@ CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
   };
 
   // Forward, checked through the default backward.
-  std::unique_ptr<Kernel> bwdDefault =
+  std::unique_ptr<LoadedCandidate> bwdDefault =
       loadedKernel(s, kBwd, defaultParams(kBwd, in.dtype));
   std::string fwdKernel = resolveForwardKernel(options.forwardKernel, s.arch());
   const char *fwdName = fwdKernel.c_str();
@@ -286,7 +288,7 @@ CeTvdTuneReport tuneCeTvdGpu(const ref::CeTvdInputs &in,
   report.forward.bytes = 2 * bytes;
 
   // Backward, reading the saved state of one run of the chosen forward.
-  std::unique_ptr<Kernel> fwd =
+  std::unique_ptr<LoadedCandidate> fwd =
       loadedKernel(s, fwdName, report.forward.entry.best);
   s.reset(kRowOutputs);
   s.launchAsync(*fwd);

@@ -28,17 +28,6 @@
 
 namespace tilejit {
 
-struct CompiledKernel;
-struct KernelSpec;
-namespace cuda {
-struct Function;
-} // namespace cuda
-
-/// What a loaded candidate takes per block, for the tuner's limit check:
-/// its threads, registers, and static plus dynamic shared memory.
-KernelResources candidateResources(const CompiledKernel &k,
-                                   const cuda::Function &fn);
-
 /// The key of `kernel` (a CE+TVD row kernel) for in's shape and dtype on
 /// `device`; `inPlace` for fused_ce_tvd_loss_grad writing its gradient over
 /// the student (an entry of its own).

@@ -12,5 +12,14 @@ int tilejit_c_header_check(void) {
     return 1;
   int status = tilejit_kernel_run_cpu(kernel, grid, &arg, 1);
   tilejit_kernel_destroy(kernel);
+  if (tilejit_kernel_compile_flags("ce_tvd_loss_sum", TILEJIT_F32, NULL, 0,
+                                   NULL, NULL, 0, NULL, TILEJIT_COMPILE_TUNED,
+                                   &kernel) != 0)
+    return 1;
+  tilejit_kernel_usage usage;
+  if (tilejit_kernel_config_source(kernel)[0] == '\0' ||
+      tilejit_kernel_resources(kernel, &usage) == 0)
+    status = 1; /* a tuned compile says why; nothing is loaded yet */
+  tilejit_kernel_destroy(kernel);
   return status;
 }

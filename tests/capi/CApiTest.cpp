@@ -80,6 +80,50 @@ TEST(CApi, CompilesQueriesRunsAndReportsErrors) {
   EXPECT_STREQ(tilejit_version(), TILEJIT_VERSION);
 }
 
+TEST(CApi, TunedCompileSaysWhereItsConfigCameFrom) {
+  const char *names[] = {"BT", "V"};
+  const int64_t values[] = {100, 1000};
+  tilejit_kernel *k = nullptr;
+  ASSERT_EQ(tilejit_kernel_compile_flags("jsd", TILEJIT_BF16, nullptr, 0, names,
+                                         values, 2, nullptr,
+                                         TILEJIT_COMPILE_TUNED, &k),
+            0)
+      << tilejit_last_error();
+  // A tuned entry, or the defaults and why: no GPU, or none stored.
+  std::string source = tilejit_kernel_config_source(k);
+  EXPECT_TRUE(source.rfind("tuned, ", 0) == 0 ||
+              source.rfind("default; ", 0) == 0)
+      << source;
+  tilejit_kernel_usage usage;
+  if (tilejit_kernel_compile_gpu(k) != 0) { // no GPU: nothing is loaded
+    EXPECT_NE(tilejit_kernel_resources(k, &usage), 0);
+    EXPECT_NE(std::string(tilejit_last_error()).find("compileForGpu"),
+              std::string::npos)
+        << tilejit_last_error();
+  } else {
+    ASSERT_EQ(tilejit_kernel_resources(k, &usage), 0) << tilejit_last_error();
+    EXPECT_GT(usage.threads, 0);
+    EXPECT_GT(usage.registers, 0);
+  }
+  EXPECT_NE(tilejit_kernel_resources(k, nullptr), 0);
+  tilejit_kernel_destroy(k);
+
+  ASSERT_EQ(tilejit_kernel_compile("jsd", TILEJIT_BF16, nullptr, 0, names,
+                                   values, 2, nullptr, &k),
+            0);
+  EXPECT_STREQ(tilejit_kernel_config_source(k), "default");
+  tilejit_kernel_destroy(k);
+
+  tilejit_kernel *none = reinterpret_cast<tilejit_kernel *>(1);
+  EXPECT_NE(tilejit_kernel_compile_flags("jsd", TILEJIT_BF16, nullptr, 0, names,
+                                         values, 2, nullptr, 4u, &none),
+            0);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_NE(std::string(tilejit_last_error()).find("unknown flag"),
+            std::string::npos)
+      << tilejit_last_error();
+}
+
 /// y[i] = a * x[i] + b over n elements.
 TileModule axpb(const dsl::Config &c) {
   using namespace dsl;

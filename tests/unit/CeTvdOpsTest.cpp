@@ -128,6 +128,25 @@ TEST(CeTvdOps, ContiguousStridedAndInPlaceGiveTheRunnersBits) {
   }
 }
 
+TEST(CeTvdOps, TheRunnerReportsTheOpsConfig) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(4, 2000, DType::BF16, 4);
+  auto endsWith = [](const std::string &s, const std::string &tail) {
+    return s.size() >= tail.size() &&
+           s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  CeTvdReducedOptions o;
+  for (bool tuned : {false, true}) { // no tuned config on the CPU
+    o.useTuned = tuned;
+    std::string config = runCeTvdReducedCpu(in, o).config;
+    EXPECT_NE(config.find("CLUSTER_SIZE="), std::string::npos) << config;
+    EXPECT_TRUE(endsWith(config, " (default)")) << config;
+  }
+  o.overrides = {"CLUSTER_SIZE=4"};
+  std::string config = runCeTvdReducedCpu(in, o).config;
+  EXPECT_NE(config.find("CLUSTER_SIZE=4"), std::string::npos) << config;
+  EXPECT_TRUE(endsWith(config, " (set)")) << config;
+}
+
 TEST(CeTvdOps, PerRowOutputsAndFlagMayLiveInTheWorkspace) {
   ref::CeTvdInputs in = ref::makeCeTvdInputs(5, 1000, DType::BF16, 2);
   HostCall call(in, 1000, 1000, false, true);

@@ -1,14 +1,18 @@
 //===- KernelApiTest.cpp - tilejit/Kernel.h -------------------------------===//
 //
-// Any kernel, registered or built by the caller, compiled for a config and
-// run with arguments checked against its declared parameters: on the CPU in
-// CI, on the GPU (with a caller's stream) where there is one. The C ABI over
+// Any kernel, registered or built by the caller, compiled for a config (its
+// defaults, the caller's, or the one `tilejit tune` stored) and run with
+// arguments checked against its declared parameters: on the CPU in CI, on
+// the GPU (with a caller's stream, and the loaded binary's resources) where
+// there is one. The C ABI over
 // it is tested through libtilejit.so (tests/capi/).
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/Kernel.h"
 
+#include "ops/TunedConfig.h"
 #include "runtime/CudaDriver.h"
+#include "runtime/TuningDatabase.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 
@@ -18,8 +22,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <numeric>
+#include <unistd.h>
 
 using namespace tilejit;
 using namespace tilejit::dsl;
@@ -180,6 +187,130 @@ TEST(KernelApi, RegisteredUserKernelIsFoundByName) {
                    KernelArg::pointer(y.data(), DType::F32, 600),
                    KernelArg::i32(600), KernelArg::f32(2.f)});
   EXPECT_EQ(y[599], 2.f + 3.f);
+}
+
+/// TILEJIT_CACHE_DIR at a directory of its own for one test, so that no
+/// stored tuning entry of the machine takes part.
+class ScratchCache {
+public:
+  explicit ScratchCache(const char *name)
+      : Dir(std::filesystem::temp_directory_path() /
+            (std::string(name) + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(Dir);
+    setenv("TILEJIT_CACHE_DIR", Dir.c_str(), 1);
+  }
+  ~ScratchCache() {
+    unsetenv("TILEJIT_CACHE_DIR");
+    std::filesystem::remove_all(Dir);
+  }
+
+private:
+  std::filesystem::path Dir;
+};
+
+const std::map<std::string, int64_t> kJsdShape = {{"BT", 100}, {"V", 1000}};
+
+/// A stored entry for jsd at kJsdShape, bf16, on `device`.
+TuningKey storeJsdEntry(const DeviceIdentity &device) {
+  TuningKey key =
+      kernelTuningKey(findKernel("jsd"), DType::BF16, kJsdShape, device);
+  TuningEntry e;
+  e.best = {{"BLOCK_SIZE", 4096}, {"num_warps", 4}};
+  Trial t{e.best};
+  t.ms = 0.5;
+  e.trials = {t};
+  EXPECT_TRUE(TuningDatabase::fromEnvironment().store(key, e));
+  return key;
+}
+
+TEST(KernelApi, ConfigSourceSaysWhereTheConfigCameFrom) {
+  ScratchCache cache("tilejit-kernel-source");
+  KernelOptions o{DType::BF16, {}, kJsdShape};
+  Kernel defaults = Kernel::compile("jsd", o);
+  EXPECT_EQ(defaults.configSource(), "default");
+  o.tuned = true;
+  o.set = {"BLOCK_SIZE=1024"}; // the caller's parameters win over a lookup
+  Kernel set = Kernel::compile("jsd", o);
+  EXPECT_EQ(set.configSource(), "set");
+  EXPECT_NE(set.config().find("BLOCK_SIZE=1024"), std::string::npos);
+  EXPECT_EQ(Kernel(axpb(256)).configSource(), "");
+
+  o.set.clear();
+  Kernel tuned = Kernel::compile("jsd", o);
+  EXPECT_EQ(tuned.config(), defaults.config());
+  const std::string &why = tuned.configSource();
+  EXPECT_EQ(why.rfind("default; ", 0), 0u) << why;
+  if (cuda::driverAvailable(nullptr))
+    EXPECT_NE(why.find("not tuned for BT=128,V=1000 bf16"), std::string::npos)
+        << why;
+  else
+    EXPECT_NE(why.find("no usable GPU"), std::string::npos) << why;
+
+  // The tuning sizes are needed with or without a GPU.
+  o.shape.erase("BT");
+  expectError([&] { Kernel::compile("jsd", o); },
+              {"kernel 'jsd'", "tuning key needs shape 'BT'"});
+}
+
+// A tuned compile looks up kernelTuningKey for the current GPU; for any
+// identity the lookup is this.
+TEST(KernelApi, TunedLookupFindsTheEntryOfItsGpuDtypeAndShapeBucket) {
+  ScratchCache cache("tilejit-kernel-lookup");
+  DeviceIdentity gpu{"Fake GPU", 132, 9, 0, 12080};
+  TuningKey key = storeJsdEntry(gpu);
+  EXPECT_EQ(key.shape, "BT=128,V=1000"); // BT is bucketed to a power of 2
+  const KernelSpec &jsd = findKernel("jsd");
+  std::string source;
+  std::vector<std::string> set = tunedOverrides(
+      jsd, DType::BF16, {{"BT", 120}, {"V", 1000}}, gpu, &source);
+  EXPECT_EQ(set, (std::vector<std::string>{"BLOCK_SIZE=4096", "num_warps=4"}));
+  EXPECT_EQ(source, "tuned, " +
+                        TuningDatabase::fromEnvironment().pathFor(key).string());
+
+  DeviceIdentity other = gpu;
+  other.name = "Other GPU";
+  EXPECT_TRUE(tunedOverrides(jsd, DType::BF16, kJsdShape, other, &source)
+                  .empty());
+  EXPECT_NE(source.find("not tuned for BT=128,V=1000 bf16"), std::string::npos)
+      << source;
+  EXPECT_TRUE(
+      tunedOverrides(jsd, DType::F32, kJsdShape, gpu, &source).empty());
+  EXPECT_TRUE(tunedOverrides(jsd, DType::BF16, {{"BT", 100}, {"V", 1024}}, gpu,
+                             &source)
+                  .empty());
+}
+
+TEST(KernelApi, ResourcesNeedTheLoadedKernel) {
+  expectError([] { rowWeights().resources(); },
+              {"kernel 'ce_tvd_row_weights'", "compileForGpu()"});
+}
+
+TEST(KernelApiGpu, TunedCompileUsesTheEntryForThisGpu) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  ScratchCache cache("tilejit-kernel-tuned");
+  TuningKey key = storeJsdEntry(currentGpuIdentity());
+  Kernel k = Kernel::compile("jsd", {DType::BF16, {}, kJsdShape, "", true});
+  EXPECT_EQ(k.configSource(),
+            "tuned, " +
+                TuningDatabase::fromEnvironment().pathFor(key).string());
+  EXPECT_NE(k.config().find("BLOCK_SIZE=4096"), std::string::npos)
+      << k.config();
+  EXPECT_NE(k.config().find("num_warps=4"), std::string::npos) << k.config();
+}
+
+TEST(KernelApiGpu, ResourcesAreTheLoadedBinarys) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  Kernel k = Kernel::compile("jsd", {DType::BF16, {"num_warps=4"}, kJsdShape});
+  const CompiledKernel &c = k.compileForGpu();
+  KernelUsage u = k.resources();
+  EXPECT_EQ(u.threads, 128);
+  EXPECT_EQ(u.threads, c.threads);
+  EXPECT_GT(u.registers, 0);
+  EXPECT_EQ(u.dynamicSharedBytes, c.dynamicSharedBytes);
+  KernelResources r = tuningResources(k);
+  EXPECT_EQ(r.threads, u.threads);
+  EXPECT_EQ(r.registers, u.registers);
+  EXPECT_EQ(r.sharedBytes, u.staticSharedBytes + u.dynamicSharedBytes);
 }
 
 TEST(KernelApiGpu, LaunchOnACallersStreamMatchesTheCpu) {

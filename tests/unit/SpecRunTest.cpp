@@ -1,6 +1,7 @@
 // Spec-declared kernels: the declarations, .npy files, the generalized JSD
 // reference and the interpreter against it, and bad input.
 #include "ExpectError.h"
+#include "GpuTest.h"
 
 #include "kernels_spec/reference/JsdReference.h"
 #include "ops/SpecRun.h"
@@ -11,7 +12,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 using namespace tilejit;
 
@@ -171,6 +174,28 @@ TEST(SpecRun, BadInputNamesTheThing) {
   expectError([&] { SpecRun(jsd, o); }, {"'loss' is an output"});
   expectError([&] { SpecRun(findKernel("fused_ce_tvd_fwd"), o); },
               {"declares no arguments"});
+}
+
+// The tuner sees each candidate's registers (Kernel::resources), so one over
+// the device's limits is skipped for them rather than failing to launch.
+TEST(SpecRunGpu, TunerTrialsCarryTheLoadedResources) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("tilejit-spec-tune-" + std::to_string(getpid()));
+  setenv("TILEJIT_CACHE_DIR", dir.c_str(), 1);
+  SpecRunOptions o = jsdOptions(DType::BF16, 64, 3000);
+  o.gpu = true;
+  SpecRun run(findKernel("jsd"), o);
+  SpecTuneReport r = tuneSpecGpu(run, 2, /*retune=*/true, nullptr);
+  ASSERT_FALSE(r.entry.trials.empty());
+  for (const Trial &t : r.entry.trials)
+    if (t.status == TrialStatus::Ok) {
+      EXPECT_GT(t.resources.registers, 0) << formatParams(t.params);
+      EXPECT_EQ(t.resources.threads, 32 * t.params.at("num_warps"));
+    }
+  unsetenv("TILEJIT_CACHE_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 } // namespace

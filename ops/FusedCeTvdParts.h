@@ -1,0 +1,37 @@
+//===- FusedCeTvdParts.h - the reduced CE+TVD op for its runner -*- C++ -*-===//
+//
+// What the host-vector runner and tuner of the reduced CE+TVD
+// (ops/harness/) read of the op beyond tilejit/ops/FusedCeTvd.h: the config
+// a call uses, its loss kernel (whose resources the tuner checks), and the
+// valid-row count the call leaves in its workspace.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_OPS_FUSEDCETVDPARTS_H
+#define TILEJIT_OPS_FUSEDCETVDPARTS_H
+
+#include "tilejit/Kernel.h"
+#include "tilejit/ops/FusedCeTvd.h"
+
+#include <cstddef>
+#include <string>
+
+namespace tilejit {
+namespace ops {
+
+/// The config of fused_ce_tvd_loss_grad that ceTvdReduced(args, ..., device)
+/// uses, and where it came from: "CLUSTER_SIZE=8,... (default)". Builds the
+/// kernels of `args` if not done yet; throws tilejit::Error as ceTvdReduced.
+std::string ceTvdReducedConfig(const CeTvdReducedArgs &args, Device device);
+
+/// The fused_ce_tvd_loss_grad kernel that ceTvdReduced launches for `args`
+/// on the GPU, loaded (prepareCeTvdReduced) when this returns.
+const Kernel &ceTvdReducedLossGrad(const CeTvdReducedArgs &args);
+
+/// Where in the workspace a call leaves n_valid, the rows it counted whose
+/// target is not ignore_index (an f32).
+size_t ceTvdReducedValidCountOffset();
+
+} // namespace ops
+} // namespace tilejit
+
+#endif // TILEJIT_OPS_FUSEDCETVDPARTS_H
