@@ -45,6 +45,7 @@ ops::CeTvdReducedArgs argsOf(const tilejit_ce_tvd_reduced_args *c) {
   a.student = c->student;
   a.teacher = c->teacher;
   a.rowStride = c->row_stride;
+  a.teacherStride = c->teacher_stride;
   a.target = c->target;
   a.grad = c->grad;
   a.gradStride = c->grad_stride;
@@ -69,6 +70,7 @@ ops::CeTvdArgs argsOf(const tilejit_ce_tvd_args *c) {
   a.student = c->student;
   a.teacher = c->teacher;
   a.rowStride = c->row_stride;
+  a.teacherStride = c->teacher_stride;
   a.target = c->target;
   a.ignoreIndex = c->ignore_index;
   a.forwardKernel = c->forward_kernel ? c->forward_kernel : "";

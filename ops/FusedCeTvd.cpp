@@ -71,6 +71,10 @@ void validate(const CeTvdReducedArgs &a) {
     fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31)");
   if (a.V <= 0 || a.V > most)
     fail("V = " + std::to_string(a.V) + " must be in [1, 2^31)");
+  if (a.teacherStride != 0 && a.teacherStride != rowStride(a))
+    fail("the teacher's row stride " + std::to_string(a.teacherStride) +
+         " differs from the student's " + std::to_string(rowStride(a)) +
+         ": the kernels take one stride (make one of them contiguous)");
   if (rowStride(a) < a.V || gradStride(a) < a.V)
     fail("row strides (" + std::to_string(rowStride(a)) + " for the logits, " +
          std::to_string(gradStride(a)) + " for the gradient) must be >= V = " +

@@ -54,6 +54,10 @@ void validate(const CeTvdArgs &a, const char *what) {
     fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31)");
   if (a.V <= 0 || a.V > most)
     fail("V = " + std::to_string(a.V) + " must be in [1, 2^31)");
+  if (a.teacherStride != 0 && a.teacherStride != rowStride(a))
+    fail("the teacher's row stride " + std::to_string(a.teacherStride) +
+         " differs from the student's " + std::to_string(rowStride(a)) +
+         ": the kernels take one stride (make one of them contiguous)");
   if (rowStride(a) < a.V)
     fail("the row stride " + std::to_string(rowStride(a)) +
          " must be >= V = " + std::to_string(a.V));

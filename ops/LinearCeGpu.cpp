@@ -294,12 +294,16 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
   if ((plan.gemm && tuning.gemmCandidates > 1) || plan.paths) {
     if (plan.paths)
       plan.paths->startReport();
+    int timedBefore = plan.gemm ? plan.gemm->problemsTimed() : 0;
     plan.mayTimePaths = true;
     step();
     plan.mayTimePaths = false;
     if (plan.gemm) {
-      info.gemmProblemsTimed = plan.gemm->problemsTimed();
-      info.gemmProblemsFromStore = plan.gemm->problemsFromStore();
+      // This call's problems: timed now, or chosen before (by the tuning
+      // database, or by an earlier call in this process).
+      info.gemmProblemsTimed = plan.gemm->problemsTimed() - timedBefore;
+      info.gemmProblemsFromStore =
+          plan.gemm->problemsSeen() - info.gemmProblemsTimed;
       info.gemmChoicesChanged =
           plan.gemm->problemsWhereTimingChangedTheAlgorithm();
     }

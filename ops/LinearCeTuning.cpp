@@ -95,6 +95,7 @@ bool GemmPaths::useDsl(const std::string &problem,
       e.trials.push_back(t);
     }
     db_.store(key, e);
+    timedNow_.insert(problem);
   }
   chosen_.emplace(problem, c);
   return c.dsl;
@@ -105,9 +106,10 @@ void GemmPaths::report(ops::LinearCePlanInfo &out) const {
     const Choice &c = chosen_.at(problem);
     ++out.gemmPathProblems;
     out.gemmPathsOnDsl += c.dsl;
-    out.gemmPathsFromStore += c.stored;
-    if (c.cublasLtMs > 0)
+    if (timedNow_.count(problem))
       out.gemmPathTimings.push_back({problem, c.cublasLtMs, c.lceGemmMs});
+    else // from the tuning database, or chosen earlier in this process
+      ++out.gemmPathsFromStore;
   }
 }
 

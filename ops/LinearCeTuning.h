@@ -45,7 +45,10 @@ public:
 
   /// The report covers the problems run from here on (the chunk tuner's
   /// candidates are not the chunk that runs).
-  void startReport() { used_.clear(); }
+  void startReport() {
+    used_.clear();
+    timedNow_.clear();
+  }
   /// Adds the problems run since startReport to info's GEMM-path counts.
   void report(ops::LinearCePlanInfo &info) const;
 
@@ -57,7 +60,7 @@ private:
   TuningDatabase db_;
   TuningKey base_;
   std::map<std::string, Choice> chosen_;
-  std::set<std::string> used_;
+  std::set<std::string> used_, timedNow_;
 };
 
 /// Times `step` at each chunk size of `candidates` (`setChunk` makes the

@@ -302,6 +302,7 @@ void Gemm::setTimedCandidates(int n) { impl_->timedCandidates = n; }
 void Gemm::setChoiceStore(ChoiceStore store) {
   impl_->store = std::move(store);
 }
+int Gemm::problemsSeen() const { return int(impl_->algos.size()); }
 int Gemm::problemsTimed() const { return impl_->timed; }
 int Gemm::problemsFromStore() const { return impl_->stored; }
 int Gemm::problemsWhereTimingChangedTheAlgorithm() const {

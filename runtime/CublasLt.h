@@ -100,6 +100,8 @@ public:
   /// Problems whose algorithm was chosen by timing or taken from the store,
   /// and how many of those chose another than the heuristic's first.
   int problemsTimed() const;
+  /// Problems whose algorithm this Gemm holds (every problem it has run).
+  int problemsSeen() const;
   int problemsFromStore() const;
   int problemsWhereTimingChangedTheAlgorithm() const;
 

@@ -20,6 +20,7 @@ class ReducedArgs(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_int32), ("bt", ctypes.c_int64),
                 ("v", ctypes.c_int64), ("student", ctypes.c_void_p),
                 ("teacher", ctypes.c_void_p), ("row_stride", ctypes.c_int64),
+                ("teacher_stride", ctypes.c_int64),
                 ("target", ctypes.c_void_p), ("grad", ctypes.c_void_p),
                 ("grad_stride", ctypes.c_int64), ("loss", ctypes.c_void_p),
                 ("ce", ctypes.c_void_p), ("tvd", ctypes.c_void_p),
@@ -50,10 +51,19 @@ grad = torch.empty(BT, V, device="cuda", dtype=torch.bfloat16)
 loss = torch.empty(1, device="cuda")
 bad = torch.empty(1, device="cuda", dtype=torch.int32)
 a = ReducedArgs(3, BT, V, student.data_ptr(), teacher.data_ptr(),
-                student.stride(0), target.data_ptr(), grad.data_ptr(), V,
-                loss.data_ptr(), None, None, bad.data_ptr(), -100, 1.0, 1.0, 1,
-                None, 0)
+                student.stride(0), teacher.stride(0), target.data_ptr(),
+                grad.data_ptr(), V, loss.data_ptr(), None, None,
+                bad.data_ptr(), -100, 1.0, 1.0, 1, None, 0)
 nbytes = ctypes.c_size_t()
+# Rows of another stride than the student's: a clear error, not wrong rows.
+rc = lib.tilejit_ce_tvd_reduced_prepare(ctypes.byref(a), None, 0)
+print("teacher stride", teacher.stride(0), "beside", student.stride(0), "->",
+      lib.tilejit_last_error().decode() if rc else "accepted (WRONG)")
+refused = rc != 0
+wideT = torch.empty_like(wide)
+wideT[:, :V] = teacher
+teacher = wideT[:, :V]
+a.teacher, a.teacher_stride = teacher.data_ptr(), teacher.stride(0)
 check(lib.tilejit_ce_tvd_reduced_workspace_bytes(ctypes.byref(a),
                                                  ctypes.byref(nbytes)))
 ws = torch.empty(nbytes.value, device="cuda", dtype=torch.uint8)
@@ -84,7 +94,7 @@ print(f"loss {loss.item():.6f} vs float64 {ref.item():.6f}: relative error "
       f"{abs(loss.item() - ref.item()) / abs(ref.item()):.2e}")
 print(f"grad relative Frobenius error {rel(grad.double(), s.grad):.2e}; "
       f"bad_target {bad.item()}")
-ok = abs(loss.item() - ref.item()) <= 1e-4 * abs(ref.item()) and \
+ok = refused and abs(loss.item() - ref.item()) <= 1e-4 * abs(ref.item()) and \
     rel(grad.double(), s.grad) <= 1e-2 and bad.item() == 0
 
 # The call captured in a CUDA graph on a side stream, replayed twice.

@@ -152,8 +152,9 @@ typedef struct {
   int32_t dtype;        /* tilejit_dtype of student, teacher, grad */
   int64_t bt, v;        /* rows, vocab */
   const void *student;  /* (bt, v), rows row_stride apart */
-  const void *teacher;  /* (bt, v), rows row_stride apart */
+  const void *teacher;  /* (bt, v), rows teacher_stride apart */
   int64_t row_stride;   /* 0: v */
+  int64_t teacher_stride; /* 0: row_stride; another value is an error */
   const int64_t *target; /* (bt) */
   void *grad;           /* (bt, v), rows grad_stride apart; == student: in place */
   int64_t grad_stride;  /* 0: row_stride */
@@ -191,8 +192,9 @@ typedef struct {
   int32_t dtype;         /* tilejit_dtype of student, teacher, grad */
   int64_t bt, v;         /* rows, vocab */
   const void *student;   /* (bt, v), rows row_stride apart */
-  const void *teacher;   /* (bt, v), rows row_stride apart */
+  const void *teacher;   /* (bt, v), rows teacher_stride apart */
   int64_t row_stride;    /* 0: v */
+  int64_t teacher_stride; /* 0: row_stride; another value is an error */
   const int64_t *target; /* (bt) */
   int64_t ignore_index;  /* usually -100 */
   const char *forward_kernel; /* NULL or "": chosen for the GPU */

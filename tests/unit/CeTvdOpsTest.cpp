@@ -185,6 +185,7 @@ TEST(CeTvdOps, BadArgumentsAreClearErrors) {
     expectError([&] { call.run(); }, {part});
   };
   with([](HostCall &c) { c.args.rowStride = 99; }, "must be >= V");
+  with([](HostCall &c) { c.args.teacherStride = 104; }, "teacher's row stride");
   with([](HostCall &c) { c.args.gradStride = 50; }, "must be >= V");
   with([](HostCall &c) { c.args.teacher = nullptr; }, "must not be null");
   with([](HostCall &c) { c.args.loss = nullptr; }, "no loss output");

@@ -120,6 +120,7 @@ TEST(CeTvdUnreducedOps, BadArgumentsAreClearErrors) {
     expectError([&] { backward ? c.backward() : c.forward(); }, {part});
   };
   with([](Call &c) { c.args.rowStride = 99; }, "must be >= V");
+  with([](Call &c) { c.args.teacherStride = 104; }, "teacher's row stride");
   with([](Call &c) { c.args.teacher = nullptr; }, "must not be null");
   with([](Call &c) { c.args.dtype = DType::I64; }, "bf16, f16 or f32");
   with([](Call &c) { c.args.forwardKernel = "fwd"; }, "unknown forward kernel");

@@ -423,9 +423,9 @@ TEST(LinearCeGpu, TunedBudgetedAndTimed) {
   EXPECT_TRUE(c.passed) << c.summary;
 }
 
-// cuBLASLt's timed algorithm choices persist in the tuning database: a
-// second run of the same problems times none of them and finds every choice
-// there.
+// cuBLASLt's timed algorithm choices are kept (in the process, and in the
+// tuning database for the next one): a second run of the same problems
+// times none of them and reuses every choice.
 TEST(LinearCeGpu, GemmChoicesPersist) {
   TILEJIT_SKIP_WITHOUT_GPU();
   if (!TuningDatabase::fromEnvironment().enabled())
@@ -447,8 +447,8 @@ TEST(LinearCeGpu, GemmChoicesPersist) {
 }
 
 // GEMM paths picked per problem (auto): each problem timed on both paths
-// once, the choices kept in the tuning database (a second run times none),
-// and the gradients right whichever path each problem took.
+// once, the choices kept (a second run times none), and the gradients right
+// whichever path each problem took.
 TEST(LinearCeGpu, AutoGemmPathsPersist) {
   TILEJIT_SKIP_WITHOUT_GPU();
   ref::LinearCeInputs in =

@@ -52,8 +52,11 @@ struct CeTvdArgs {
   int64_t BT = 0;            ///< rows (tokens), in [0, 2^31)
   int64_t V = 0;             ///< vocab, in [1, 2^31)
   const void *student = nullptr; ///< (BT, V) logits, rows rowStride apart
-  const void *teacher = nullptr; ///< (BT, V) logits, rows rowStride apart
+  const void *teacher = nullptr; ///< (BT, V) logits, rows teacherStride apart
   int64_t rowStride = 0;         ///< >= V; 0 means V (contiguous rows)
+  /// 0 means rowStride. The kernels take one stride for both: another is
+  /// an error (make one of them contiguous).
+  int64_t teacherStride = 0;
   const int64_t *target = nullptr; ///< (BT) class indices, contiguous
   int64_t ignoreIndex = -100;      ///< rows with this target give 0
   /// The forward kernel: fused_ce_tvd_fwd (two passes over each row),
@@ -108,8 +111,11 @@ struct CeTvdReducedArgs {
   int64_t BT = 0;            ///< rows (tokens), in [0, 2^31)
   int64_t V = 0;             ///< vocab, in [1, 2^31)
   const void *student = nullptr; ///< (BT, V) logits, rows rowStride apart
-  const void *teacher = nullptr; ///< (BT, V) logits, rows rowStride apart
+  const void *teacher = nullptr; ///< (BT, V) logits, rows teacherStride apart
   int64_t rowStride = 0;         ///< >= V; 0 means V (contiguous rows)
+  /// 0 means rowStride. The kernels take one stride for both: another is
+  /// an error (make one of them contiguous).
+  int64_t teacherStride = 0;
   const int64_t *target = nullptr; ///< (BT) class indices, contiguous
   /// (BT, V) gradient output, rows gradStride apart. Equal to `student`
   /// (with the same stride): written in place over the student logits.

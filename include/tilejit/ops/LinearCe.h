@@ -144,13 +144,14 @@ struct LinearCePlanInfo {
   std::string note; ///< why the backend differs from the one asked for
   /// (rows per chunk, ms) of each trial when the chunk was tuned now.
   std::vector<std::pair<int64_t, double>> chunkTrials;
-  /// With gemmCandidates > 1: GEMM problems timed now, those whose choice
-  /// came from the tuning database, and how many of all these use another
-  /// algorithm than the heuristic's first.
+  /// With gemmCandidates > 1: the call's GEMM problems timed now, those
+  /// whose choice was made before (in the tuning database, or by an earlier
+  /// call in this process), and how many of all the process has timed use
+  /// another algorithm than the heuristic's first.
   int gemmProblemsTimed = 0, gemmProblemsFromStore = 0, gemmChoicesChanged = 0;
   /// With GemmBackend::Auto, for the chunk that runs: each problem timed
   /// now (median ms of both paths), and the number of problems: all, those
-  /// whose choice came from the tuning database, those on lce_gemm.
+  /// chosen before (tuning database or this process), those on lce_gemm.
   struct GemmPathTiming {
     std::string problem;
     double cublasLtMs, lceGemmMs;
