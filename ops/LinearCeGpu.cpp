@@ -257,6 +257,12 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
     plan.gemm->setTimedCandidates(tuning.gemmCandidates);
     plan.gemm->setChoiceStore(gemmChoiceStore(plan.device, a.dtype));
   }
+  // The call's GEMM choices: those timed now (the chunk tuner's steps
+  // included), and those made before, by an earlier call in this process or
+  // in the tuning database.
+  int timedBefore = plan.gemm ? plan.gemm->problemsTimed() : 0;
+  int storedBefore = plan.gemm ? plan.gemm->problemsFromStore() : 0;
+  int seenBefore = plan.gemm ? plan.gemm->problemsSeen() : 0;
   info.chunkSource = "memory budget";
   if (tuning.tuneChunkRows) {
     TuningDatabase db = TuningDatabase::fromEnvironment();
@@ -294,19 +300,16 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
   if ((plan.gemm && tuning.gemmCandidates > 1) || plan.paths) {
     if (plan.paths)
       plan.paths->startReport();
-    int timedBefore = plan.gemm ? plan.gemm->problemsTimed() : 0;
     plan.mayTimePaths = true;
     step();
     plan.mayTimePaths = false;
-    if (plan.gemm) {
-      // This call's problems: timed now, or chosen before (by the tuning
-      // database, or by an earlier call in this process).
-      info.gemmProblemsTimed = plan.gemm->problemsTimed() - timedBefore;
-      info.gemmProblemsFromStore =
-          plan.gemm->problemsSeen() - info.gemmProblemsTimed;
-      info.gemmChoicesChanged =
-          plan.gemm->problemsWhereTimingChangedTheAlgorithm();
-    }
+  }
+  if (plan.gemm) {
+    info.gemmProblemsTimed = plan.gemm->problemsTimed() - timedBefore;
+    info.gemmProblemsFromStore =
+        seenBefore + plan.gemm->problemsFromStore() - storedBefore;
+    info.gemmChoicesChanged =
+        plan.gemm->problemsWhereTimingChangedTheAlgorithm();
   }
   if (plan.gemm)
     plan.gemm->setTimedCandidates(1);

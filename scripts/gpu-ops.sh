@@ -53,11 +53,13 @@ has compile || exit 0
 ms() { local t0=$(date +%s%N); "$@" >/dev/null 2>&1; echo $(( ($(date +%s%N) - t0) / 1000000 )); }
 {
   echo "process start (tilejit --version): $(ms ./gpu-bin/tilejit --version) ms"
-  for k in ce_tvd_row_weights fused_ce_tvd_fwd fused_ce_tvd_loss_grad jsd; do
+  for kd in ce_tvd_row_weights:fp32 fused_ce_tvd_fwd:bf16 fused_ce_tvd_loss_grad:bf16 jsd:bf16; do
+    k=${kd%:*} c="./gpu-bin/tilejit compile ${kd%:*} --dtype ${kd#*:} --vocab 151936 --emit=ptx"
+    $c >/dev/null || { echo "$k: compile failed"; continue; }
     for run in 1 2 3; do
       dir=$(mktemp -d)
-      cold=$(TILEJIT_CACHE_DIR=$dir ms ./gpu-bin/tilejit compile $k --dtype bf16 --vocab 151936 --emit=ptx)
-      warm=$(TILEJIT_CACHE_DIR=$dir ms ./gpu-bin/tilejit compile $k --dtype bf16 --vocab 151936 --emit=ptx)
+      cold=$(TILEJIT_CACHE_DIR=$dir ms $c)
+      warm=$(TILEJIT_CACHE_DIR=$dir ms $c)
       echo "$k: cold $cold ms, warm $warm ms"
       rm -rf "$dir"
     done

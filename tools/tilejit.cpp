@@ -333,7 +333,7 @@ static int runLinearCe() {
   o.narrowLogits = narrowLogitsArg &&
                    (deviceArg == "gpu" || narrowLogitsArg.getNumOccurrences());
   o.overrides = setArgs;
-  if (deviceArg == "gpu")
+  if (deviceArg == "gpu" && itersArg.getNumOccurrences())
     o.iterations = itersArg;
   // Before generating inputs: the library checks them again.
   checkF32Scalar("--label-smoothing", smoothingArg);
@@ -423,7 +423,7 @@ static int runKernel() {
                  std::addressof(outputArgs)},
                 kernelArg);
   if (kernelArg == "fused_linear_ce") {
-    rejectOptions({&forwardArg, &inPlaceArg, &alphaArg, &betaArg, &itersArg,
+    rejectOptions({&forwardArg, &inPlaceArg, &alphaArg, &betaArg,
                    &checkRowsArg, &archArg},
                   "fused_linear_ce");
     return runLinearCe();
