@@ -86,8 +86,14 @@ void validate(const CeTvdReducedArgs &a) {
   if (inPlace(a) && gradStride(a) != rowStride(a))
     fail("an in-place gradient (grad == student) needs the student's row "
          "stride");
-  if (a.grad == a.teacher && a.BT > 0)
-    fail("grad must not be the teacher");
+  size_t es = dtypeSize(a.dtype);
+  if (extentsOverlap(a.grad, gradStride(a), a.teacher, rowStride(a), a.BT,
+                     a.V, es))
+    fail("grad must not overlap the teacher");
+  if (!inPlace(a) && extentsOverlap(a.grad, gradStride(a), a.student,
+                                    rowStride(a), a.BT, a.V, es))
+    fail("grad overlaps the student without being it (in place: grad == "
+         "student, with its stride)");
   checkF32Scalar("fused_ce_tvd (reduced): alpha", a.alpha);
   checkF32Scalar("fused_ce_tvd (reduced): beta", a.beta);
 }
@@ -144,6 +150,7 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
 } // namespace
 
 size_t ceTvdReducedWorkspaceBytes(const CeTvdReducedArgs &args) {
+  validate(args);
   return layout(args).bytes;
 }
 
@@ -173,11 +180,15 @@ void ceTvdReduced(const CeTvdReducedArgs &a, void *workspace,
   validate(a);
   bool gpu = device == Device::Gpu;
   if (a.BT == 0) { // the loss of nothing is 0, for mean as for sum
-    if (gpu)
-      cuda::memsetAsync(reinterpret_cast<CUdeviceptr>(a.loss), 0,
-                        sizeof(float), stream);
-    else
-      *a.loss = 0;
+    for (void *p : {static_cast<void *>(a.loss),
+                    static_cast<void *>(a.badTarget)}) {
+      if (!p)
+        continue;
+      if (gpu)
+        cuda::memsetAsync(reinterpret_cast<CUdeviceptr>(p), 0, 4, stream);
+      else
+        std::memset(p, 0, 4);
+    }
     return;
   }
   Layout l = layout(a);
@@ -186,6 +197,9 @@ void ceTvdReduced(const CeTvdReducedArgs &a, void *workspace,
                 std::to_string(workspace ? workspaceBytes : 0) +
                 " bytes; this call needs " + std::to_string(l.bytes) +
                 " (ceTvdReducedWorkspaceBytes)");
+  if (reinterpret_cast<uintptr_t>(workspace) % 16)
+    throw Error("fused_ce_tvd (reduced): the workspace must be 16-byte "
+                "aligned");
   const Kernels &k = kernelsFor(a, device);
   char *ws = static_cast<char *>(workspace);
   float *weights = reinterpret_cast<float *>(ws + l.weights);

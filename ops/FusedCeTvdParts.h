@@ -3,7 +3,8 @@
 // What the host-vector runner and tuner of the reduced CE+TVD
 // (ops/harness/) read of the op beyond tilejit/ops/FusedCeTvd.h: the config
 // a call uses, its loss kernel (whose resources the tuner checks), and the
-// valid-row count the call leaves in its workspace.
+// valid-row count the call leaves in its workspace; and what both CE+TVD
+// ops check of their buffers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_OPS_FUSEDCETVDPARTS_H
@@ -13,6 +14,7 @@
 #include "tilejit/ops/FusedCeTvd.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tilejit {
@@ -30,6 +32,21 @@ const Kernel &ceTvdReducedLossGrad(const CeTvdReducedArgs &args);
 /// Where in the workspace a call leaves n_valid, the rows it counted whose
 /// target is not ignore_index (an f32).
 size_t ceTvdReducedValidCountOffset();
+
+/// Whether two (rows, V) buffers of `es`-byte elements, rows strideA and
+/// strideB elements apart, share a byte of their extents (first to last
+/// element): an output overlapping an input other than exactly in place
+/// would be read after it is written.
+inline bool extentsOverlap(const void *a, int64_t strideA, const void *b,
+                           int64_t strideB, int64_t rows, int64_t V,
+                           size_t es) {
+  if (rows <= 0 || !a || !b)
+    return false;
+  auto begin = [](const void *p) { return reinterpret_cast<uintptr_t>(p); };
+  uintptr_t endA = begin(a) + size_t((rows - 1) * strideA + V) * es;
+  uintptr_t endB = begin(b) + size_t((rows - 1) * strideB + V) * es;
+  return begin(a) < endB && begin(b) < endA;
+}
 
 } // namespace ops
 } // namespace tilejit

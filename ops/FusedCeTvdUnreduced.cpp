@@ -2,6 +2,7 @@
 #include "tilejit/ops/FusedCeTvd.h"
 
 #include "kernels_spec/FusedCeTvdArgs.h"
+#include "ops/FusedCeTvdParts.h"
 #include "ops/TunedConfig.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
@@ -39,7 +40,7 @@ std::string forwardKernel(const CeTvdArgs &a, Device device) {
     return a.forwardKernel;
   if (device == Device::Cpu)
     return kLoop;
-  return cuda::Device::open().computeCapability().first >= 9 ? kCluster : kLoop;
+  return currentGpuIdentity().ccMajor >= 9 ? kCluster : kLoop;
 }
 
 void validate(const CeTvdArgs &a, const char *what) {
@@ -205,9 +206,11 @@ void ceTvdBackward(const CeTvdArgs &a, const void *state, const float *gradCe,
   if (!state || !gradCe || !gradTvd || !grad)
     throw Error("fused_ce_tvd (backward): state, gradCe, gradTvd and grad "
                 "must not be null");
-  if (grad == a.student || grad == a.teacher)
-    throw Error("fused_ce_tvd (backward): grad must not be the student or "
-                "teacher (the reduced op writes its gradient in place)");
+  size_t es = dtypeSize(a.dtype);
+  if (extentsOverlap(grad, gs, a.student, rowStride(a), a.BT, a.V, es) ||
+      extentsOverlap(grad, gs, a.teacher, rowStride(a), a.BT, a.V, es))
+    throw Error("fused_ce_tvd (backward): grad must not overlap the student "
+                "or teacher (the reduced op writes its gradient in place)");
   std::array<void *, NumBufs> p = pointers(a, state);
   p[GCe] = const_cast<float *>(gradCe);
   p[GTvd] = const_cast<float *>(gradTvd);
@@ -218,23 +221,23 @@ void ceTvdBackward(const CeTvdArgs &a, const void *state, const float *gradCe,
 
 CeTvdPrepared prepareCeTvd(const CeTvdArgs &a) {
   validate(a, "prepare");
-  CeTvdPrepared p;
   // The backward's gradient is not known here: it is prepared for rows as
   // aligned as the logits' (a gradient laid out as the student, the usual
   // case); another alignment compiles on its first call.
   bool aligned = rowsAligned(a);
-  auto jit = [&](const std::string &name, std::string &config, double &ms) {
-    auto t0 = std::chrono::steady_clock::now();
-    const Built &k = kernelFor(name, a, aligned, Device::Gpu);
-    k.kernel.compileForGpu();
-    ms = std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - t0)
-             .count();
-    config = k.config;
-  };
+  CeTvdPrepared p;
   p.forwardKernel = forwardKernel(a, Device::Gpu);
-  jit(p.forwardKernel, p.forwardConfig, p.forwardJitMs);
-  jit(kBackward, p.backwardConfig, p.backwardJitMs);
+  auto t0 = std::chrono::steady_clock::now();
+  const Built &f = kernelFor(p.forwardKernel, a, aligned, Device::Gpu);
+  const Built &b = kernelFor(kBackward, a, aligned, Device::Gpu);
+  Kernel::compileForGpu({&f.kernel, &b.kernel});
+  // Compiled side by side: both take the time of the two.
+  p.forwardJitMs = p.backwardJitMs =
+      std::chrono::duration<double, std::milli>(
+          std::chrono::steady_clock::now() - t0)
+          .count();
+  p.forwardConfig = f.config;
+  p.backwardConfig = b.config;
   return p;
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <exception>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -28,12 +29,19 @@ struct Kernel::State {
 
   std::mutex mutex;
   std::optional<TileModule> optimized; ///< for the interpreter, made once
-  // The device outlives the modules loaded in its context (declared first,
-  // destroyed last).
-  std::optional<cuda::Device> device;
-  std::optional<LoadedKernels> loaded;
-  std::shared_ptr<const CompiledKernel> compiled;
-  const cuda::Function *function = nullptr;
+  /// The binary per target ("sm_90", ...), and per GPU the module loaded
+  /// from it: a kernel runs on the GPU current on the calling thread.
+  std::map<std::string, std::shared_ptr<const CompiledKernel>> compiled;
+  struct OnGpu {
+    // The device outlives the module loaded in its context (declared
+    // first, destroyed last).
+    cuda::Device device;
+    LoadedKernels loaded;
+    std::shared_ptr<const CompiledKernel> compiled;
+    const cuda::Function *function = nullptr;
+    explicit OnGpu(int ordinal) : device(cuda::Device::open(ordinal)) {}
+  };
+  std::map<int, std::unique_ptr<OnGpu>> gpus;
 
   State(TileModule m, std::string c, std::string a)
       : module(std::move(m)), config(std::move(c)), arch(std::move(a)),
@@ -143,34 +151,41 @@ void Kernel::runOnCpu(Grid grid, const std::vector<KernelArg> &args) const {
   interpret(m->operation(), name(), grid, interp);
 }
 
-/// Opens the device (or makes it current) and returns the target of the
+/// The current GPU's state (opened on first use) and the target of its
 /// binary. Called with S.mutex held.
-static std::string openDevice(Kernel::State &S) {
-  if (!S.device)
-    S.device.emplace(cuda::Device::open());
-  else
-    S.device->makeCurrent();
-  return S.arch.empty() ? S.device->archString() : S.arch;
+static Kernel::State::OnGpu &onCurrentGpu(Kernel::State &S,
+                                          std::string *arch) {
+  int ordinal = cuda::Device::currentOrdinal();
+  std::unique_ptr<Kernel::State::OnGpu> &g = S.gpus[ordinal];
+  if (!g)
+    g = std::make_unique<Kernel::State::OnGpu>(ordinal);
+  *arch = S.arch.empty() ? g->device.archString() : S.arch;
+  return *g;
 }
 
-/// Loads the compiled binary into the device's context. Called with S.mutex
-/// held, after S.compiled is set.
-static void load(Kernel::State &S) {
-  S.loaded.emplace();
-  S.function = &S.loaded->function(*S.compiled);
+/// Loads the binary for `arch` into g's context. Called with S.mutex held,
+/// after S.compiled[arch] is set.
+static void load(Kernel::State &S, Kernel::State::OnGpu &g,
+                 const std::string &arch) {
+  g.device.makeCurrent();
+  g.compiled = S.compiled.at(arch);
+  g.function = &g.loaded.function(*g.compiled);
 }
 
 const CompiledKernel &Kernel::compileForGpu() const {
   std::lock_guard<std::mutex> lock(S->mutex);
-  if (!S->function) {
-    if (!S->compiled) {
+  std::string arch;
+  State::OnGpu &g = onCurrentGpu(*S, &arch);
+  if (!g.function) {
+    std::shared_ptr<const CompiledKernel> &c = S->compiled[arch];
+    if (!c) {
       CompileOptions o;
-      o.arch = openDevice(*S);
-      S->compiled = compileCached(S->module, o, KernelCache::global());
+      o.arch = arch;
+      c = compileCached(S->module, o, KernelCache::global());
     }
-    load(*S);
+    load(*S, g, arch);
   }
-  return *S->compiled;
+  return *g.compiled;
 }
 
 void Kernel::compileForGpu(const std::vector<const Kernel *> &kernels) {
@@ -186,15 +201,17 @@ void Kernel::compileForGpu(const std::vector<const Kernel *> &kernels) {
   states.erase(std::unique(states.begin(), states.end()), states.end());
   std::vector<std::unique_lock<std::mutex>> locks;
   std::vector<State *> todo;
-  std::vector<CompileOptions> options;
+  std::vector<State::OnGpu *> gpus;
+  std::vector<std::string> archs;
   for (State *s : states) {
     locks.emplace_back(s->mutex);
-    if (s->function)
+    std::string arch;
+    State::OnGpu &g = onCurrentGpu(*s, &arch);
+    if (g.function)
       continue;
-    CompileOptions o;
-    o.arch = openDevice(*s);
     todo.push_back(s);
-    options.push_back(std::move(o));
+    gpus.push_back(&g);
+    archs.push_back(arch);
   }
   if (todo.empty())
     return;
@@ -202,19 +219,23 @@ void Kernel::compileForGpu(const std::vector<const Kernel *> &kernels) {
   threads.Limit = true;
   llvm::StdThreadPool pool(threads);
   std::vector<std::shared_future<void>> done;
-  for (size_t i = 0; i < todo.size(); ++i)
-    done.push_back(pool.async([&, i] {
-      if (!todo[i]->compiled)
-        todo[i]->compiled =
-            compileCached(todo[i]->module, options[i], KernelCache::global());
+  for (size_t i = 0; i < todo.size(); ++i) {
+    std::shared_ptr<const CompiledKernel> *slot = &todo[i]->compiled[archs[i]];
+    done.push_back(pool.async([&, i, slot] {
+      if (!*slot) {
+        CompileOptions o;
+        o.arch = archs[i];
+        *slot = compileCached(todo[i]->module, o, KernelCache::global());
+      }
     }));
+  }
   pool.wait();
   // Every kernel that compiled is loaded; then the first error is thrown.
   std::exception_ptr first;
   for (size_t i = 0; i < todo.size(); ++i)
     try {
       done[i].get();
-      load(*todo[i]);
+      load(*todo[i], *gpus[i], archs[i]);
     } catch (...) {
       if (!first)
         first = std::current_exception();
@@ -225,19 +246,27 @@ void Kernel::compileForGpu(const std::vector<const Kernel *> &kernels) {
 
 KernelUsage Kernel::resources() const {
   std::lock_guard<std::mutex> lock(S->mutex);
-  if (!S->function)
+  // Nothing loaded anywhere: no need to ask the driver which GPU is current.
+  auto g = S->gpus.empty() ? S->gpus.end()
+                           : S->gpus.find(cuda::Device::currentOrdinal());
+  if (g == S->gpus.end() || !g->second->function)
     throw Error("kernel '" + name() +
                 "': its resources are known once compileForGpu() has loaded "
-                "it");
-  S->device->makeCurrent();
-  return {int(S->compiled->threads), S->function->numRegs(),
-          S->function->sharedBytes(), int(S->compiled->dynamicSharedBytes)};
+                "it on this GPU");
+  const State::OnGpu &on = *g->second;
+  return {int(on.compiled->threads), on.function->numRegs(),
+          on.function->sharedBytes(), int(on.compiled->dynamicSharedBytes)};
 }
 
 void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
                     CUstream stream) const {
   checkArgs(args, /*onCpu=*/false);
   const CompiledKernel &k = compileForGpu();
+  const cuda::Function *function;
+  {
+    std::lock_guard<std::mutex> lock(S->mutex);
+    function = S->gpus.at(cuda::Device::currentOrdinal())->function;
+  }
   if (grid.x <= 0 || grid.y <= 0 || grid.z <= 0 || grid.x > INT32_MAX ||
       grid.y > 65535 || grid.z > 65535)
     throw Error("kernel '" + name() + "': grid " + std::to_string(grid.x) +
@@ -270,7 +299,7 @@ void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
     }
     pointers[i] = slot;
   }
-  cuda::launch(*S->function,
+  cuda::launch(*function,
                {unsigned(grid.x), unsigned(grid.y), unsigned(grid.z)},
                {unsigned(k.threads)}, size_t(k.dynamicSharedBytes), stream,
                pointers);

@@ -378,6 +378,22 @@ void runOnCpu(const LinearCeArgs &a, const Buffers &b, int64_t chunk) {
     storeFromDouble(a.gradBias, acc, i, db[i]);
 }
 
+void checkWorkspace(const LinearCeArgs &a, const void *workspace,
+                    size_t bytes, Device device) {
+  size_t need = linearCeWorkspaceBytes(a, device);
+  if (!workspace || bytes < need)
+    throw Error("fused_linear_ce: the workspace has " +
+                std::to_string(workspace ? bytes : 0) +
+                " bytes; this call needs " + std::to_string(need) +
+                " (linearCeWorkspaceBytes)");
+  // Its parts are 256-byte aligned from its start: cuBLASLt's workspace
+  // and the kernels' vector accesses rely on it.
+  if (device == Device::Gpu && reinterpret_cast<uintptr_t>(workspace) % 256)
+    throw Error("fused_linear_ce: the workspace must be 256-byte aligned "
+                "(it starts at an address 256 divides, as CUDA allocations "
+                "do)");
+}
+
 } // namespace lce
 
 void validateLinearCe(const LinearCeArgs &a) {
@@ -476,12 +492,7 @@ void linearCe(const LinearCeArgs &a, void *workspace, size_t workspaceBytes,
   validateLinearCe(a);
   if (a.N == 0)
     return lce::emptyBatch(a, device, stream);
-  size_t need = linearCeWorkspaceBytes(a, device);
-  if (!workspace || workspaceBytes < need)
-    throw Error("fused_linear_ce: the workspace has " +
-                std::to_string(workspace ? workspaceBytes : 0) +
-                " bytes; this call needs " + std::to_string(need) +
-                " (linearCeWorkspaceBytes)");
+  lce::checkWorkspace(a, workspace, workspaceBytes, device);
   if (device == Device::Gpu)
     return lce::runOnGpu(a, workspace, workspaceBytes, stream);
   int64_t chunk = linearCeChunkRows(a);

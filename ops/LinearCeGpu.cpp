@@ -18,6 +18,7 @@
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include <map>
@@ -36,8 +37,11 @@ const char *backendName(GemmBackend b) {
 }
 
 /// Everything a call's kernels, GEMM choices and chunk follow from.
+/// Everything a call's kernels and GEMM choices follow from but the rows
+/// (the programs take N at run time): one plan serves every batch size.
 std::string planKey(const LinearCeArgs &a) {
   std::map<std::string, int64_t> p = problem(a);
+  p.erase("N");
   std::string key = std::string(dtypeName(a.dtype)) + ",d=" +
                     std::to_string(a.d);
   for (const auto &[name, value] : p)
@@ -59,7 +63,10 @@ struct Plan {
   std::map<std::string, std::pair<Kernel, dsl::Config>> dslGemms;
   std::optional<cublaslt::Gemm> gemm;
   std::optional<GemmPaths> paths;
+  /// Rows per chunk of the call being enqueued (chunkFor).
   int64_t chunk = 0;
+  /// Chunks prepareLinearCe chose by timing, by N.
+  std::map<int64_t, int64_t> tunedChunk;
   bool mayTimePaths = false; ///< only in prepareLinearCe's warm-up step
 
   explicit Plan(const LinearCeArgs &a) {
@@ -86,7 +93,12 @@ struct Plan {
     programs = buildPrograms(a, a.dtype);
     for (const Kernel *k : {&programs->weights, &programs->rows, &programs->sum})
       k->compileForGpu();
-    chunk = linearCeChunkRows(a);
+  }
+
+  /// The rows per chunk for `a`: a timed choice for its N, else the budget's.
+  int64_t chunkFor(const LinearCeArgs &a) const {
+    auto it = tunedChunk.find(a.N);
+    return it != tunedChunk.end() ? it->second : linearCeChunkRows(a);
   }
 
   /// C = alpha op(A) op(B) + beta C by lce_gemm: one program per BLOCK_M x
@@ -161,10 +173,6 @@ struct Plan {
           rowsArgs(a, b, KernelArg::pointer(b.logits, logitsType(a)),
                    KernelArg::pointer(dzPtr, a.dtype), r0),
           stream);
-    if (runs(Step::DhGemm))
-      runGemm(a, dz, false, W, false,
-              {at(a.gradInput, r0 * ldg, es), a.dtype, rows, a.d, ldg},
-              unscale, 0.f, stream);
     // The first chunk overwrites dW and db (beta 0): no memset, no read.
     float beta = r0 == 0 ? 0.f : 1.f;
     if (runs(Step::DwGemm)) {
@@ -175,10 +183,17 @@ struct Plan {
                 {at(a.gradBias, 0, 1), acc, 1, a.V, a.V}, unscale, beta,
                 stream);
     }
+    // After dW: the chunk's input rows are read before dx may overwrite
+    // them (gradInput == input).
+    if (runs(Step::DhGemm))
+      runGemm(a, dz, false, W, false,
+              {at(a.gradInput, r0 * ldg, es), a.dtype, rows, a.d, ldg},
+              unscale, 0.f, stream);
   }
 
   /// One forward + backward, enqueued on `stream`.
   void step(const LinearCeArgs &a, const Buffers &b, CUstream stream) {
+    chunk = chunkFor(a);
     if (gemm)
       gemm->setWorkspace(reinterpret_cast<uint64_t>(b.gemm));
     if (a.bias) { // the db GEMM's row of ones, in the input dtype
@@ -200,7 +215,8 @@ Plan &planFor(const LinearCeArgs &a) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Plan>> plans;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Plan> &slot = plans[planKey(a)];
+  std::unique_ptr<Plan> &slot =
+      plans[std::to_string(cuda::Device::currentOrdinal()) + "|" + planKey(a)];
   if (!slot)
     slot = std::make_unique<Plan>(a);
   return *slot;
@@ -225,6 +241,7 @@ void enqueueFirstChunkStep(const LinearCeArgs &a, void *workspace, size_t,
   Buffers b = buffersFor(a, workspace);
   if (plan.gemm)
     plan.gemm->setWorkspace(reinterpret_cast<uint64_t>(b.gemm));
+  plan.chunk = plan.chunkFor(a);
   plan.chunkSteps(a, b, 0, step, stream);
 }
 
@@ -238,12 +255,7 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
   LinearCePlanInfo info;
   if (a.N == 0)
     return info;
-  size_t need = linearCeWorkspaceBytes(a, Device::Gpu);
-  if (!workspace || workspaceBytes < need)
-    throw Error("fused_linear_ce: the workspace has " +
-                std::to_string(workspace ? workspaceBytes : 0) +
-                " bytes; this call needs " + std::to_string(need) +
-                " (linearCeWorkspaceBytes)");
+  lce::checkWorkspace(a, workspace, workspaceBytes, Device::Gpu);
   if (tuning.gemmCandidates < 1)
     throw Error("fused_linear_ce: gemm candidates must be >= 1 (got " +
                 std::to_string(tuning.gemmCandidates) + ")");
@@ -252,11 +264,16 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
   lce::Buffers b = lce::buffersFor(a, workspace);
   auto step = [&] { plan.step(a, b, stream); };
   // Timing cuBLASLt's candidates runs each product several times: only in
-  // these warm-up steps.
+  // these warm-up steps, whatever throws.
   if (plan.gemm) {
     plan.gemm->setTimedCandidates(tuning.gemmCandidates);
     plan.gemm->setChoiceStore(gemmChoiceStore(plan.device, a.dtype));
   }
+  llvm::scope_exit untimed([&] {
+    plan.mayTimePaths = false;
+    if (plan.gemm)
+      plan.gemm->setTimedCandidates(1);
+  });
   // The call's GEMM choices: those timed now (the chunk tuner's steps
   // included), and those made before, by an earlier call in this process or
   // in the tuning database.
@@ -279,31 +296,31 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
         [&] {
           TuneResult r = timeChunkCandidates(
               lce::chunkCandidates(a),
-              [&](int64_t rows) { plan.chunk = rows; }, step, stream);
+              [&](int64_t rows) { plan.tunedChunk[a.N] = rows; }, step,
+              stream);
           for (const Trial &t : r.trials)
             info.chunkTrials.push_back({t.params.at("CHUNK_ROWS"), t.ms});
           return r;
         },
         false, &fromDb);
-    plan.chunk = e.best.at("CHUNK_ROWS");
+    int64_t asked = e.best.at("CHUNK_ROWS");
     info.chunkSource = fromDb ? db.pathFor(key).string() : "tuned now";
     // The workspace holds `most` rows: a stored entry must not ask for more.
-    if (plan.chunk < 1 || plan.chunk > most) {
-      int64_t asked = plan.chunk;
-      plan.chunk = most;
+    plan.tunedChunk.erase(a.N);
+    if (asked < 1 || asked > most)
       throw Error("fused_linear_ce: the tuning entry " + info.chunkSource +
                   " asks for " + std::to_string(asked) +
                   " rows per chunk, outside 1.." + std::to_string(most) +
                   " (remove the file, or run `tilejit cache clear`)");
-    }
+    plan.tunedChunk[a.N] = asked;
   }
-  if ((plan.gemm && tuning.gemmCandidates > 1) || plan.paths) {
-    if (plan.paths)
-      plan.paths->startReport();
-    plan.mayTimePaths = true;
-    step();
-    plan.mayTimePaths = false;
-  }
+  // One step always: it times what is to be timed, and compiles (lce_gemm)
+  // and picks (cuBLASLt) everything a later call, or its capture, runs.
+  if (plan.paths)
+    plan.paths->startReport();
+  plan.mayTimePaths = true;
+  step();
+  plan.mayTimePaths = false;
   if (plan.gemm) {
     info.gemmProblemsTimed = plan.gemm->problemsTimed() - timedBefore;
     info.gemmProblemsFromStore =
@@ -311,12 +328,10 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
     info.gemmChoicesChanged =
         plan.gemm->problemsWhereTimingChangedTheAlgorithm();
   }
-  if (plan.gemm)
-    plan.gemm->setTimedCandidates(1);
   if (plan.paths)
     plan.paths->report(info);
   cuda::synchronize(stream);
-  info.chunkRows = plan.chunk;
+  info.chunkRows = plan.chunkFor(a);
   info.gemmBackend = plan.backend;
   info.note = plan.note;
   return info;

@@ -101,6 +101,11 @@ std::vector<KernelArg> sumArgs(const LinearCeArgs &a, const Buffers &b);
 /// and 8x as many, none under 128 rows but the first; ascending.
 std::vector<int64_t> chunkCandidates(const LinearCeArgs &a);
 
+/// Throws unless `workspace` holds linearCeWorkspaceBytes (and, on the GPU,
+/// is 256-byte aligned).
+void checkWorkspace(const LinearCeArgs &a, const void *workspace,
+                    size_t bytes, Device device);
+
 /// The N = 0 call: loss 0, dW and db zeros, nothing launched.
 void emptyBatch(const LinearCeArgs &a, Device device, CUstream stream);
 

@@ -97,14 +97,19 @@ bool GemmPaths::useDsl(const std::string &problem,
     db_.store(key, e);
     timedNow_.insert(problem);
   }
-  chosen_.emplace(problem, c);
+  // An untimed default is not kept: a later call that may time does.
+  if (c.stored || timedNow_.count(problem))
+    chosen_.emplace(problem, c);
   return c.dsl;
 }
 
 void GemmPaths::report(ops::LinearCePlanInfo &out) const {
   for (const std::string &problem : used_) {
-    const Choice &c = chosen_.at(problem);
     ++out.gemmPathProblems;
+    auto chosen = chosen_.find(problem);
+    if (chosen == chosen_.end())
+      continue; // not timed yet: cuBLASLt
+    const Choice &c = chosen->second;
     out.gemmPathsOnDsl += c.dsl;
     if (timedNow_.count(problem))
       out.gemmPathTimings.push_back({problem, c.cublasLtMs, c.lceGemmMs});

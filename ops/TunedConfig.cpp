@@ -6,6 +6,9 @@
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 
+#include <map>
+#include <mutex>
+
 namespace tilejit {
 
 TuningKey kernelTuningKey(const KernelSpec &spec, DType dtype,
@@ -47,8 +50,15 @@ std::vector<std::string> tunedOverrides(const TuningKey &key,
 }
 
 const DeviceIdentity &currentGpuIdentity() {
-  static const DeviceIdentity id = deviceIdentity(cuda::Device::open());
-  return id;
+  static std::mutex mutex;
+  static std::map<int, DeviceIdentity> ids; // by ordinal, read once each
+  int ordinal = cuda::Device::currentOrdinal();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = ids.find(ordinal);
+  if (it == ids.end())
+    it = ids.emplace(ordinal, deviceIdentity(cuda::Device::open(ordinal)))
+             .first;
+  return it->second;
 }
 
 std::vector<std::string>

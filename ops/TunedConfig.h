@@ -38,7 +38,7 @@ tunedOverrides(const KernelSpec &spec, DType dtype,
                const std::map<std::string, int64_t> &shape,
                const DeviceIdentity &device, std::string *source);
 
-/// The identity of the current GPU (opened once per process).
+/// The identity of the GPU current on this thread (read once per GPU).
 const DeviceIdentity &currentGpuIdentity();
 
 /// tunedOverrides for the current GPU; without one, empty, with *source

@@ -46,6 +46,8 @@ namespace {
   X(cuDevicePrimaryCtxRetain)                                                  \
   X(cuDevicePrimaryCtxRelease_v2)                                              \
   X(cuCtxSetCurrent)                                                           \
+  X(cuCtxGetCurrent)                                                           \
+  X(cuCtxGetDevice)                                                            \
   X(cuCtxSynchronize)                                                          \
   X(cuMemAlloc_v2)                                                             \
   X(cuMemFree_v2)                                                              \
@@ -241,8 +243,29 @@ bool driverAvailable(std::string *whyNot) {
   }
 }
 
+int Device::currentOrdinal() {
+  const DriverApi &d = api();
+  CUcontext ctx = nullptr;
+  check(d.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx)
+    return 0;
+  CUdevice dev = 0;
+  check(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  int count = 0;
+  check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  for (int i = 0; i < count; ++i) {
+    CUdevice each = 0;
+    check(d.cuDeviceGet(&each, i), "cuDeviceGet");
+    if (each == dev)
+      return i;
+  }
+  return 0;
+}
+
 Device Device::open(int ordinal) {
   const DriverApi &d = api();
+  if (ordinal < 0)
+    ordinal = currentOrdinal();
   int count = 0;
   check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count)

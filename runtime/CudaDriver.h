@@ -38,9 +38,13 @@ bool driverAvailable(std::string *whyNot = nullptr);
 /// A GPU and its primary context.
 class Device {
 public:
-  /// Retains the primary context of GPU `ordinal` and makes it current on this
-  /// thread. Throws tilejit::Error (suggesting --device=cpu) without a GPU.
-  static Device open(int ordinal = 0);
+  /// Retains the primary context of GPU `ordinal` (-1: currentOrdinal()) and
+  /// makes it current on this thread. Throws tilejit::Error (suggesting
+  /// --device=cpu) without a GPU.
+  static Device open(int ordinal = -1);
+  /// The GPU of the context current on this thread (the caller's, e.g. the
+  /// one torch.cuda.set_device chose), or 0 when none is current.
+  static int currentOrdinal();
 
   Device(Device &&other) noexcept;
   Device &operator=(Device &&other) noexcept;

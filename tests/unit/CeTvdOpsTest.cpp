@@ -199,8 +199,13 @@ TEST(CeTvdOps, BadArgumentsAreClearErrors) {
         c.args.gradStride = 200;
       },
       "in-place gradient");
-  with([](HostCall &c) { c.args.grad = c.teacher.data(); }, "not be the teacher");
+  with([](HostCall &c) { c.args.grad = c.teacher.data(); }, "not overlap the teacher");
   with([](HostCall &c) { c.args.set = {"NO_SUCH=1"}; }, "NO_SUCH");
+  with(
+      [](HostCall &c) {
+        c.args.grad = c.student.data() + 10; // overlapping, not in place
+      },
+      "overlaps the student");
 }
 
 TEST(CeTvdOpsGpu, CallersStreamStridesInPlaceAndCudaGraph) {

@@ -127,7 +127,7 @@ TEST(CeTvdUnreducedOps, BadArgumentsAreClearErrors) {
   with([](Call &c) { c.args.set = {"NO_SUCH=1"}; }, "NO_SUCH");
   with([](Call &c) { c.gradStride = 10; }, "must be >= V", true);
   with([](Call &c) { c.grad = c.student; c.args.student = c.grad.data(); },
-       "must not be the student", true);
+       "must not overlap the student", true);
 }
 
 TEST(CeTvdUnreducedOpsGpu, CallersStreamStridedRowsAndCudaGraph) {

@@ -87,21 +87,25 @@ void ceTvdForward(const CeTvdArgs &args, float *ce, float *tvd, void *state,
 /// Enqueues the backward on `stream`: grad, (BT, V) in the logits' dtype,
 /// rows gradStride (>= V; 0: V) apart, from the forward's state and the
 /// upstream gradients gradCe, gradTvd ((BT) f32 each). The gradient may not
-/// overwrite the student or teacher (the reduced op writes in place).
+/// overlap the student or teacher (the reduced op writes in place).
 void ceTvdBackward(const CeTvdArgs &args, const void *state,
                    const float *gradCe, const float *gradTvd, void *grad,
                    int64_t gradStride, Device device, CUstream stream = nullptr);
 
 /// What prepareCeTvd compiled: each kernel's config and where it came
 /// from ("default", "set", or "tuned, <file>"), and the milliseconds from
-/// building it in the DSL to its loaded GPU binary (through the disk cache).
+/// building them in the DSL to their loaded GPU binaries (through the disk
+/// cache; the two compile side by side, so both times are that of the pair).
 struct CeTvdPrepared {
   std::string forwardKernel, forwardConfig, backwardConfig;
   double forwardJitMs = 0, backwardJitMs = 0;
 };
 
-/// Compiles and loads both kernels for `args` on the GPU, so that later
-/// calls only enqueue (before capturing them in a CUDA graph).
+/// Compiles and loads both kernels for `args` on the GPU current on this
+/// thread, so that later calls only enqueue (before capturing them in a
+/// CUDA graph). The backward is prepared for a gradient whose rows are as
+/// 16-byte aligned as the logits' (the usual layout); a gradient of another
+/// alignment compiles its kernel on its first call.
 CeTvdPrepared prepareCeTvd(const CeTvdArgs &args);
 
 /// One call of the reduced CE+TVD. Strides are in elements. Pointers are
@@ -126,7 +130,8 @@ struct CeTvdReducedArgs {
   /// null: kept in the workspace.
   float *ce = nullptr, *tvd = nullptr;
   /// (1) i32, optional: 0, or 1 + a row whose target is outside
-  /// [0, V) and not ignore_index (such rows give loss and gradient 0);
+  /// [0, V) and not ignore_index (such rows give loss and gradient 0 but
+  /// count in the mean's n_valid);
   /// null: kept in the workspace. Read it when convenient: the op never
   /// synchronizes to check.
   int32_t *badTarget = nullptr;
@@ -154,8 +159,9 @@ void ceTvdReduced(const CeTvdReducedArgs &args, void *workspace,
                   CUstream stream = nullptr);
 
 /// Compiles (through the disk cache) and loads the kernels `args` needs on
-/// the GPU, so that a later call only enqueues: call it before capturing
-/// ceTvdReduced in a CUDA graph. Returns the loss kernel's config.
+/// the GPU current on this thread, so that a later call with the same
+/// shape, in-placeness and row alignment only enqueues: call it before
+/// capturing ceTvdReduced in a CUDA graph. Returns the loss kernel's config.
 std::string prepareCeTvdReduced(const CeTvdReducedArgs &args);
 
 } // namespace ops

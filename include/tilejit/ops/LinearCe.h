@@ -72,7 +72,8 @@ struct LinearCeArgs {
   /// (N) f32 each, optional (rowLoss required by None): loss_i (z-loss
   /// included), its z-loss part and lse_i; 0 for ignored rows.
   float *rowLoss = nullptr, *rowZLoss = nullptr, *lse = nullptr;
-  void *gradInput = nullptr;  ///< (N, d) dtype: d loss / d x
+  /// (N, d) dtype: d loss / d x; may be `input` itself (same stride).
+  void *gradInput = nullptr;
   int64_t gradInputStride = 0; ///< >= d; 0 means d
   /// (V, d) contiguous, f32 (bf16 with bf16GradAccumulation): d loss / d W,
   /// overwritten.
@@ -87,7 +88,8 @@ struct LinearCeArgs {
   int64_t chunkRows = 0;
   /// With chunkRows = 0: the workspace allowed (the GEMM workspace, then
   /// the chunk's logits and dz); the chunk is the most rows that fit.
-  /// 0: all N rows in one chunk.
+  /// 0: all N rows in one chunk. The GEMM workspace counts on the CPU too,
+  /// so that both devices run the same chunks.
   int64_t memoryBudgetBytes = 0;
   /// GPU: workspace of cuBLASLt, inside the op's workspace.
   int64_t gemmWorkspaceBytes = 8 << 20;
@@ -113,9 +115,9 @@ void validateLinearCe(const LinearCeArgs &args);
 /// may choose fewer by timing.
 int64_t linearCeChunkRows(const LinearCeArgs &args);
 
-/// Bytes of workspace linearCe needs for `args` (256-byte aligned device
-/// memory on the GPU, any contents): the chunk's logits and dz, the GEMM
-/// workspace, and small parts.
+/// Bytes of workspace linearCe needs for `args` (on the GPU: device memory
+/// starting 256-byte aligned, as every CUDA allocation does; any contents):
+/// the chunk's logits and dz, the GEMM workspace, and small parts.
 size_t linearCeWorkspaceBytes(const LinearCeArgs &args, Device device);
 
 /// Enqueues the loss and gradients on `stream`. Throws tilejit::Error before
@@ -139,7 +141,9 @@ struct LinearCeTuning {
 /// What prepareLinearCe chose.
 struct LinearCePlanInfo {
   int64_t chunkRows = 0;
-  std::string chunkSource; ///< "tuned now", a tuning file, or "budget"
+  /// "tuned now", a tuning file, or "memory budget" (chunkRows or the
+  /// budget's chunk).
+  std::string chunkSource;
   GemmBackend gemmBackend = GemmBackend::CublasLt; ///< what runs
   std::string note; ///< why the backend differs from the one asked for
   /// (rows per chunk, ms) of each trial when the chunk was tuned now.
