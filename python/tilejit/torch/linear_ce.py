@@ -36,7 +36,8 @@ def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
                          Tensor]:
     """(loss (2): loss and its z-loss part, row_loss (n), row_z_loss (n),
     grad_input (n, d), grad_weight (v, d), grad_bias (v, or 0 without a
-    bias), bad_target (1) int32) for input (n, d), weight (v, d)."""
+    bias), bad_target (1) int32) for input (n, d), weight (v, d). Reduction
+    none: the gradients for per-row upstream grad_output (None: zeros)."""
     input, weight = c.row_major(input), c.row_major(weight)
     n, d = input.shape
     v = weight.size(0)
@@ -56,6 +57,8 @@ def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
     ce_weight = None if ce_weight is None else ce_weight.contiguous()
     if grad_output is not None:
         grad_output = grad_output.to(torch.float32).contiguous()
+    elif reduction == _capi.REDUCTION_NONE:
+        grad_output = torch.zeros(n, **f32)  # the forward: losses only
     gpu = dev.type == "cuda"
     a = _capi.LinearCeArgs(
         dtype=c.DTYPES[input.dtype], n=n, d=d, v=v, input=c.ptr(input),
