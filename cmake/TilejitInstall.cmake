@@ -18,6 +18,14 @@ install(DIRECTORY include/tilejit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   PATTERN "ir" EXCLUDE PATTERN "compiler" EXCLUDE PATTERN "codegen" EXCLUDE
   PATTERN "Log.h" EXCLUDE)
 
+# The Python wheel (pyproject.toml: install.components = python) takes
+# libtilejit.so alone, into the package directory tilejit/, under its
+# unversioned name (wheels have no symbolic links).
+if(TILEJIT_SHARED AND SKBUILD)
+  install(FILES $<TARGET_FILE:tilejit_shared> DESTINATION tilejit
+    RENAME libtilejit.so COMPONENT python)
+endif()
+
 if(TILEJIT_SHARED)
   set_target_properties(tilejit_shared PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
   target_compile_features(tilejit_shared INTERFACE cxx_std_17)

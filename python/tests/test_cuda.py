@@ -1,0 +1,71 @@
+"""The losses on a GPU (skipped without one): against float64 PyTorch,
+with no host synchronization inside the ops, and inside torch.compile."""
+import pytest
+import torch
+
+from tilejit.torch import fused_ce_tvd, linear_cross_entropy
+
+from test_ce_tvd import reference as ce_tvd_reference
+from test_linear_ce import reference as lce_reference
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device")
+
+
+@pytest.fixture
+def no_sync():
+    torch.cuda.set_sync_debug_mode("error")
+    yield
+    torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4),
+                                       (torch.bfloat16, 2e-2)])
+def test_ce_tvd_cuda(dtype, tol, no_sync):
+    bt, v = 64, 32000
+    s = (torch.randn(bt, v + 64, device="cuda") * 2)[:, :v].to(dtype)
+    t = torch.randn(bt, v, device="cuda").to(dtype)
+    y = torch.randint(0, v, (bt,), device="cuda")
+    y[::5] = -100
+    leaf = s.detach().clone().requires_grad_()
+    loss = fused_ce_tvd(leaf, t, y, alpha=0.5)
+    loss.backward()
+    torch.cuda.set_sync_debug_mode("default")
+    ref_leaf = s.detach().double().requires_grad_()
+    ref = ce_tvd_reference(ref_leaf, t, y, alpha=0.5)
+    ref.backward()
+    torch.testing.assert_close(loss.double(), ref, rtol=tol, atol=tol)
+    torch.testing.assert_close(leaf.grad.double(), ref_leaf.grad, rtol=tol,
+                               atol=tol * 1e-2)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_linear_ce_cuda(reduction, no_sync):
+    n, d, v = 512, 256, 8192
+    x = torch.randn(n, d, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(v, d, device="cuda") / 16).to(torch.bfloat16)
+    y = torch.randint(0, v, (n,), device="cuda")
+    xl, wl = x.clone().requires_grad_(), w.clone().requires_grad_()
+    loss = linear_cross_entropy(xl, wl, y, label_smoothing=0.1,
+                                reduction=reduction, chunk_rows=128)
+    loss.sum().backward()
+    torch.cuda.set_sync_debug_mode("default")
+    xr, wr = x.double().requires_grad_(), w.double().requires_grad_()
+    ref, _ = lce_reference(xr, wr, y, label_smoothing=0.1, reduction=reduction)
+    ref.sum().backward()
+    torch.testing.assert_close(loss.double(), ref, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(xl.grad.double(), xr.grad, rtol=5e-2, atol=5e-3)
+    torch.testing.assert_close(wl.grad.double(), wr.grad, rtol=5e-2, atol=5e-3)
+
+
+def test_compile_cuda():
+    x = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16,
+                    requires_grad=True)
+    w = torch.randn(4096, 128, device="cuda", dtype=torch.bfloat16,
+                    requires_grad=True)
+    y = torch.randint(0, 4096, (256,), device="cuda")
+    f = torch.compile(lambda a, b, c: linear_cross_entropy(a, b, c) * 2,
+                      fullgraph=True)
+    got = f(x, w, y)
+    got.backward()
+    torch.testing.assert_close(got, linear_cross_entropy(x, w, y) * 2)

@@ -1,0 +1,245 @@
+"""The chunked fused linear cross-entropy (docs/semantics.md §2) as a
+PyTorch operator: tilejit::linear_ce computes the loss of
+cross_entropy(input @ weight.T + bias, target) and all its gradients in one
+call, never holding more than a chunk of the logits.
+
+The C ABI takes bias and class weights in f32 and returns grad_weight and
+grad_bias in f32 (bf16 with bf16_grad_accumulation): the Python functions
+cast on the way in, and autograd casts the gradients back to the
+parameters' dtypes. reduction "mean"/"sum": the forward keeps the gradients
+and backward scales them by grad_output. reduction "none": the per-row
+gradients depend on grad_output, so backward calls the op again with it
+(two passes over the logits).
+"""
+import ctypes
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .. import _capi
+from . import _common as c
+
+_REDUCTIONS = {"none": _capi.REDUCTION_NONE, "mean": _capi.REDUCTION_MEAN,
+               "sum": _capi.REDUCTION_SUM}
+_GEMM_WORKSPACE = 8 << 20
+
+
+@torch.library.custom_op("tilejit::linear_ce", mutates_args=())
+def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
+              bias: Optional[Tensor], ce_weight: Optional[Tensor],
+              grad_output: Optional[Tensor], ignore_index: int,
+              lse_square_scale: float, label_smoothing: float,
+              softcap: float, reduction: int, chunk_rows: int,
+              memory_budget: int, bf16_grad_accumulation: bool
+              ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                         Tensor]:
+    """(loss (2): loss and its z-loss part, row_loss (n), row_z_loss (n),
+    grad_input (n, d), grad_weight (v, d), grad_bias (v, or 0 without a
+    bias), bad_target (1) int32) for input (n, d), weight (v, d). Reduction
+    none: the gradients for per-row upstream grad_output (None: zeros)."""
+    input, weight = c.row_major(input), c.row_major(weight)
+    n, d = input.shape
+    v = weight.size(0)
+    dev = input.device
+    f32 = dict(dtype=torch.float32, device=dev)
+    acc = torch.bfloat16 if bf16_grad_accumulation else torch.float32
+    loss = torch.zeros(2, **f32)
+    row_loss = torch.zeros(n, **f32)
+    row_z = torch.zeros(n, **f32)
+    grad_input = torch.empty(n, d, dtype=input.dtype, device=dev)
+    grad_weight = torch.empty(v, d, dtype=acc, device=dev)
+    grad_bias = torch.empty(v if bias is not None else 0, dtype=acc,
+                            device=dev)
+    bad = torch.zeros(1, dtype=torch.int32, device=dev)
+    target = target.contiguous()
+    bias = None if bias is None else bias.contiguous()
+    ce_weight = None if ce_weight is None else ce_weight.contiguous()
+    if grad_output is not None:
+        grad_output = grad_output.to(torch.float32).contiguous()
+    elif reduction == _capi.REDUCTION_NONE:
+        grad_output = torch.zeros(n, **f32)  # the forward: losses only
+    gpu = dev.type == "cuda"
+    a = _capi.LinearCeArgs(
+        dtype=c.DTYPES[input.dtype], n=n, d=d, v=v, input=c.ptr(input),
+        input_stride=c.row_stride(input), weight=c.ptr(weight),
+        weight_stride=c.row_stride(weight), bias=c.ptr(bias),
+        target=c.ptr(target), class_weight=c.ptr(ce_weight),
+        grad_output=c.ptr(grad_output), ignore_index=ignore_index,
+        label_smoothing=label_smoothing, z_loss=lse_square_scale,
+        softcap=softcap, reduction=reduction, loss=c.ptr(loss),
+        row_loss=c.ptr(row_loss), row_z_loss=c.ptr(row_z), lse=None,
+        grad_input=c.ptr(grad_input), grad_input_stride=d,
+        grad_weight=c.ptr(grad_weight),
+        grad_bias=c.ptr(grad_bias) if bias is not None else None,
+        bad_target=c.ptr(bad), chunk_rows=chunk_rows,
+        memory_budget_bytes=memory_budget,
+        gemm_workspace_bytes=_GEMM_WORKSPACE if gpu else 0,
+        narrow_logits=0, bf16_grad_accumulation=int(bf16_grad_accumulation),
+        gemm_backend=_capi.GEMM_CUBLASLT, set=None, n_set=0)
+    lib = _capi.lib()
+    with c.on_device(input) as (device, stream):
+        nbytes = ctypes.c_size_t()
+        _capi.check(lib.tilejit_linear_ce_workspace_bytes(
+            ctypes.byref(a), device, ctypes.byref(nbytes)))
+        ws = c.workspace(nbytes.value, dev)
+        _capi.check(lib.tilejit_linear_ce(ctypes.byref(a), c.ptr(ws),
+                                          nbytes.value, device, stream))
+    return loss, row_loss, row_z, grad_input, grad_weight, grad_bias, bad
+
+
+@linear_ce.register_fake
+def _(input, weight, target, bias, ce_weight, grad_output, ignore_index,
+      lse_square_scale, label_smoothing, softcap, reduction, chunk_rows,
+      memory_budget, bf16_grad_accumulation):
+    n, d = input.shape
+    v = weight.size(0)
+    acc = torch.bfloat16 if bf16_grad_accumulation else torch.float32
+    f32 = torch.float32
+    return (input.new_empty((2,), dtype=f32), input.new_empty((n,), dtype=f32),
+            input.new_empty((n,), dtype=f32), input.new_empty((n, d)),
+            input.new_empty((v, d), dtype=acc),
+            input.new_empty((v if bias is not None else 0,), dtype=acc),
+            input.new_empty((1,), dtype=torch.int32))
+
+
+def _setup(ctx, inputs, output):
+    (input, weight, target, bias, ce_weight, _go, *scalars) = inputs
+    ctx.scalars = scalars
+    ctx.has_bias = bias is not None
+    ctx.none = scalars[4] == _capi.REDUCTION_NONE
+    if ctx.none:
+        ctx.save_for_backward(input, weight, target, bias, ce_weight)
+    else:
+        ctx.save_for_backward(*output[3:6])
+
+
+def _backward(ctx, grad_loss, grad_row, *_ignored):
+    if ctx.none:
+        input, weight, target, bias, ce_weight = ctx.saved_tensors
+        if grad_row is None:
+            grad_row = input.new_zeros((input.size(0),), dtype=torch.float32)
+        out = torch.ops.tilejit.linear_ce(input, weight, target, bias,
+                                          ce_weight, grad_row, *ctx.scalars)
+        gi, gw, gb = out[3:6]
+    else:
+        gi, gw, gb = ctx.saved_tensors
+        g = grad_loss[0]
+        gi, gw, gb = gi * g.to(gi.dtype), gw * g.to(gw.dtype), gb * g.to(gb.dtype)
+    return (gi, gw, None, gb if ctx.has_bias else None, None, None,
+            *([None] * len(ctx.scalars)))
+
+
+torch.library.register_autograd("tilejit::linear_ce", _backward,
+                                setup_context=_setup)
+
+
+def _check(input, weight, target, bias, ce_weight, reduction,
+           label_smoothing, lse_square_scale, softcap):
+    c.check_float("input", input)
+    c.check_float("weight", weight)
+    c.check_device(input)
+    c.same_device(input=input, weight=weight, target=target, bias=bias,
+                  ce_weight=ce_weight)
+    if input.dtype != weight.dtype:
+        raise TypeError(f"input is {input.dtype}, weight {weight.dtype}")
+    if weight.dim() != 2 or input.dim() < 1 or input.size(-1) != weight.size(1):
+        raise ValueError(f"input {tuple(input.shape)} must be (..., d) and "
+                         f"weight {tuple(weight.shape)} (V, d)")
+    for name, t in (("bias", bias), ("ce_weight", ce_weight)):
+        if t is not None:
+            c.check_float(name, t)
+            if t.shape != (weight.size(0),):
+                raise ValueError(f"{name} {tuple(t.shape)} must be (V,) = "
+                                 f"({weight.size(0)},)")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not "
+                         f"{reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], not "
+                         f"{label_smoothing}")
+    if lse_square_scale < 0:
+        raise ValueError("lse_square_scale must be >= 0")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be None or > 0, not {softcap}")
+
+
+def linear_cross_entropy(input, weight, target, bias=None, *, ce_weight=None,
+                         ignore_index=-100, lse_square_scale=0.0,
+                         label_smoothing=0.0, reduction="mean", softcap=None,
+                         return_z_loss=False, chunk_rows=None,
+                         memory_budget=None, accum_dtype=None,
+                         return_bad_target=False):
+    """cross_entropy(softcap(input @ weight.T + bias), target,
+    weight=ce_weight, ignore_index=, label_smoothing=, reduction=) plus
+    lse_square_scale * lse^2 per valid row (Liger's z-loss), without the
+    full logits: chunk_rows rows at a time, or as many as memory_budget
+    bytes of workspace allow (neither: one chunk).
+
+    input (..., d), weight (V, d): bf16/f16/f32, one dtype; target (...);
+    bias, ce_weight (V,) any float dtype (passed as f32). Returns the f32
+    loss (a scalar, or (N,) for "none"); with return_z_loss (loss, z_loss),
+    z_loss its z-loss part (for logging: no gradient flows through it).
+    accum_dtype=torch.bfloat16 accumulates grad_weight/grad_bias in bf16
+    (bf16 inputs). With return_bad_target, also the int32 (1,) flag: 0, or
+    1 + a row whose target is outside [0, V) and not ignore_index (counted
+    as ignored); the op never reads it on the host.
+    """
+    _check(input, weight, target, bias, ce_weight, reduction,
+           float(label_smoothing), float(lse_square_scale), softcap)
+    if accum_dtype not in (None, torch.float32, torch.bfloat16):
+        raise ValueError(f"accum_dtype must be None, float32 or bfloat16, not "
+                         f"{accum_dtype}")
+    x = input.reshape(-1, input.size(-1))
+    tgt = c.as_target(target, x.size(0))
+    out = torch.ops.tilejit.linear_ce(
+        x, weight, tgt, None if bias is None else bias.float(),
+        None if ce_weight is None else ce_weight.detach().float(), None,
+        int(ignore_index), float(lse_square_scale), float(label_smoothing),
+        float(softcap or 0.0), _REDUCTIONS[reduction], int(chunk_rows or 0),
+        int(memory_budget or 0), accum_dtype == torch.bfloat16)
+    if reduction == "none":
+        loss, z_loss = out[1], out[2].detach()
+    else:
+        loss, z_loss = out[0][0], out[0][1].detach()
+    res = (loss, z_loss) if return_z_loss else loss
+    if return_bad_target:
+        return (*res, out[6]) if return_z_loss else (res, out[6])
+    return res
+
+
+class FusedLinearCrossEntropyLoss(torch.nn.Module):
+    """linear_cross_entropy as a module, argument for argument as Liger's
+    LigerFusedLinearCrossEntropyLoss: forward(lin_weight, _input, target,
+    bias=None)."""
+
+    def __init__(self, ce_weight=None, ignore_index=-100,
+                 lse_square_scale=0.0, label_smoothing=0.0, reduction="mean",
+                 softcap=None, return_z_loss=False, accum_dtype=None,
+                 chunk_rows=None, memory_budget=None):
+        super().__init__()
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1], not "
+                             f"{label_smoothing}")
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"reduction must be 'mean', 'sum' or 'none', "
+                             f"not {reduction!r}")
+        self.ce_weight = ce_weight
+        self.ignore_index = ignore_index
+        self.lse_square_scale = lse_square_scale
+        self.label_smoothing = label_smoothing
+        self.reduction = reduction
+        self.softcap = softcap
+        self.return_z_loss = return_z_loss
+        self.accum_dtype = accum_dtype
+        self.chunk_rows, self.memory_budget = chunk_rows, memory_budget
+
+    def forward(self, lin_weight, _input, target, bias=None):
+        return linear_cross_entropy(
+            _input, lin_weight, target, bias, ce_weight=self.ce_weight,
+            ignore_index=self.ignore_index,
+            lse_square_scale=self.lse_square_scale,
+            label_smoothing=self.label_smoothing, reduction=self.reduction,
+            softcap=self.softcap, return_z_loss=self.return_z_loss,
+            chunk_rows=self.chunk_rows, memory_budget=self.memory_budget,
+            accum_dtype=self.accum_dtype)
