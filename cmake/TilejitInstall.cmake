@@ -1,6 +1,6 @@
 # cmake --install: the CLI, the public headers, libtilejit.so, the static
 # archive libtilejit.a and a CMake package (find_package(tilejit CONFIG) ->
-# tilejit::tilejit, tilejit::tilejit_static), versioned.
+# tilejit::tilejit, tilejit::tilejit_static, tilejit::headers), versioned.
 # Included from the top-level CMakeLists.txt after every target exists.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -31,6 +31,7 @@ if(TILEJIT_SHARED)
   target_compile_features(tilejit_shared INTERFACE cxx_std_17)
   install(TARGETS tilejit_shared EXPORT tilejitTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(TARGETS tilejit_headers EXPORT tilejitTargets)
   set(_dir ${CMAKE_INSTALL_LIBDIR}/cmake/tilejit)
   install(EXPORT tilejitTargets NAMESPACE tilejit:: DESTINATION ${_dir})
   configure_package_config_file(cmake/tilejitConfig.cmake.in

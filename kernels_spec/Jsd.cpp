@@ -139,7 +139,7 @@ KernelSpec jsdSpec() {
   s.build = buildJsd;
   s.tuneKey = {{"BT", true}, {"V", false}};
   using A = ArgSpec;
-  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size"}};
+  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
   s.run.grid = {"BT"};
   // Loss: f32 sums of V terms of both signs. Gradient: elementwise f32 with
   // the GPU's approximate exp and log, relative to Q_v <= 1.

@@ -12,6 +12,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
 #include <thread>
 
 namespace tilejit {
@@ -127,6 +128,12 @@ double parseNumber(const std::string &kernel, const std::string &o) {
 
 } // namespace
 
+std::string formatNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
 SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
     : Spec(spec), O(options) {
   const RunSpec &run = spec.run;
@@ -140,11 +147,13 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
   for (const SizeSpec &s : run.sizes)
     known += " " + s.name;
   for (auto &[name, v] : O.sizes) {
-    if (!llvm::any_of(run.sizes,
-                      [&](const SizeSpec &s) { return s.name == name; }))
+    auto decl = llvm::find_if(
+        run.sizes, [&](const SizeSpec &s) { return s.name == name; });
+    if (decl == run.sizes.end())
       fail("unknown size '" + name + "' (its sizes:" + known + ")");
-    if (v < 1)
-      fail("size " + name + " = " + std::to_string(v) + " must be >= 1");
+    if (v < decl->min)
+      fail("size " + name + " = " + std::to_string(v) +
+           " must be >= " + std::to_string(decl->min));
   }
   for (const SizeSpec &s : run.sizes)
     if (!O.sizes.count(s.name))
@@ -152,21 +161,30 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
            s.name + "=N");
 
   // --set: scalar arguments by name, the rest are compile-time parameters.
+  std::string params, scalars;
+  for (const ParamSpec &p : spec.params)
+    params += " " + p.name;
   for (const ArgSpec &a : run.args)
-    if (a.role == ArgSpec::Role::Scalar)
+    if (a.role == ArgSpec::Role::Scalar) {
       Scalars[a.name] = a.value;
+      scalars += " " + a.name;
+    }
   for (const std::string &o : O.set) {
     std::string name = o.substr(0, o.find('='));
     const ArgSpec *a = run.arg(name);
     if (!a || a->role != ArgSpec::Role::Scalar) {
+      if (!llvm::any_of(spec.params,
+                        [&](const ParamSpec &p) { return p.name == name; }))
+        fail("--set " + o + ": it has no parameter or scalar argument '" +
+             name + "' (its parameters:" + params + "; its scalar arguments:" +
+             (scalars.empty() ? " none" : scalars) + ")");
       ParamSet.push_back(o);
       continue;
     }
     double v = parseNumber(spec.name, o);
     if (!(v >= a->minValue && v <= a->maxValue)) {
-      char range[64];
-      std::snprintf(range, sizeof(range), "[%g, %g]", a->minValue, a->maxValue);
-      fail("'" + o + "': " + name + " must be in " + range);
+      fail("'" + o + "': " + name + " must be in [" +
+           formatNumber(a->minValue) + ", " + formatNumber(a->maxValue) + "]");
     }
     Scalars[name] = v;
   }
@@ -197,12 +215,14 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
     const ArgSpec *a = run.arg(p.name);
     if (!a->isPointer()) {
       double v = Scalars.at(p.name);
+      // i64: [-2^63, 2^63), the doubles that convert exactly.
+      bool inRange = p.dtype == DType::I32 ? v >= INT32_MIN && v <= INT32_MAX
+                                           : v >= -0x1p63 && v < 0x1p63;
       if (p.dtype == DType::F32)
         checkF32Scalar(p.name, v);
-      else if (v != std::floor(v) ||
-               (p.dtype == DType::I32 && std::fabs(v) > INT32_MAX))
-        fail("scalar " + p.name + " = " + std::to_string(v) +
-             " is not an " + dtypeName(p.dtype));
+      else if (!inRange || v != std::floor(v))
+        fail("scalar " + p.name + " = " + formatNumber(v) + " is not an " +
+             dtypeName(p.dtype));
       Buffers.push_back({a, p.dtype, {}, {}});
       continue;
     }
@@ -219,11 +239,17 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
     if (file != O.inputFiles.end()) {
       if (a->role != ArgSpec::Role::Input)
         fail("--input " + p.name + ": '" + p.name + "' is an output");
-      NpyArray npy = readNpy(file->second, p.dtype);
+      std::string what = "--input " + p.name + "=" + file->second + ": ";
+      NpyArray npy;
+      try {
+        npy = readNpy(file->second, p.dtype);
+      } catch (const Error &e) {
+        fail(what + e.what());
+      }
       if (npy.shape != b.shape)
-        fail("--input " + p.name + "=" + file->second + ": shape " +
-             formatShape(npy.shape) + ", but the kernel takes " +
-             formatShape(b.shape) + " (" + llvm::join(a->shape, ", ") + ")");
+        fail(what + "shape " + formatShape(npy.shape) +
+             ", but the kernel takes " + formatShape(b.shape) + " (" +
+             llvm::join(a->shape, ", ") + ")");
       b.host = std::move(npy.data);
     } else {
       b.host.assign(size_t(n) * dtypeSize(p.dtype), 0);
@@ -239,6 +265,17 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
 }
 
 SpecRun::~SpecRun() = default;
+
+std::vector<std::pair<std::string, double>> SpecRun::scalarArgs() const {
+  std::vector<std::pair<std::string, double>> values;
+  for (const Buffer &b : Buffers)
+    if (!b.spec->isPointer())
+      values.emplace_back(b.spec->name, Scalars.at(b.spec->name));
+  return values;
+}
+
+/// A grid of 0 programs along some axis: nothing to launch.
+static bool emptyGrid(Grid g) { return g.x == 0 || g.y == 0 || g.z == 0; }
 
 double SpecRun::bytesMoved() const {
   if (Spec.run.bytesMoved)
@@ -283,7 +320,8 @@ void SpecRun::runOnCpu() {
   std::vector<void *> host;
   for (Buffer &b : Buffers)
     host.push_back(b.host.data());
-  K->runOnCpu(G, kernelArgs(host));
+  if (!emptyGrid(G))
+    K->runOnCpu(G, kernelArgs(host));
 }
 
 double SpecRun::runOnGpu(int timedRuns) {
@@ -304,6 +342,8 @@ double SpecRun::runOnGpu(int timedRuns) {
       d.buffers[i].memset(0xFF); // NaN in f32/f16/bf16: unwritten shows
   }
   std::vector<KernelArg> args = kernelArgs(d.pointers);
+  if (emptyGrid(G))
+    return 0;
   K->launch(G, args);
   cuda::synchronize();
   for (size_t i = 0; i < Buffers.size(); ++i)
@@ -349,6 +389,10 @@ std::vector<OutputCheck> SpecRun::check() const {
     double relTol = t.rtol + roundoff(b.dtype);
     for (size_t i = 0; i < want.size(); ++i) {
       double got = loadAsDouble(b.host.data(), b.dtype, i);
+      if (std::isnan(got) && std::isnan(want[i])) {
+        ++c.nans;
+        continue;
+      }
       double err = std::fabs(got - want[i]);
       double tol = t.atol + relTol * std::fabs(want[i]);
       double ratio = std::isnan(err) ? HUGE_VAL
@@ -375,12 +419,20 @@ std::string describeChecks(const std::vector<OutputCheck> &checks,
   std::string s;
   *passed = true;
   for (const OutputCheck &c : checks) {
-    s += llvm::formatv("  {0}: max |error| {1:e2}, worst {2:f2} of the "
-                       "tolerance at element {3} (got {4:e6}, want {5:e6}): "
-                       "{6}\n",
-                       c.name, c.maxAbsError, c.worstRatio, c.worstIndex,
-                       c.got, c.want, c.passed ? "ok" : "FAIL")
-             .str();
+    std::string nans =
+        c.nans ? llvm::formatv("; {0} NaN in both, matched", c.nans).str() : "";
+    if (c.worstIndex < 0) // empty, or NaN in both everywhere
+      s += "  " + c.name + ": " +
+           (c.nans ? std::to_string(c.nans) + " NaN in both, matched"
+                   : std::string("empty")) +
+           ": ok\n";
+    else
+      s += llvm::formatv("  {0}: max |error| {1:e2}, worst {2:f2} of the "
+                         "tolerance at element {3} (got {4:e6}, want "
+                         "{5:e6}){6}: {7}\n",
+                         c.name, c.maxAbsError, c.worstRatio, c.worstIndex,
+                         c.got, c.want, nans, c.passed ? "ok" : "FAIL")
+               .str();
     *passed &= c.passed;
   }
   return s + (*passed ? "check: PASS\n" : "check: FAIL\n");

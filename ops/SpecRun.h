@@ -9,9 +9,11 @@
 // over its declared shape.
 //
 // Errors (tilejit::Error, before anything runs): a size that is unknown,
-// missing or < 1; a --set that names neither a parameter nor a scalar
-// argument, or a scalar out of its range; a spec whose declarations do not
-// match the kernel's parameters; a .npy file of another shape or dtype.
+// missing or below its declared minimum; a --set that names neither a
+// parameter nor a scalar argument, or a scalar out of its range or its
+// dtype's; a spec whose declarations do not match the kernel's parameters;
+// a .npy file of another shape or dtype. A grid of 0 programs (a size of 0)
+// launches nothing: the outputs are empty.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_OPS_SPECRUN_H
@@ -50,6 +52,7 @@ struct OutputCheck {
   double worstRatio = 0; ///< max |got - want| / tolerance (<= 1 passes)
   int64_t worstIndex = -1;
   double got = 0, want = 0; ///< at worstIndex
+  int64_t nans = 0; ///< elements NaN in both the output and the reference
   bool passed = true;
 };
 
@@ -65,6 +68,8 @@ public:
   /// Where the config came from: "--set", "tuned, <file>", "default; ...".
   const std::string &configSource() const { return ConfigSource; }
   Grid grid() const { return G; }
+  /// The value of each scalar parameter of the kernel, in parameter order.
+  std::vector<std::pair<std::string, double>> scalarArgs() const;
   /// The roofline's bytes (RunSpec::bytesMoved, or each pointer argument
   /// once).
   double bytesMoved() const;
@@ -117,9 +122,14 @@ private:
 };
 
 /// Formats `checks` as lines "  loss: max |error| 1.2e-07 (0.03 of the
-/// tolerance): ok" and a last "check: PASS" or "check: FAIL".
+/// tolerance): ok" and a last "check: PASS" or "check: FAIL". An element
+/// NaN in both the output and the reference matches (the lines count them);
+/// NaN in one of them fails.
 std::string describeChecks(const std::vector<OutputCheck> &checks,
                            bool *passed);
+
+/// `v` as printf's %g: "0.5", "-100", "1e+40", "inf".
+std::string formatNumber(double v);
 
 struct SpecTuneReport {
   TuningKey key;

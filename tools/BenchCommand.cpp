@@ -66,6 +66,11 @@ static cl::opt<bool> benchInPlace("in-place",
                                   cl::desc("Reduced: gradient over the "
                                            "student logits"),
                                   cl::sub(benchCmd));
+static cl::opt<std::string>
+    benchDevice("device", cl::init("gpu"),
+                cl::desc("gpu: bench times kernels on the GPU only (`tilejit "
+                         "run --device=cpu` runs the interpreter)"),
+                cl::sub(benchCmd));
 static cl::opt<int> benchIters("iters", cl::init(50),
                                cl::desc("Timed launches per kernel (median)"),
                                cl::sub(benchCmd));
@@ -211,6 +216,10 @@ static int benchLinearCe() {
 }
 
 int runBenchCommand() {
+  if (benchDevice != "gpu")
+    throw Error("tilejit bench needs a GPU: it times kernels there (--device=" +
+                benchDevice +
+                "; `tilejit run --device=cpu` runs the interpreter)");
   if (benchKernel == "fused_linear_ce")
     return benchLinearCe();
   if (benchKernel != "fused_ce_tvd") {

@@ -10,6 +10,7 @@
 
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
+#include "tilejit/KernelSpec.h"
 
 #include <cstdio>
 #include <string>
@@ -35,6 +36,10 @@ struct SpecCommandArgs {
   std::string dtype = "bf16";
   bool dtypeGiven = false;
   bool cpu = false; ///< run: the interpreter even with a GPU
+  bool gpu = false; ///< run: the GPU, an error without one
+  /// run: --check, an error for a spec without a reference (`run` checks
+  /// whenever the spec has one).
+  bool check = false;
   uint64_t seed = 1234;
   int iters = 20; ///< bench: timed launches; tune: per candidate
   bool retune = false;
@@ -44,11 +49,20 @@ int runSpecKernel(const SpecCommandArgs &args);
 int benchSpecKernel(const SpecCommandArgs &args);
 int tuneSpecKernel(const SpecCommandArgs &args);
 
-/// `tilejit --load lib.so`: dlopens a library of kernel specs. Its static
-/// initializers may call tilejit::registerKernel; an exported
-/// `extern "C" void tilejit_register_kernels()` is called after the load.
-/// The library takes tilejit's symbols from the CLI (which exports them),
-/// so it must not link a tilejit of its own.
+/// The dtype of a spec kernel's run: `dtype` when given, else bf16 where
+/// the kernel takes it, else the spec's first dtype.
+tilejit::DType specDType(const tilejit::KernelSpec &spec,
+                         const std::string &dtype, bool given);
+
+/// `tilejit --load lib.so`: dlopens a library of kernel specs (a name
+/// without a slash from the current directory when a file of that name is
+/// there, else as dlopen finds it). Its static initializers may call
+/// tilejit::registerKernel; an exported `extern "C" void
+/// tilejit_register_kernels()` is called after the load; registering no
+/// kernel is a warning. The library takes tilejit's symbols from the CLI
+/// (which exports them): one that links a tilejit of its own is an error,
+/// after which the process must leave without running destructors
+/// (std::_Exit), as both copies' static objects were constructed.
 void loadKernelLibrary(const std::string &path);
 
 /// fused_ce_tvd's --forward picks the unreduced forward kernel: given with

@@ -1,15 +1,16 @@
 //===- SpecCommand.cpp - run, bench and tune any spec-declared kernel -----===//
 //
 //   tilejit run KERNEL --size BT=4096 --size V=151936 [--dtype bf16]
-//               [--set NAME=VALUE ...] [--cpu] [--input NAME=in.npy ...]
-//               [--output NAME=out.npy ...]
+//               [--set NAME=VALUE ...] [--cpu | --device=cpu|gpu] [--check]
+//               [--input NAME=in.npy ...] [--output NAME=out.npy ...]
 //   tilejit bench KERNEL --size ... [--iters 50]
 //   tilejit tune KERNEL --size ... [--reps 20] [--retune]
 //   tilejit --load libmykernels.so run|bench|tune|list ...
 //
 // For kernels whose spec declares its arguments (KernelSpec::run; the
 // driver is ops/SpecRun.h). `run` checks the outputs against the spec's
-// fp64 reference when it has one (exit 1 on a mismatch); `bench` times the
+// fp64 reference when it has one (exit 1 on a mismatch; --check makes a
+// spec without one an error); `bench` times the
 // kernel against the memory roofline (its bytes over the copy bandwidth
 // measured in the same process); `tune` stores the winner that `run` and
 // `bench` then use on this GPU.
@@ -22,6 +23,7 @@
 #include "tilejit/Error.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <dlfcn.h>
 
@@ -38,14 +40,27 @@ static std::pair<std::string, std::string> splitPair(const std::string &opt,
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
+DType specDType(const KernelSpec &spec, const std::string &dtype, bool given) {
+  bool bf16 = llvm::is_contained(spec.dtypes, DType::BF16);
+  return given || bf16 || spec.dtypes.empty() ? parseDType(dtype)
+                                              : spec.dtypes.front();
+}
+
+/// findKernel for run, bench and tune: an unknown name also lists the
+/// operations the command takes besides the kernels.
+static const KernelSpec &findSpecKernel(const std::string &name,
+                                        const std::string &operations) {
+  try {
+    return findKernel(name);
+  } catch (const Error &e) {
+    throw Error(std::string(e.what()) + "; operations: " + operations);
+  }
+}
+
 static SpecRunOptions runOptions(const SpecCommandArgs &a, const KernelSpec &spec,
                                  bool gpu) {
   SpecRunOptions o;
-  // Without --dtype: bf16 where the kernel takes it, else its first dtype.
-  bool bf16 = llvm::is_contained(spec.dtypes, DType::BF16);
-  o.dtype = a.dtypeGiven || bf16 || spec.dtypes.empty()
-                ? parseDType(a.dtype)
-                : spec.dtypes.front();
+  o.dtype = specDType(spec, a.dtype, a.dtypeGiven);
   for (const std::string &s : a.sizes) {
     auto [name, value] = splitPair("size", s);
     int64_t v = 0;
@@ -67,20 +82,35 @@ static void printHeader(const char *verb, const SpecRun &r, const char *where) {
   std::string sizes, scalars;
   for (auto &[n, v] : o.sizes)
     sizes += " " + n + "=" + std::to_string(v);
-  for (const KernelParam &p : r.kernel().params())
-    if (!r.spec().run.arg(p.name)->isPointer())
-      scalars += " " + p.name;
+  for (auto &[name, v] : r.scalarArgs())
+    scalars += " " + name + "=" + formatNumber(v);
   std::printf("%s %s on %s:%s dtype=%s, grid %lld x %lld x %lld\n  config: "
-              "%s (%s)\n",
+              "%s (%s)\n  scalars:%s\n",
               verb, r.spec().name.c_str(), where, sizes.c_str(),
               dtypeName(o.dtype), (long long)r.grid().x, (long long)r.grid().y,
               (long long)r.grid().z, r.kernel().config().c_str(),
-              r.configSource().c_str());
+              r.configSource().c_str(),
+              scalars.empty() ? " none" : scalars.c_str());
+}
+
+/// bench and tune time launches: a grid of 0 programs has none.
+static void requireLaunch(const std::string &what, const SpecRun &r) {
+  Grid g = r.grid();
+  if (g.x == 0 || g.y == 0 || g.z == 0)
+    throw Error(what + " " + r.spec().name + ": the grid " +
+                std::to_string(g.x) + " x " + std::to_string(g.y) + " x " +
+                std::to_string(g.z) + " has no program to time");
 }
 
 int runSpecKernel(const SpecCommandArgs &a) {
-  const KernelSpec &spec = findKernel(a.kernel);
-  bool gpu = !a.cpu && cuda::driverAvailable();
+  const KernelSpec &spec =
+      findSpecKernel(a.kernel, "fused_ce_tvd fused_linear_ce");
+  if (a.check && spec.run.declared() && !spec.run.reference)
+    throw Error("--check: kernel '" + a.kernel +
+                "' has no reference in its spec to check against");
+  if (a.gpu)
+    requireGpu("tilejit run --device=gpu");
+  bool gpu = a.gpu || (!a.cpu && cuda::driverAvailable());
   std::vector<std::pair<std::string, std::string>> outputs;
   for (const std::string &s : a.outputs)
     outputs.push_back(splitPair("output", s));
@@ -106,9 +136,11 @@ int runSpecKernel(const SpecCommandArgs &a) {
 }
 
 int benchSpecKernel(const SpecCommandArgs &a) {
-  const KernelSpec &spec = findKernel(a.kernel);
+  const KernelSpec &spec =
+      findSpecKernel(a.kernel, "fused_ce_tvd fused_linear_ce");
   requireGpu("tilejit bench");
   SpecRun r(spec, runOptions(a, spec, true));
+  requireLaunch("tilejit bench", r);
   printHeader("bench", r, "the GPU");
   double ms = r.runOnGpu(std::max(1, a.iters));
   double copyBytesPerS = cuda::measureCopyBandwidth(size_t(2) << 30);
@@ -123,11 +155,12 @@ int benchSpecKernel(const SpecCommandArgs &a) {
 }
 
 int tuneSpecKernel(const SpecCommandArgs &a) {
-  const KernelSpec &spec = findKernel(a.kernel);
+  const KernelSpec &spec = findSpecKernel(a.kernel, "fused_ce_tvd");
   requireGpu("tilejit tune");
   SpecRunOptions o = runOptions(a, spec, true);
   o.useTuned = false;
   SpecRun r(spec, o);
+  requireLaunch("tilejit tune", r);
   SpecTuneReport t =
       tuneSpecGpu(r, a.iters, a.retune, [](const std::string &line) {
         std::cerr << "tune: " << line << "\n";
@@ -151,11 +184,38 @@ int tuneSpecKernel(const SpecCommandArgs &a) {
 }
 
 void loadKernelLibrary(const std::string &path) {
-  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  // dlopen searches the library path for a name without a slash; a file of
+  // that name in the current directory is the one meant.
+  std::string file = path;
+  if (path.find('/') == std::string::npos && llvm::sys::fs::exists(path))
+    file = "./" + path;
+  size_t before = kernelRegistry().size();
+  void *handle = dlopen(file.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle)
     throw Error("--load " + path + ": " + dlerror());
+  // A library that brought a tilejit of its own (libtilejit.so or .a) has
+  // its own definition of the registry: both copies' static objects were
+  // constructed over the CLI's by now, so the caller must not use the
+  // registry, unload the library or run destructors.
+  Dl_info self;
+  auto registry = reinterpret_cast<void *>(&kernelRegistry);
+  if (dladdr(registry, &self) && self.dli_sname) {
+    void *theirs = dlsym(handle, self.dli_sname);
+    Dl_info info;
+    if (theirs && theirs != registry)
+      throw Error(
+          "--load " + path + ": it links its own libtilejit (" +
+          (dladdr(theirs, &info) && info.dli_fname ? info.dli_fname : "?") +
+          "); build it as a MODULE that takes tilejit from the CLI "
+          "(tilejit::headers): see README");
+  }
   using RegisterFn = void (*)();
   if (auto fn = reinterpret_cast<RegisterFn>(
           dlsym(handle, "tilejit_register_kernels")))
     fn();
+  if (kernelRegistry().size() == before)
+    std::cerr << "tilejit: warning: --load " << path
+              << " registered no kernel (no static initializer called "
+                 "tilejit::registerKernel, and it exports no "
+                 "tilejit_register_kernels)\n";
 }

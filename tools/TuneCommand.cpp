@@ -33,8 +33,9 @@
 namespace cl = llvm::cl;
 using namespace tilejit;
 
-static cl::SubCommand tuneCmd("tune",
-                              "Autotune fused_ce_tvd on this GPU for a shape");
+static cl::SubCommand
+    tuneCmd("tune", "Autotune a kernel on this GPU for a shape: fused_ce_tvd "
+                    "or any kernel whose spec declares its arguments");
 static cl::opt<std::string> tuneKernel(cl::Positional, cl::desc("KERNEL"),
                                        cl::Required, cl::sub(tuneCmd));
 static cl::opt<int64_t> tuneBt("bt", cl::desc("fused_ce_tvd: tokens (rows)"),
@@ -78,6 +79,10 @@ static cl::opt<bool>
                          "writes the gradient over the student logits (the "
                          "inputs are restored before every candidate)"),
                 cl::sub(tuneCmd));
+static cl::opt<std::string>
+    tuneDevice("device", cl::init("gpu"),
+               cl::desc("gpu: tune times kernels on the GPU only"),
+               cl::sub(tuneCmd));
 static cl::opt<bool> tuneRetune("retune",
                                 cl::desc("Tune even if an entry is stored"),
                                 cl::sub(tuneCmd));
@@ -136,6 +141,14 @@ static void printKernel(const CeTvdTunedKernel &k, DType dtype) {
 }
 
 int runTuneCommand() {
+  if (tuneDevice != "gpu")
+    throw Error("tilejit tune needs a GPU: it times kernels there (--device=" +
+                tuneDevice + ")");
+  if (tuneKernel == "fused_linear_ce")
+    throw Error("tilejit tune tunes fused_ce_tvd and the kernels `tilejit "
+                "list` shows with sizes; fused_linear_ce times its GEMM "
+                "choices as it runs (kept per GPU and shape), and `tilejit "
+                "bench fused_linear_ce --tune-chunk` tunes its chunk rows");
   if (tuneKernel != "fused_ce_tvd") {
     SpecCommandArgs a;
     a.kernel = tuneKernel;

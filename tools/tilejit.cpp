@@ -7,13 +7,15 @@
 //                            [--dtype bf16|fp16|fp32] [--check] [--set ...]
 //   tilejit tune fused_ce_tvd --bt N --vocab V [--dtype ...] (TuneCommand.cpp)
 //   tilejit [--load lib.so] run|bench|tune KERNEL --size NAME=N ... (any
-//           kernel whose spec declares its arguments: SpecCommand.cpp)
+//           kernel whose spec declares its arguments: SpecCommand.cpp;
+//           run takes --cpu or --device=cpu|gpu, and --check)
 //
 // Exit status: 0 success, 1 a --check failed, 2 an error (message on stderr).
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 #include "codegen/Nvrtc.h"
+#include "ops/SpecRun.h"
 #include "ops/harness/FusedCeTvdOp.h"
 #include "ops/harness/FusedCeTvdReducedOp.h"
 #include "ops/harness/LinearCeOp.h"
@@ -31,6 +33,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace cl = llvm::cl;
@@ -52,7 +55,9 @@ static cl::list<std::string>
     setArgs("set", cl::desc("Pin a compile-time parameter: NAME=VALUE"),
             cl::sub(compileCmd), cl::sub(runCmd), cl::cat(category));
 static cl::opt<std::string> dtypeArg("dtype", cl::init("bf16"),
-                                     cl::desc("Logits dtype: bf16, fp16, fp32"),
+                                     cl::desc("Logits dtype: bf16, fp16, fp32 "
+                                              "(a kernel that takes no bf16: "
+                                              "its first dtype)"),
                                      cl::sub(compileCmd), cl::sub(runCmd),
                                      cl::cat(category));
 static cl::opt<std::string>
@@ -67,9 +72,11 @@ static cl::opt<std::string>
 static cl::opt<std::string> outputArg("o", cl::desc("Output file"),
                                       cl::value_desc("FILE"),
                                       cl::sub(compileCmd), cl::cat(category));
-static cl::opt<std::string> deviceArg("device", cl::init("gpu"),
-                                      cl::desc("gpu or cpu"), cl::sub(runCmd),
-                                      cl::cat(category));
+static cl::opt<std::string>
+    deviceArg("device", cl::init("gpu"),
+              cl::desc("gpu or cpu (spec kernels: the GPU when there is one; "
+                       "gpu: an error without one)"),
+              cl::sub(runCmd), cl::cat(category));
 static cl::opt<int64_t> btArg("bt", cl::init(64), cl::desc("Tokens (rows)"),
                               cl::sub(compileCmd), cl::sub(runCmd),
                               cl::cat(category));
@@ -78,9 +85,11 @@ static cl::opt<int64_t> vocabArg("vocab", cl::init(32000),
                                           "slices of the cluster kernels)"),
                                  cl::sub(compileCmd), cl::sub(runCmd),
                                  cl::cat(category));
-static cl::opt<bool> checkArg("check",
-                              cl::desc("Compare with the fp64 reference"),
-                              cl::sub(runCmd), cl::cat(category));
+static cl::opt<bool>
+    checkArg("check",
+             cl::desc("Compare with the fp64 reference (spec kernels: always "
+                      "when the spec has one; an error when it has none)"),
+             cl::sub(runCmd), cl::cat(category));
 static cl::opt<int64_t>
     checkRowsArg("check-rows", cl::init(64),
                  cl::desc("GPU: rows compared with the reference (0 = all)"),
@@ -98,7 +107,7 @@ static cl::list<std::string>
              cl::sub(runCmd), cl::cat(category));
 static cl::opt<bool> cpuArg("cpu",
                             cl::desc("Spec kernels: run in the interpreter "
-                                     "even with a GPU"),
+                                     "even with a GPU (as --device=cpu)"),
                             cl::sub(runCmd), cl::cat(category));
 static cl::list<std::string>
     inputArgs("input", cl::desc("Spec kernels: read an input, NAME=file.npy"),
@@ -201,6 +210,11 @@ static int listKernels() {
       for (const SizeSpec &s : k.run.sizes)
         std::cout << " --size " << s.name << "=N (" << s.help << ")";
       std::cout << "\n";
+      for (const ArgSpec &a : k.run.args)
+        if (a.role == ArgSpec::Role::Scalar)
+          std::cout << "  --set " << a.name << "=" << formatNumber(a.value)
+                    << "  (scalar argument in [" << formatNumber(a.minValue)
+                    << ", " << formatNumber(a.maxValue) << "])\n";
     }
     for (const ParamSpec &p : k.params) {
       std::cout << "  --set " << p.name << "=" << p.defaultValue << "  ("
@@ -237,8 +251,9 @@ static int compileKernel() {
   const KernelSpec &spec = findKernel(kernelArg);
   if (btArg <= 0 || vocabArg <= 0 || vocabArg > INT32_MAX)
     throw Error("--bt must be positive and --vocab in [1, 2^31)");
-  dsl::Config config = spec.config(parseDType(dtypeArg), setArgs,
-                                   {{"BT", btArg}, {"V", vocabArg}});
+  DType dtype = specDType(spec, dtypeArg, dtypeArg.getNumOccurrences() > 0);
+  dsl::Config config =
+      spec.config(dtype, setArgs, {{"BT", btArg}, {"V", vocabArg}});
   CompileOptions options;
   if (!archArg.empty())
     options.arch = archArg;
@@ -396,11 +411,11 @@ static void rejectOptions(std::initializer_list<const cl::Option *> options,
 
 /// `run KERNEL --size ...` for a kernel of its own (not an operation).
 static int runSpec() {
-  rejectOptions({&deviceArg, &btArg, &vocabArg, &checkArg, &checkRowsArg,
-                 &itersArg, &forwardArg, &reductionArg, &inPlaceArg, &alphaArg,
-                 &betaArg, &hiddenArg, &smoothingArg, &zLossArg, &softcapArg,
-                 &biasArg, &weightsArg, &chunkRowsArg, &budgetArg, &bf16AccArg,
-                 &narrowLogitsArg, &gemmBackendArg},
+  rejectOptions({&btArg, &vocabArg, &checkRowsArg, &itersArg, &forwardArg,
+                 &reductionArg, &inPlaceArg, &alphaArg, &betaArg, &hiddenArg,
+                 &smoothingArg, &zLossArg, &softcapArg, &biasArg, &weightsArg,
+                 &chunkRowsArg, &budgetArg, &bf16AccArg, &narrowLogitsArg,
+                 &gemmBackendArg},
                 kernelArg);
   SpecCommandArgs a;
   a.kernel = kernelArg;
@@ -410,7 +425,15 @@ static int runSpec() {
   a.outputs = outputArgs;
   a.dtype = dtypeArg;
   a.dtypeGiven = dtypeArg.getNumOccurrences() > 0;
-  a.cpu = cpuArg;
+  if (deviceArg.getNumOccurrences()) {
+    if (deviceArg != "gpu" && deviceArg != "cpu")
+      throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
+    if (cpuArg && deviceArg == "gpu")
+      throw Error("--cpu and --device=gpu ask for different devices");
+  }
+  a.cpu = cpuArg || (deviceArg.getNumOccurrences() && deviceArg == "cpu");
+  a.gpu = deviceArg.getNumOccurrences() && deviceArg == "gpu";
+  a.check = checkArg;
   a.seed = seedArg;
   a.arch = archArg;
   return runSpecKernel(a);
@@ -526,15 +549,22 @@ int main(int argc, char **argv) {
     for (const std::string &l : libraries)
       loadKernelLibrary(l);
   } catch (const std::exception &e) {
-    std::cerr << "tilejit: error: " << e.what() << "\n";
-    return 2;
+    // Without destructors: a library with a tilejit of its own constructed
+    // static objects over the CLI's, which would be freed twice.
+    std::cerr << "tilejit: error: " << e.what() << std::endl;
+    std::_Exit(2);
   }
   argc = int(args.size());
   argv = args.data();
   // With an error stream, LLVM reports a bad option and returns false
   // instead of exiting 1: bad input exits 2, as everywhere in tilejit.
   if (!cl::ParseCommandLineOptions(
-          argc, argv, "tilejit: a JIT for tile-level GPU kernels\n",
+          argc, argv,
+          "tilejit: a JIT for tile-level GPU kernels\n\n"
+          "  tilejit [--load LIB.so ...] COMMAND ...: --load dlopens a kernel "
+          "library first\n  (a MODULE on tilejit::headers, see README; a "
+          "name without a slash is loaded\n  from the current directory "
+          "when that file is there, else found as dlopen does)\n",
           &llvm::errs()))
     return 2;
   try {

@@ -119,10 +119,12 @@ struct ReferenceArgs {
   int64_t size(const std::string &name) const;
 };
 
-/// A named size of a launch (BT, V): set by `tilejit run --size NAME=N`.
+/// A named size of a launch (BT, V): set by `tilejit run --size NAME=N`,
+/// at least `min` (0 by default: a grid of 0 programs launches nothing).
 struct SizeSpec {
   std::string name;
   std::string help;
+  int64_t min = 0;
 };
 
 /// How to run a kernel on its own from the CLI: its sizes, each argument,

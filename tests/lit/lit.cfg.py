@@ -18,3 +18,7 @@ if os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi"):
     config.available_features.add("gpu")
 # The kernel library that `tilejit --load` tests load (tests/plugin/).
 config.substitutions.append(("%plugin", lit_config.params.get("plugin", "")))
+# The same library linked with libtilejit.so (a shared build only).
+if lit_config.params.get("plugin_own"):
+    config.available_features.add("own-plugin")
+    config.substitutions.append(("%ownplugin", lit_config.params["plugin_own"]))

@@ -1,5 +1,6 @@
 // A kernel library for `tilejit --load`: y = a x, one program per row,
-// registered twice to cover both ways a library can register its specs.
+// registered twice to cover both ways a library can register its specs
+// (the second without a reference).
 #include "tilejit/KernelSpec.h"
 
 using namespace tilejit;
@@ -19,7 +20,7 @@ static TileModule buildScale(const Config &c) {
   return k.finish();
 }
 
-static KernelSpec scaleSpec(const std::string &name) {
+static KernelSpec scaleSpec(const std::string &name, bool reference) {
   KernelSpec s;
   s.name = name;
   s.summary = "y = a x (a test kernel library)";
@@ -32,19 +33,21 @@ static KernelSpec scaleSpec(const std::string &name) {
   s.run.args = {ArgSpec::input("x", {"M", "N"}, ArgFill::normal()),
                 ArgSpec::output("y", {"M", "N"}),
                 ArgSpec::scalar("a", 2), ArgSpec::sizeScalar("N", "N")};
-  s.run.reference = [](ReferenceArgs &r) {
-    const HostTensor &x = r.in("x");
-    for (int64_t i = 0; i < x.numElements(); ++i)
-      r.out("y")[i] = double(float(r.scalar("a")) * float(x[i]));
-  };
+  if (reference)
+    s.run.reference = [](ReferenceArgs &r) {
+      const HostTensor &x = r.in("x");
+      for (int64_t i = 0; i < x.numElements(); ++i)
+        r.out("y")[i] = double(float(r.scalar("a")) * float(x[i]));
+    };
   return s;
 }
 
 // A static initializer, run by dlopen.
-static const bool registered = (registerKernel(scaleSpec("plugin_scale")), true);
+static const bool registered =
+    (registerKernel(scaleSpec("plugin_scale", true)), true);
 
 // Called by `tilejit --load` after the load.
 extern "C" __attribute__((visibility("default"))) void
 tilejit_register_kernels() {
-  registerKernel(scaleSpec("plugin_scale_again"));
+  registerKernel(scaleSpec("plugin_scale_again", false));
 }

@@ -161,12 +161,22 @@ TEST(SpecRun, BadInputNamesTheThing) {
   o = jsdOptions(DType::BF16, 4, 8);
   o.sizes["T"] = 2;
   expectError([&] { SpecRun(jsd, o); }, {"unknown size 'T'"});
-  expectError([&] { SpecRun(jsd, jsdOptions(DType::BF16, 0, 8)); },
-              {"size BT = 0 must be >= 1"});
+  expectError([&] { SpecRun(jsd, jsdOptions(DType::BF16, 4, 0)); },
+              {"size V = 0 must be >= 1"});
   expectError([&] { SpecRun(jsd, jsdOptions(DType::BF16, 4, 8, {"beta=x"})); },
               {"'beta=x' has no numeric value"});
   expectError([&] { SpecRun(jsd, jsdOptions(DType::BF16, 4, 8, {"NOPE=1"})); },
-              {"has no parameter 'NOPE'"});
+              {"no parameter or scalar argument 'NOPE'",
+               "its parameters: BLOCK_SIZE num_warps HAS_LABEL",
+               "its scalar arguments: beta ignore_index"});
+  for (const char *big :
+       {"ignore_index=1e40", "ignore_index=9223372036854775808",
+        "ignore_index=inf", "ignore_index=1.5"})
+    expectError([&] { SpecRun(jsd, jsdOptions(DType::BF16, 4, 8, {big})); },
+                {"scalar ignore_index = ", "is not an i64"});
+  EXPECT_NO_THROW(
+      SpecRun(jsd, jsdOptions(DType::BF16, 4, 8,
+                              {"ignore_index=-9223372036854775808"})));
   expectError([&] { SpecRun(jsd, jsdOptions(DType::I32, 4, 8)); },
               {"does not support dtype i32"});
   o = jsdOptions(DType::BF16, 4, 8);
@@ -174,6 +184,88 @@ TEST(SpecRun, BadInputNamesTheThing) {
   expectError([&] { SpecRun(jsd, o); }, {"'loss' is an output"});
   expectError([&] { SpecRun(findKernel("fused_ce_tvd_fwd"), o); },
               {"declares no arguments"});
+}
+
+TEST(SpecRun, NpyDTypeErrorNamesTheArgument) {
+  std::string path = tempPath("f32.npy");
+  std::vector<float> data(4 * 8);
+  writeNpy(path, DType::F32, {4, 8}, data.data());
+  SpecRunOptions o = jsdOptions(DType::BF16, 4, 8);
+  o.inputFiles["student_logp"] = path;
+  std::string named = "--input student_logp=" + path + ": ";
+  expectError([&] { SpecRun(findKernel("jsd"), o); },
+              {named.c_str(), "holds '<f4' elements"});
+}
+
+TEST(SpecRun, ScalarValuesInParameterOrder) {
+  SpecRun r(findKernel("jsd"), jsdOptions(DType::F32, 2, 8, {"beta=0.25"}));
+  using Values = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(r.scalarArgs(),
+            (Values{{"beta", 0.25}, {"ignore_index", -100}, {"V", 8}}));
+}
+
+TEST(SpecRun, ZeroRowsLaunchNothing) {
+  SpecRun r(findKernel("jsd"), jsdOptions(DType::F32, 0, 8));
+  EXPECT_EQ(r.grid().x, 0);
+  r.runOnCpu();
+  EXPECT_TRUE(r.buffer("grad").host.empty());
+  bool passed = false;
+  std::string table = describeChecks(r.check(), &passed);
+  EXPECT_TRUE(passed) << table;
+  EXPECT_NE(table.find("loss: empty: ok"), std::string::npos) << table;
+}
+
+/// y = x, one program per row of N: NaN in x is NaN in y and the reference.
+KernelSpec copySpec() {
+  KernelSpec s;
+  s.name = "test_copy";
+  s.params = {{"BLOCK_SIZE", {128}, 128, "elements per tile"},
+              {"num_warps", {4}, 4, "warps per program"}};
+  s.dtypes = {DType::F32};
+  s.build = [](const dsl::Config &c) {
+    dsl::KernelBuilder k("test_copy", c);
+    dsl::Value x = k.pointerArg("x", c.dtype), y = k.pointerArg("y", c.dtype);
+    dsl::Value N = k.scalarArg("N", DType::I32);
+    const int64_t BLOCK = k.param("BLOCK_SIZE");
+    dsl::Value row = k.programId(0).to(DType::I64) * N.to(DType::I64);
+    k.forRange(0, N, BLOCK, [&](dsl::Value i) {
+      dsl::Value offs = i + k.arange(BLOCK);
+      k.store(y + row, offs, k.load(x + row, offs, offs < N, 0), offs < N);
+    });
+    return k.finish();
+  };
+  s.run.sizes = {{"M", "rows"}, {"N", "columns"}};
+  s.run.grid = {"M"};
+  s.run.args = {ArgSpec::input("x", {"M", "N"}, ArgFill::normal()),
+                ArgSpec::output("y", {"M", "N"}),
+                ArgSpec::sizeScalar("N", "N")};
+  s.run.reference = [](ReferenceArgs &r) {
+    for (int64_t i = 0; i < r.in("x").numElements(); ++i)
+      r.out("y")[i] = r.in("x")[i];
+  };
+  return s;
+}
+
+TEST(SpecRun, NanInBothMatchesNanInOneFails) {
+  KernelSpec spec = copySpec();
+  SpecRunOptions o;
+  o.dtype = DType::F32;
+  o.sizes = {{"M", 2}, {"N", 5}};
+  SpecRun r(spec, o);
+  auto &x = const_cast<SpecRun::Buffer &>(r.buffer("x"));
+  storeFromDouble(x.host.data(), DType::F32, 1, NAN);
+  storeFromDouble(x.host.data(), DType::F32, 7, NAN);
+  r.runOnCpu();
+  bool passed = false;
+  std::string table = describeChecks(r.check(), &passed);
+  EXPECT_TRUE(passed) << table;
+  EXPECT_NE(table.find("; 2 NaN in both, matched: ok"), std::string::npos)
+      << table;
+  auto &y = const_cast<SpecRun::Buffer &>(r.buffer("y"));
+  storeFromDouble(y.host.data(), DType::F32, 4, NAN);
+  table = describeChecks(r.check(), &passed);
+  EXPECT_FALSE(passed) << table;
+  EXPECT_NE(table.find("element 4"), std::string::npos) << table;
 }
 
 // The tuner sees each candidate's registers (Kernel::resources), so one over
