@@ -352,4 +352,90 @@ LinearCeCheck checkLinearCe(const ref::LinearCeInputs &in,
   return c;
 }
 
+LinearCeCheck checkLinearCeRows(const ref::LinearCeInputs &in,
+                                const LinearCeOptions &options,
+                                const LinearCeOutputs &out,
+                                const std::vector<int64_t> &rows,
+                                double lossTol, double gradTol) {
+  const ref::LinearCeParams &p = options.params;
+  int64_t nValid = 0;
+  double weightSum = 0;
+  for (int64_t y : in.target)
+    if (y != p.ignoreIndex && y >= 0 && y < in.V) {
+      ++nValid;
+      weightSum += in.classWeight.empty() ? 1.0 : in.classWeight[y];
+    }
+  // The upstream factor of a row's CE and z-loss terms; the per-row
+  // reference takes one for both.
+  double g = 1;
+  if (p.reduction == Reduction::Mean) {
+    if (!in.classWeight.empty() && p.zLoss > 0)
+      throw Error("fused_linear_ce: a sampled check takes reduction sum, or "
+                  "mean without class weights or without z-loss");
+    g = !in.classWeight.empty() ? (weightSum > 0 ? 1 / weightSum : 0)
+                                : (nValid > 0 ? 1.0 / nValid : 0);
+  } else if (p.reduction == Reduction::None) {
+    throw Error("fused_linear_ce: a sampled check takes reduction sum or mean");
+  }
+  // The sampled rows as a batch of their own, each with upstream g.
+  ref::LinearCeInputs sub = in;
+  size_t rowBytes = in.d * dtypeSize(in.dtype);
+  sub.N = int64_t(rows.size());
+  sub.h.assign(sub.N * rowBytes, 0);
+  sub.target.clear();
+  for (int64_t i = 0; i < sub.N; ++i) {
+    std::copy_n(in.h.begin() + rows[i] * rowBytes, rowBytes,
+                sub.h.begin() + i * rowBytes);
+    sub.target.push_back(in.target[rows[i]]);
+  }
+  sub.gradOutput.assign(sub.N, float(g));
+  ref::LinearCeParams none = p;
+  none.reduction = Reduction::None;
+  ref::LinearCeResult want = ref::linearCeReference(sub, none);
+  LinearCeCheck c;
+  double dhNum = 0, dhDen = 0;
+  for (int64_t i = 0; i < sub.N; ++i) {
+    int64_t r = rows[i];
+    double e = std::fabs(out.rowLoss[r] - want.rowLoss[i]) /
+               std::max(1e-6, std::fabs(want.rowLoss[i]));
+    c.lossErr = std::isnan(e) ? INFINITY : std::max(c.lossErr, e);
+    for (int64_t k = 0; k < in.d; ++k) {
+      double d = out.dh[r * in.d + k] - want.dh[i * in.d + k];
+      dhNum += d * d;
+      dhDen += want.dh[i * in.d + k] * want.dh[i * in.d + k];
+    }
+  }
+  c.dhErr = dhDen > 0 ? std::sqrt(dhNum / dhDen) : std::sqrt(dhNum);
+  if (std::isnan(c.dhErr))
+    c.dhErr = INFINITY;
+  // The reduced loss against the fp64 sum of the op's per-row losses (the
+  // rows above are checked against the reference).
+  double ceSum = 0, zSum = 0;
+  for (int64_t r = 0; r < in.N; ++r) {
+    ceSum += out.rowLoss[r] - out.rowZLoss[r];
+    zSum += out.rowZLoss[r];
+  }
+  double gz = p.reduction == Reduction::Mean ? (nValid ? 1.0 / nValid : 0) : 1;
+  double gce = p.reduction == Reduction::Mean ? g : 1;
+  double total = gce * ceSum + gz * zSum;
+  double sumErr = std::fabs(out.loss - total) / std::max(1e-6, std::fabs(total));
+  double dhTol = gradTol + (in.dtype == DType::BF16  ? 0x1p-8
+                            : in.dtype == DType::F16 ? 0x1p-11
+                                                     : 0.0);
+  c.passed = c.lossErr <= lossTol && c.dhErr <= dhTol && sumErr <= 1e-5;
+  std::ostringstream os;
+  os << "fused_linear_ce on " << sub.N << " sampled rows of " << in.N
+     << " against the fp64 reference (dW and db need every row: not "
+        "checked)\n"
+     << "  max per-row loss relative error " << c.lossErr << " (tol "
+     << lossTol << ")\n"
+     << "  dh relative Frobenius error " << c.dhErr << " (tol " << dhTol
+     << ")\n"
+     << "  loss " << out.loss << " vs " << total
+     << " from the per-row losses: relative error " << sumErr
+     << " (tol 1e-05)\n  " << (c.passed ? "PASS" : "FAIL");
+  c.summary = os.str();
+  return c;
+}
+
 } // namespace tilejit

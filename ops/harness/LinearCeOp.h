@@ -183,6 +183,17 @@ LinearCeCheck checkLinearCe(const ref::LinearCeInputs &in,
                             const LinearCeOptions &options,
                             const LinearCeOutputs &out, double lossTol = 1e-5,
                             double gradTol = 1e-5);
+/// The same on `rows` only, for batches whose full fp64 reference is out of
+/// reach: each sampled row's loss, lse and dh against the fp64 reference of
+/// that row, and the loss against the fp64 sum of the op's own per-row
+/// losses (dW and db need every row and are not checked). Takes reduction
+/// sum, or mean where both upstream factors agree (no class weights, or no
+/// z-loss); throws tilejit::Error otherwise.
+LinearCeCheck checkLinearCeRows(const ref::LinearCeInputs &in,
+                                const LinearCeOptions &options,
+                                const LinearCeOutputs &out,
+                                const std::vector<int64_t> &rows,
+                                double lossTol, double gradTol);
 
 } // namespace tilejit
 

@@ -106,6 +106,22 @@ TEST(LinearCeOps, StridedRowsGiveTheContiguousBitsAndMatchTheReference) {
   }
 }
 
+TEST(LinearCeOps, SampledRowsCheckFindsAWrongRow) {
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(40, 24, 300, DType::F32, true, true, 7);
+  LinearCeOptions o = everyFeature(); // reduction sum
+  LinearCeOutputs out = runLinearCeCpu(in, o);
+  std::vector<int64_t> rows = {0, 5, 17, 39};
+  LinearCeCheck c = checkLinearCeRows(in, o, out, rows, 1e-5, 1e-5);
+  EXPECT_TRUE(c.passed) << c.summary;
+  out.dh[17 * in.d + 3] *= 1.01f;
+  EXPECT_FALSE(checkLinearCeRows(in, o, out, rows, 1e-5, 1e-5).passed);
+  // Mean with class weights and z-loss: the two upstream factors differ.
+  o.params.reduction = ref::LinearCeParams::Reduction::Mean;
+  expectError([&] { checkLinearCeRows(in, o, out, rows, 1e-5, 1e-5); },
+              {"sampled check takes reduction sum"});
+}
+
 TEST(LinearCeOps, BadTargetsAreFlaggedOnTheDeviceAndCountAsIgnored) {
   ref::LinearCeInputs in =
       makeLinearCeInputs(10, 8, 50, DType::F32, true, true, 3);
