@@ -42,7 +42,8 @@ has bench && {
     --iters 10 --memory-budget-mib 512
   $tj run fused_linear_ce --device=gpu --bt 8192 --hidden 4096 --vocab 128256 \
     --dtype bf16 --iters 10 --memory-budget-mib 512 --label-smoothing 0.1 \
-    --z-loss 1e-4 --softcap 30 --bias --class-weights
+    --z-loss 1e-4 --softcap 30 --bias --class-weights --reduction=sum \
+    --check --check-rows 16
   jsd="--size BT=4096 --size V=151936 --dtype bf16"
   $tj run jsd $jsd
   $tj tune jsd $jsd
