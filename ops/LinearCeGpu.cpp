@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "ops/LinearCeParts.h"
 #include "ops/LinearCeTuning.h"
+#include "ops/TunedConfig.h"
 
 #include "runtime/Autotuner.h"
 #include "runtime/CublasLt.h"
@@ -288,7 +289,9 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
     key.shape = "N=" + std::to_string(a.N) + "," + lce::planKey(a);
     key.dtype = dtypeName(a.dtype);
     key.device = deviceIdentity(plan.device);
-    key.kernelVersion = compilerSourceHash();
+    key.kernelVersion =
+        std::string(compilerSourceHash()) + ";spec " +
+        specHash(findKernel("lce_logits_grad"), a.dtype, problem(a));
     bool fromDb = false;
     int64_t most = linearCeChunkRows(a);
     TuningEntry e = lookupOrTune(

@@ -1,5 +1,7 @@
 //===- LinearCeTuning.cpp - choices the linear CE makes by timing ---------===//
 #include "ops/LinearCeTuning.h"
+#include "ops/TunedConfig.h"
+#include "tilejit/KernelSpec.h"
 
 #include "tilejit/Compiler.h"
 #include "tilejit/Timing.h"
@@ -59,8 +61,9 @@ GemmPaths::GemmPaths(const cuda::Device &device, DType dtype)
   base_.kernel = "fused_linear_ce_gemm_path";
   base_.dtype = dtypeName(dtype);
   base_.device = deviceIdentity(device);
-  base_.kernelVersion =
-      std::string(compilerSourceHash()) + ", cublasLt " + cublaslt::version();
+  base_.kernelVersion = std::string(compilerSourceHash()) + ", cublasLt " +
+                        cublaslt::version() + ", lce_gemm " +
+                        specHash(findKernel("lce_gemm"), dtype, {});
 }
 
 bool GemmPaths::useDsl(const std::string &problem,

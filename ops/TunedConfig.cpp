@@ -6,10 +6,45 @@
 #include "tilejit/Compiler.h"
 #include "tilejit/Error.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/xxhash.h"
+
 #include <map>
 #include <mutex>
 
 namespace tilejit {
+
+std::string specHash(const KernelSpec &spec, DType dtype,
+                     const std::map<std::string, int64_t> &shape) {
+  // By the spec object too: a spec built by the caller may share a name
+  // with a registered one.
+  std::string key = spec.name + "@" +
+                    std::to_string(reinterpret_cast<uintptr_t>(&spec)) + "|" +
+                    dtypeName(dtype) + "|" + spec.tuningShapeKey(shape);
+  static std::mutex mutex;
+  static std::map<std::string, std::string> hashes;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = hashes.find(key); it != hashes.end())
+      return it->second;
+  }
+  // Built for the bucket's own size, so every shape of a bucket (one
+  // tuning entry) hashes alike.
+  std::map<std::string, int64_t> bucket = shape;
+  for (const TuneKeyArg &arg : spec.tuneKey)
+    if (arg.pow2Bucket && bucket.count(arg.name) && bucket[arg.name] > 0)
+      bucket[arg.name] = int64_t(llvm::PowerOf2Ceil(bucket[arg.name]));
+  std::string hash;
+  try {
+    hash = llvm::utohexstr(
+        llvm::xxh3_64bits(spec.build(spec.config(dtype, {}, bucket)).str()));
+  } catch (const Error &) {
+    hash = "none"; // the defaults do not build for this shape
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  return hashes.emplace(key, hash).first->second;
+}
 
 TuningKey kernelTuningKey(const KernelSpec &spec, DType dtype,
                           const std::map<std::string, int64_t> &shape,
@@ -19,8 +54,10 @@ TuningKey kernelTuningKey(const KernelSpec &spec, DType dtype,
   key.shape = spec.tuningShapeKey(shape);
   key.dtype = dtypeName(dtype);
   key.device = device;
-  // A winner among other candidates than today's is not today's winner.
+  // A winner for another compiler or another version of the kernel, or
+  // among other candidates than today's, is not today's winner.
   key.kernelVersion = compilerSourceHash();
+  key.kernelVersion += ";spec " + specHash(spec, dtype, shape);
   for (const ParamSpec &p : spec.params) {
     key.kernelVersion += ";" + p.name + "=";
     for (int64_t c : p.candidates)

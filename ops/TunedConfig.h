@@ -3,7 +3,7 @@
 // What `tilejit tune` stores for a kernel spec and what a tuned compile
 // (KernelOptions::tuned) looks up: one entry per kernel, shape (the spec's
 // tuneKey sizes), dtype and GPU, valid for one compiler source and one set
-// of candidate values.
+// of candidate values and one version of the spec (specHash).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_OPS_TUNEDCONFIG_H
@@ -19,6 +19,12 @@
 #include <vector>
 
 namespace tilejit {
+
+/// A hash of the tile IR `spec` builds with its defaults for `dtype` and
+/// `shape` (computed once per process): editing a spec changes it, so
+/// tuning entries of the old version are not served.
+std::string specHash(const KernelSpec &spec, DType dtype,
+                     const std::map<std::string, int64_t> &shape);
 
 /// The key of `spec` for `shape` (only its tuneKey sizes count) and `dtype`
 /// on `device`.

@@ -280,6 +280,25 @@ TEST(KernelApi, TunedLookupFindsTheEntryOfItsGpuDtypeAndShapeBucket) {
                   .empty());
 }
 
+TEST(KernelApi, TuningKeysFollowTheSpecsOwnVersion) {
+  const KernelSpec &spec = findKernel("fused_ce_tvd_bwd");
+  DeviceIdentity gpu{"Some GPU", 132, 9, 0, 13000};
+  auto key = [&](const KernelSpec &s, int64_t BT) {
+    return kernelTuningKey(s, DType::BF16, {{"BT", BT}, {"V", 32000}}, gpu)
+        .kernelVersion;
+  };
+  // BT buckets by powers of two: shapes of one bucket share the entry.
+  EXPECT_EQ(key(spec, 3000), key(spec, 4096));
+  // The same spec building other IR (an edited kernel) gets keys of its own.
+  KernelSpec edited = spec;
+  edited.build = [&](const dsl::Config &c) {
+    dsl::Config other = c;
+    other.params["BLOCK_SIZE"] = c.get("BLOCK_SIZE") / 2;
+    return spec.build(other);
+  };
+  EXPECT_NE(key(edited, 4096), key(spec, 4096));
+}
+
 TEST(KernelApi, ResourcesNeedTheLoadedKernel) {
   expectError([] { rowWeights().resources(); },
               {"kernel 'ce_tvd_row_weights'", "compileForGpu()"});
