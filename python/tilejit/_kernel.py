@@ -1,0 +1,181 @@
+"""Registered kernels from Python: compile with tilejit.kernel, launch with
+k[grid](*args) on CUDA tensors (torch's current stream) or CPU tensors (the
+interpreter)."""
+import operator
+from collections import namedtuple
+from ctypes import byref, c_char_p, c_int32, c_int64, c_void_p
+
+import torch
+
+from . import _capi
+
+_DTYPES = {torch.bool: _capi.I1, torch.int32: _capi.I32,
+           torch.int64: _capi.I64, torch.bfloat16: _capi.BF16,
+           torch.float16: _capi.F16, torch.float32: _capi.F32}
+_TORCH = {v: k for k, v in _DTYPES.items()}
+_NAMES = {_capi.I1: "i1", _capi.I32: "i32", _capi.I64: "i64",
+          _capi.BF16: "bf16", _capi.F16: "f16", _capi.F32: "f32"}
+_ALIASES = {"fp32": _capi.F32, "float32": _capi.F32, "fp16": _capi.F16,
+            "float16": _capi.F16, "bfloat16": _capi.BF16}
+_SCALAR_KIND = {_capi.I32: _capi.ARG_I32, _capi.I64: _capi.ARG_I64,
+                _capi.F32: _capi.ARG_F32}
+_INT_RANGE = {_capi.I32: (-2**31, 2**31 - 1), _capi.I64: (-2**63, 2**63 - 1)}
+
+Param = namedtuple("Param", "name pointer dtype")
+Param.__doc__ = ("A declared parameter: its name, whether it is a pointer, "
+                 "and its dtype (a pointer's pointee) as a torch.dtype.")
+
+
+def _dtype_code(dtype):
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES:
+            raise TypeError(f"tilejit has no dtype for {dtype}")
+        return _DTYPES[dtype]
+    if isinstance(dtype, str):
+        code = {**{v: k for k, v in _NAMES.items()}, **_ALIASES}.get(dtype)
+        if code is None:
+            raise ValueError(f"unknown dtype {dtype!r} (bf16, f16, f32, ...)")
+        return code
+    raise TypeError(f"dtype must be a torch.dtype or a name such as 'bf16', "
+                    f"not {type(dtype).__name__}")
+
+
+def _param_value(name, value):
+    if isinstance(value, bool):
+        value = int(value)
+    if not isinstance(value, int):
+        raise TypeError(f"compile-time parameter {name} must be an int, not "
+                        f"{type(value).__name__}")
+    return f"{name}={value}"
+
+
+def kernel(name, dtype, *, tuned=False, shape=None, arch=None, **params):
+    """Compiles registered kernel `name` for `dtype` (a torch.dtype or
+    'bf16', 'f16', 'f32').
+
+    params: compile-time parameters NAME=VALUE (BLOCK_SIZE=2048, num_warps=4);
+    the rest keep their defaults. tuned=True (no params): the config
+    `tilejit tune` stored for the current GPU, dtype and shape, else the
+    defaults (k.config_source says which). shape: the launch sizes a spec's
+    tuning key needs, e.g. {"BT": 4096, "V": 151936}. arch: the GPU target
+    ("sm_90"; None: the current device's)."""
+    if tuned and params:
+        raise ValueError("tuned=True takes the stored config: pass no "
+                         f"parameters (got {', '.join(params)})")
+    sets = [_param_value(k, v) for k, v in params.items()]
+    set_arr, n_set = _capi.string_array(sets)
+    shape = dict(shape or {})
+    for k, v in shape.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"shape {k} must be an int, not {type(v).__name__}")
+    names = (c_char_p * len(shape))(*(k.encode() for k in shape))
+    values = (c_int64 * len(shape))(*shape.values())
+    out = c_void_p()
+    lib = _capi.lib()
+    _capi.check(lib.tilejit_kernel_compile_flags(
+        name.encode(), _dtype_code(dtype), set_arr, n_set,
+        names if shape else None, values if shape else None, len(shape),
+        arch.encode() if arch else None,
+        _capi.COMPILE_TUNED if tuned else 0, byref(out)))
+    return Kernel(out)
+
+
+class Kernel:
+    """A compiled kernel (tilejit.kernel). k[grid](*args) runs it."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        lib = _capi.lib()
+        self.name = lib.tilejit_kernel_name(handle).decode()
+        self.config = lib.tilejit_kernel_config(handle).decode()
+        self.config_source = lib.tilejit_kernel_config_source(handle).decode()
+        params = []
+        for i in range(lib.tilejit_kernel_num_params(handle)):
+            pname, pointer, dtype = c_char_p(), c_int32(), c_int32()
+            _capi.check(lib.tilejit_kernel_param(handle, i, byref(pname),
+                                                 byref(pointer), byref(dtype)))
+            params.append(Param(pname.value.decode(), bool(pointer.value),
+                                _TORCH[dtype.value]))
+        self.params = tuple(params)
+
+    @property
+    def meta(self):
+        """The config as a dict, integers as ints ({"BLOCK_SIZE": 2048,
+        ..., "dtype": "f32"}): what a grid function receives."""
+        out = {}
+        for item in filter(None, self.config.split(",")):
+            key, _, value = item.partition("=")
+            out[key] = int(value) if value.lstrip("-").isdigit() else value
+        return out
+
+    def compile_gpu(self):
+        """Compiles for the current GPU now (before capturing a launch in a
+        CUDA graph); launches otherwise compile on first use."""
+        _capi.check(_capi.lib().tilejit_kernel_compile_gpu(self._handle))
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(grid, *args, **kwargs)
+
+    def run(self, grid, *args, **kwargs):
+        """k[grid](*args): one argument per parameter (positional, then by
+        name): tensors for pointers, ints and floats for scalars."""
+        from ._launch import launch
+        launch(self, grid, args, kwargs)
+
+    def __del__(self):
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle and _capi is not None and _capi._lib is not None:
+            _capi._lib.tilejit_kernel_destroy(handle)
+
+    def __repr__(self):
+        return f"<tilejit.Kernel {self.name} {self.config}>"
+
+
+def check_scalar(kernel_name, p, value):
+    """The tilejit_arg of scalar parameter p, after checking value's kind."""
+    code = _DTYPES[p.dtype]
+    what = f"kernel '{kernel_name}': argument '{p.name}' ({_NAMES[code]})"
+    if isinstance(value, torch.Tensor):
+        raise TypeError(f"{what} is a scalar, got a tensor (pass a Python "
+                        "number, e.g. t.item())")
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be a number, not bool")
+    if code == _capi.F32:
+        if not isinstance(value, (int, float)):
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(f"{what} must be a float, not "
+                                f"{type(value).__name__}") from None
+        return _capi.Arg(_capi.ARG_F32, code, None, 0, 0, float(value))
+    if code not in _SCALAR_KIND:
+        raise TypeError(f"{what}: scalars of this dtype are not supported")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not "
+                        f"{type(value).__name__}") from None
+    lo, hi = _INT_RANGE[code]
+    if not lo <= value <= hi:
+        raise ValueError(f"{what}: {value} is outside [{lo}, {hi}]")
+    return _capi.Arg(_SCALAR_KIND[code], code, None, 0, value, 0.0)
+
+
+def check_pointer(kernel_name, p, t):
+    """The tilejit_arg of pointer parameter p for tensor t: its data and the
+    elements from there to the end of its storage."""
+    code = _DTYPES[p.dtype]
+    what = f"kernel '{kernel_name}': argument '{p.name}' (pointer to " \
+           f"{_NAMES[code]})"
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor, not "
+                        f"{type(t).__name__}")
+    if t.dtype != p.dtype:
+        raise TypeError(f"{what} got a {t.dtype} tensor")
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{what} is on {t.device}: tilejit runs on CUDA and "
+                         "CPU tensors")
+    size = t.element_size()
+    elements = t.untyped_storage().nbytes() // size - t.storage_offset()
+    return _capi.Arg(_capi.ARG_POINTER, code, t.data_ptr() or None,
+                     max(elements, 0), 0, 0.0)
