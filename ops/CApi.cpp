@@ -8,6 +8,7 @@
 
 #include "ops/CApiGuard.h"
 #include "tilejit/Kernel.h"
+#include "tilejit/KernelSpec.h"
 
 #include <string>
 
@@ -63,6 +64,14 @@ std::string &capi::lastError() {
 extern "C" {
 
 const char *tilejit_version(void) { return TILEJIT_VERSION; }
+
+int32_t tilejit_kernel_count(void) { return int32_t(kernelRegistry().size()); }
+
+const char *tilejit_kernel_name_at(int32_t i) {
+  const std::deque<KernelSpec> &specs = kernelRegistry();
+  return i >= 0 && size_t(i) < specs.size() ? specs[size_t(i)].name.c_str()
+                                            : nullptr;
+}
 
 const char *tilejit_last_error(void) { return capi::lastError().c_str(); }
 

@@ -58,6 +58,12 @@ typedef struct tilejit_kernel tilejit_kernel;
 /* "MAJOR.MINOR.PATCH" of the library. */
 TILEJIT_API const char *tilejit_version(void);
 
+/* The registered kernel specs (built in, and registered since): how many,
+ * and the name of the i-th (NULL outside [0, count)); names stay valid for
+ * the process. */
+TILEJIT_API int32_t tilejit_kernel_count(void);
+TILEJIT_API const char *tilejit_kernel_name_at(int32_t i);
+
 /* The message of this thread's last failed call ("" if none). Valid until
  * the next call on this thread. */
 TILEJIT_API const char *tilejit_last_error(void);

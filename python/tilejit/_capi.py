@@ -90,6 +90,8 @@ _U = POINTER(CeTvdArgs)
 _L = POINTER(LinearCeArgs)
 _PROTOTYPES = {
     "tilejit_version": (c_char_p, []),
+    "tilejit_kernel_count": (ctypes.c_int32, []),
+    "tilejit_kernel_name_at": (c_char_p, [ctypes.c_int32]),
     "tilejit_last_error": (c_char_p, []),
     "tilejit_kernel_compile": (c_int, [c_char_p, c_int32, POINTER(c_char_p),
                                        c_size_t, POINTER(c_char_p),

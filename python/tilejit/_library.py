@@ -7,7 +7,6 @@ import sys
 
 from . import _capi
 
-_KNOWN = "; known kernels:"
 # The C++ registry's accessor, tilejit::kernelRegistry(): a library that
 # defines its own links a tilejit of its own and registers into that copy.
 _REGISTRY_SYMBOL = "_ZN7tilejit14kernelRegistryEv"
@@ -15,26 +14,10 @@ _loaded = {}  # resolved path -> names it registered
 
 
 def registered_kernels():
-    """The names of the registered kernel specs, built in and loaded.
-
-    tilejit.h has no listing call; compiling the empty name fails with a
-    message that lists them, which is read here."""
-    out = ctypes.c_void_p()
+    """The names of the registered kernel specs, built in and loaded."""
     lib = _capi.lib()
-    if lib.tilejit_kernel_compile(b"", _capi.F32, None, 0, None, None, 0,
-                                  None, ctypes.byref(out)) == 0:
-        lib.tilejit_kernel_destroy(out)
-        raise _capi.TilejitError("tilejit: a kernel with an empty name is "
-                                 "registered")
-    return _parse_known(lib.tilejit_last_error().decode(errors="replace"))
-
-
-def _parse_known(message):
-    if _KNOWN not in message:
-        raise _capi.TilejitError(
-            "tilejit: cannot list the registered kernels (unexpected "
-            f"message: {message!r})")
-    return message.split(_KNOWN, 1)[1].split()
+    return [lib.tilejit_kernel_name_at(i).decode()
+            for i in range(lib.tilejit_kernel_count())]
 
 
 # Loads the library in a child process and prints the kernels registered
@@ -43,15 +26,12 @@ def _parse_known(message):
 _PREFLIGHT = r"""
 import ctypes, os, sys
 core = ctypes.CDLL(sys.argv[1], os.RTLD_GLOBAL)
-core.tilejit_last_error.restype = ctypes.c_char_p
-P, N = ctypes.c_void_p, ctypes.c_size_t
-core.tilejit_kernel_compile.argtypes = [ctypes.c_char_p, ctypes.c_int32, P, N,
-                                        P, P, N, P, P]
+core.tilejit_kernel_count.restype = ctypes.c_int32
+core.tilejit_kernel_name_at.restype = ctypes.c_char_p
+core.tilejit_kernel_name_at.argtypes = [ctypes.c_int32]
 def known():
-    out = ctypes.c_void_p()
-    core.tilejit_kernel_compile(b"", 5, None, 0, None, None, 0, None,
-                                ctypes.byref(out))
-    return core.tilejit_last_error().decode(errors="replace")
+    return " ".join(core.tilejit_kernel_name_at(i).decode()
+                    for i in range(core.tilejit_kernel_count()))
 print(known())
 lib = ctypes.CDLL(sys.argv[2], os.RTLD_GLOBAL)
 fn = getattr(lib, "tilejit_register_kernels", None)
@@ -70,7 +50,7 @@ def _preflight(core_path, file):
         why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])
         raise _capi.TilejitError(
             f"tilejit.load_library({file!r}): loading it fails: {why[-1]}")
-    before, after = (_parse_known(line) for line in lines)
+    before, after = (line.split() for line in lines)
     return [n for n in after if n not in set(before)]
 
 

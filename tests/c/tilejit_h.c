@@ -21,5 +21,7 @@ int tilejit_c_header_check(void) {
       tilejit_kernel_resources(kernel, &usage) == 0)
     status = 1; /* a tuned compile says why; nothing is loaded yet */
   tilejit_kernel_destroy(kernel);
+  if (tilejit_kernel_count() <= 0 || tilejit_kernel_name_at(0) == NULL)
+    status = 1;
   return status;
 }

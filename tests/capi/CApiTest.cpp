@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -138,6 +139,19 @@ TileModule axpb(const dsl::Config &c) {
   Value in = offs < n;
   k.store(y, offs, a * k.load(x, offs, in, 0) + b, in);
   return k.finish();
+}
+
+TEST(CApi, ListsTheRegisteredKernels) {
+  int32_t n = tilejit_kernel_count();
+  ASSERT_GT(n, 0);
+  std::vector<std::string> names;
+  for (int32_t i = 0; i < n; ++i)
+    names.push_back(tilejit_kernel_name_at(i));
+  EXPECT_NE(std::find(names.begin(), names.end(), "jsd"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "fused_ce_tvd_loss_grad"),
+            names.end());
+  EXPECT_EQ(tilejit_kernel_name_at(n), nullptr);
+  EXPECT_EQ(tilejit_kernel_name_at(-1), nullptr);
 }
 
 TEST(CApi, UserKernelRegisteredInCxxIsFoundByName) {
