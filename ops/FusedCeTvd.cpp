@@ -87,13 +87,13 @@ void validate(const CeTvdReducedArgs &a) {
     fail("an in-place gradient (grad == student) needs the student's row "
          "stride");
   size_t es = dtypeSize(a.dtype);
-  if (extentsOverlap(a.grad, gradStride(a), a.teacher, rowStride(a), a.BT,
-                     a.V, es))
-    fail("grad must not overlap the teacher");
   if (!inPlace(a) && extentsOverlap(a.grad, gradStride(a), a.student,
                                     rowStride(a), a.BT, a.V, es))
     fail("grad overlaps the student without being it (in place: grad == "
          "student, with its stride)");
+  if (extentsOverlap(a.grad, gradStride(a), a.teacher, rowStride(a), a.BT,
+                     a.V, es))
+    fail("grad must not overlap the teacher");
   checkF32Scalar("fused_ce_tvd (reduced): alpha", a.alpha);
   checkF32Scalar("fused_ce_tvd (reduced): beta", a.beta);
 }
