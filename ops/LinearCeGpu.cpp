@@ -291,7 +291,7 @@ LinearCePlanInfo prepareLinearCe(const LinearCeArgs &a, void *workspace,
     key.device = deviceIdentity(plan.device);
     key.kernelVersion =
         std::string(compilerSourceHash()) + ";spec " +
-        specHash(findKernel("lce_logits_grad"), a.dtype, problem(a));
+        specHash(findKernel("lce_logits_grad"), a.dtype, lce::problem(a));
     bool fromDb = false;
     int64_t most = linearCeChunkRows(a);
     TuningEntry e = lookupOrTune(
