@@ -248,7 +248,7 @@ def fused_ce_tvd(student, teacher, target, *, alpha=1.0, beta=1.0,
     tvd), f32 (BT,) each, already multiplied by alpha and beta (their sum
     over valid rows is the "sum" loss). in_place (mean/sum): the gradient is
     written over the student's memory (its values are lost; eager mode).
-    With return_bad_target, also an int32 (1,) tensor: 0, or 1 + the first
+    With return_bad_target, also an int32 (1,) tensor: 0, or 1 + a
     row whose target is outside [0, V) and not ignore_index (such rows count
     as ignored); reading it synchronizes, so the op never does.
     """
