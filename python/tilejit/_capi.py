@@ -161,7 +161,13 @@ def _load():
                         " directory on LD_LIBRARY_PATH.")
             raise OSError(f"tilejit: cannot load {path}: {e}.{hint}") from e
         for name, (restype, argtypes) in _PROTOTYPES.items():
-            fn = getattr(lib, name)
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                raise OSError(
+                    f"tilejit: {path} has no {name}: it is another version "
+                    "of libtilejit.so than this package's; rebuild it or "
+                    "point TILEJIT_LIBRARY at a matching one") from None
             fn.restype, fn.argtypes = restype, argtypes
         return lib
     where = ", ".join(str(p) for p in tried)
