@@ -63,18 +63,7 @@ void validate(const CeTvdReducedArgs &a) {
   auto fail = [](const std::string &why) {
     throw Error("fused_ce_tvd (reduced): " + why);
   };
-  if (!isFloat(a.dtype))
-    fail(std::string("the logits must be bf16, f16 or f32 (got ") +
-         dtypeName(a.dtype) + ")");
-  const int64_t most = std::numeric_limits<int32_t>::max();
-  if (a.BT < 0 || a.BT > most)
-    fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31)");
-  if (a.V <= 0 || a.V > most)
-    fail("V = " + std::to_string(a.V) + " must be in [1, 2^31)");
-  if (a.teacherStride != 0 && a.teacherStride != rowStride(a))
-    fail("the teacher's row stride " + std::to_string(a.teacherStride) +
-         " differs from the student's " + std::to_string(rowStride(a)) +
-         ": the kernels take one stride (make one of them contiguous)");
+  checkLogitRows("reduced", a.dtype, a.BT, a.V, rowStride(a), a.teacherStride);
   if (rowStride(a) < a.V || gradStride(a) < a.V)
     fail("row strides (" + std::to_string(rowStride(a)) + " for the logits, " +
          std::to_string(gradStride(a)) + " for the gradient) must be >= V = " +
@@ -148,6 +137,25 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
 }
 
 } // namespace
+
+void checkLogitRows(const char *what, DType dtype, int64_t BT, int64_t V,
+                    int64_t rowStride, int64_t teacherStride) {
+  auto fail = [&](const std::string &why) {
+    throw Error(std::string("fused_ce_tvd (") + what + "): " + why);
+  };
+  if (!isFloat(dtype))
+    fail(std::string("the logits must be bf16, f16 or f32 (got ") +
+         dtypeName(dtype) + ")");
+  const int64_t most = std::numeric_limits<int32_t>::max();
+  if (BT < 0 || BT > most)
+    fail("BT = " + std::to_string(BT) + " must be in [0, 2^31)");
+  if (V <= 0 || V > most)
+    fail("V = " + std::to_string(V) + " must be in [1, 2^31)");
+  if (teacherStride != 0 && teacherStride != rowStride)
+    fail("the teacher's row stride " + std::to_string(teacherStride) +
+         " differs from the student's " + std::to_string(rowStride) +
+         ": the kernels take one stride (make one of them contiguous)");
+}
 
 size_t ceTvdReducedWorkspaceBytes(const CeTvdReducedArgs &args) {
   validate(args);

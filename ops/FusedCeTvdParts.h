@@ -33,6 +33,12 @@ const Kernel &ceTvdReducedLossGrad(const CeTvdReducedArgs &args);
 /// target is not ignore_index (an f32).
 size_t ceTvdReducedValidCountOffset();
 
+/// Throws tilejit::Error, prefixed "fused_ce_tvd (what): ", for a dtype
+/// other than bf16, f16 or f32, BT outside [0, 2^31), V outside [1, 2^31),
+/// or a teacher stride other than the student's (0 means the same).
+void checkLogitRows(const char *what, DType dtype, int64_t BT, int64_t V,
+                    int64_t rowStride, int64_t teacherStride);
+
 /// Whether two (rows, V) buffers of `es`-byte elements, rows strideA and
 /// strideB elements apart, share a byte of their extents (first to last
 /// element): an output overlapping an input other than exactly in place

@@ -47,18 +47,7 @@ void validate(const CeTvdArgs &a, const char *what) {
   auto fail = [&](const std::string &why) {
     throw Error(std::string("fused_ce_tvd (") + what + "): " + why);
   };
-  if (!isFloat(a.dtype))
-    fail(std::string("the logits must be bf16, f16 or f32 (got ") +
-         dtypeName(a.dtype) + ")");
-  const int64_t most = std::numeric_limits<int32_t>::max();
-  if (a.BT < 0 || a.BT > most)
-    fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31)");
-  if (a.V <= 0 || a.V > most)
-    fail("V = " + std::to_string(a.V) + " must be in [1, 2^31)");
-  if (a.teacherStride != 0 && a.teacherStride != rowStride(a))
-    fail("the teacher's row stride " + std::to_string(a.teacherStride) +
-         " differs from the student's " + std::to_string(rowStride(a)) +
-         ": the kernels take one stride (make one of them contiguous)");
+  checkLogitRows(what, a.dtype, a.BT, a.V, rowStride(a), a.teacherStride);
   if (rowStride(a) < a.V)
     fail("the row stride " + std::to_string(rowStride(a)) +
          " must be >= V = " + std::to_string(a.V));
