@@ -1,7 +1,8 @@
 //===- Kernel.h - compile a kernel spec, launch it with checked arguments -*- C++ -*-===//
 //
 // The library's entry point for any kernel written in the DSL, registered
-// (kernels_spec/, tilejit_register_kernel) or built by the caller:
+// (kernels_spec/, registerKernel in tilejit/KernelSpec.h, or a kernel library
+// loaded with `tilejit --load`) or built by the caller:
 //
 //   Kernel k = Kernel::compile("fused_ce_tvd_fwd",
 //                              {DType::BF16, {"BLOCK_SIZE=4096"},

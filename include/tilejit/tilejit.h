@@ -4,7 +4,9 @@
  * plain C types, and an int status on every call that can fail. On failure
  * a call returns nonzero and tilejit_last_error() (per thread) says why;
  * nothing throws across this boundary. The C++ API behind it is
- * tilejit/Kernel.h.
+ * tilejit/Kernel.h (kernels) and tilejit/ops/ (the losses). From ctypes,
+ * set each function's argtypes and restype: a size_t or int64 passed
+ * without them is truncated to an int.
  *
  *===----------------------------------------------------------------------===*/
 #ifndef TILEJIT_TILEJIT_H
@@ -64,8 +66,8 @@ TILEJIT_API const char *tilejit_version(void);
 TILEJIT_API int32_t tilejit_kernel_count(void);
 TILEJIT_API const char *tilejit_kernel_name_at(int32_t i);
 
-/* The message of this thread's last failed call ("" if none). Valid until
- * the next call on this thread. */
+/* The message of this thread's last call that can fail: why it failed, or
+ * "" when it succeeded. Valid until the next call on this thread. */
 TILEJIT_API const char *tilejit_last_error(void);
 
 /* Builds kernel `name` (a registered spec: `tilejit list`) for `dtype`,
