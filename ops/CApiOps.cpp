@@ -129,6 +129,36 @@ ops::LinearCeArgs argsOf(const tilejit_linear_ce_args *c) {
 
 extern "C" {
 
+void tilejit_ce_tvd_reduced_args_init(tilejit_ce_tvd_reduced_args *args) {
+  if (!args)
+    return;
+  std::memset(args, 0, sizeof(*args));
+  args->dtype = TILEJIT_BF16;
+  args->ignore_index = -100;
+  args->alpha = args->beta = 1;
+  args->mean = 1;
+}
+
+void tilejit_ce_tvd_args_init(tilejit_ce_tvd_args *args) {
+  if (!args)
+    return;
+  std::memset(args, 0, sizeof(*args));
+  args->dtype = TILEJIT_BF16;
+  args->ignore_index = -100;
+}
+
+void tilejit_linear_ce_args_init(tilejit_linear_ce_args *args) {
+  if (!args)
+    return;
+  std::memset(args, 0, sizeof(*args));
+  ops::LinearCeArgs defaults;
+  args->dtype = TILEJIT_BF16;
+  args->ignore_index = defaults.ignoreIndex;
+  args->reduction = TILEJIT_REDUCTION_MEAN;
+  args->gemm_workspace_bytes = defaults.gemmWorkspaceBytes;
+  args->gemm_backend = TILEJIT_GEMM_CUBLASLT;
+}
+
 size_t tilejit_ce_tvd_state_bytes(int64_t bt) {
   return ops::ceTvdStateBytes(bt);
 }

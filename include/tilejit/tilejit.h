@@ -176,6 +176,12 @@ typedef struct {
   size_t n_set;
 } tilejit_ce_tvd_reduced_args;
 
+/* Fills *args with the defaults: no pointers, contiguous rows,
+ * ignore_index -100, alpha = beta = 1, mean. Call it before setting fields:
+ * a zeroed struct means ignore_index 0 and weights 0. */
+TILEJIT_API void
+tilejit_ce_tvd_reduced_args_init(tilejit_ce_tvd_reduced_args *args);
+
 /* Bytes of workspace tilejit_ce_tvd_reduced needs, into *bytes. */
 TILEJIT_API int
 tilejit_ce_tvd_reduced_workspace_bytes(const tilejit_ce_tvd_reduced_args *args,
@@ -209,6 +215,10 @@ typedef struct {
   const char *const *set;     /* "NAME=VALUE", each kernel takes its own */
   size_t n_set;
 } tilejit_ce_tvd_args;
+
+/* The defaults: no pointers, contiguous rows, ignore_index -100, the forward
+ * kernel chosen for the GPU. */
+TILEJIT_API void tilejit_ce_tvd_args_init(tilejit_ce_tvd_args *args);
 
 /* Bytes of the state between forward and backward (caller-owned). */
 TILEJIT_API size_t tilejit_ce_tvd_state_bytes(int64_t bt);
@@ -271,6 +281,11 @@ typedef struct {
   const char *const *set;     /* "NAME=VALUE" of lce_logits_grad, lce_gemm */
   size_t n_set;
 } tilejit_linear_ce_args;
+
+/* The defaults: no pointers, contiguous rows, ignore_index -100, no
+ * smoothing, z-loss or softcap, mean, one chunk, 8 MiB for cuBLASLt,
+ * cuBLASLt GEMMs. */
+TILEJIT_API void tilejit_linear_ce_args_init(tilejit_linear_ce_args *args);
 
 /* Bytes of workspace tilejit_linear_ce needs on `device`, into *bytes. */
 TILEJIT_API int

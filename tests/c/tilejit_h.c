@@ -23,5 +23,9 @@ int tilejit_c_header_check(void) {
   tilejit_kernel_destroy(kernel);
   if (tilejit_kernel_count() <= 0 || tilejit_kernel_name_at(0) == NULL)
     status = 1;
+  tilejit_linear_ce_args lce;
+  tilejit_linear_ce_args_init(&lce);
+  if (lce.ignore_index != -100)
+    status = 1;
   return status;
 }

@@ -141,6 +141,31 @@ TileModule axpb(const dsl::Config &c) {
   return k.finish();
 }
 
+TEST(CApi, ArgsInitGivesTheOpsDefaults) {
+  tilejit_ce_tvd_reduced_args r;
+  std::memset(&r, 0x55, sizeof(r));
+  tilejit_ce_tvd_reduced_args_init(&r);
+  EXPECT_EQ(r.ignore_index, -100);
+  EXPECT_EQ(r.alpha, 1.0);
+  EXPECT_EQ(r.beta, 1.0);
+  EXPECT_EQ(r.mean, 1);
+  EXPECT_EQ(r.student, nullptr);
+  EXPECT_EQ(r.row_stride, 0);
+  tilejit_ce_tvd_args u;
+  tilejit_ce_tvd_args_init(&u);
+  EXPECT_EQ(u.ignore_index, -100);
+  EXPECT_EQ(u.forward_kernel, nullptr);
+  tilejit_linear_ce_args l;
+  std::memset(&l, 0x55, sizeof(l));
+  tilejit_linear_ce_args_init(&l);
+  ops::LinearCeArgs cxx;
+  EXPECT_EQ(l.ignore_index, cxx.ignoreIndex);
+  EXPECT_EQ(l.reduction, TILEJIT_REDUCTION_MEAN);
+  EXPECT_EQ(l.gemm_workspace_bytes, cxx.gemmWorkspaceBytes);
+  EXPECT_EQ(l.label_smoothing, 0.0);
+  EXPECT_EQ(l.bias, nullptr);
+}
+
 TEST(CApi, ListsTheRegisteredKernels) {
   int32_t n = tilejit_kernel_count();
   ASSERT_GT(n, 0);
