@@ -25,6 +25,28 @@ _REDUCTIONS = {"none": _capi.REDUCTION_NONE, "mean": _capi.REDUCTION_MEAN,
 _GEMM_WORKSPACE = 8 << 20
 
 
+# Problems prepared in this process: the GEMM algorithms (cuBLASLt's first
+# 8 timed) and lce_gemm compiles are chosen once per shape and features,
+# on the call's own buffers, before the first call; never inside a CUDA
+# graph capture (prepare synchronizes), where the call prepares itself
+# without timing.
+_prepared = set()
+_GEMM_CANDIDATES = 8
+
+
+def _prepare_once(a, ws, nbytes, stream, dev):
+    key = (dev.index, a.dtype, a.n, a.d, a.v, bool(a.bias),
+           bool(a.class_weight), a.reduction, a.label_smoothing > 0,
+           a.z_loss > 0, a.softcap > 0, a.chunk_rows, a.memory_budget_bytes,
+           a.bf16_grad_accumulation)
+    if key in _prepared or torch.cuda.is_current_stream_capturing():
+        return
+    _capi.check(_capi.lib().tilejit_linear_ce_prepare(
+        ctypes.byref(a), c.ptr(ws), nbytes, _GEMM_CANDIDATES, 0, stream,
+        None))
+    _prepared.add(key)
+
+
 @torch.library.custom_op("tilejit::linear_ce", mutates_args=())
 def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
               bias: Optional[Tensor], ce_weight: Optional[Tensor],
@@ -75,7 +97,8 @@ def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
         bad_target=c.ptr(bad), chunk_rows=chunk_rows,
         memory_budget_bytes=memory_budget,
         gemm_workspace_bytes=_GEMM_WORKSPACE if gpu else 0,
-        narrow_logits=0, bf16_grad_accumulation=int(bf16_grad_accumulation),
+        narrow_logits=int(gpu and input.dtype != torch.float32),
+        bf16_grad_accumulation=int(bf16_grad_accumulation),
         gemm_backend=_capi.GEMM_CUBLASLT, set=None, n_set=0)
     lib = _capi.lib()
     with c.on_device(input) as (device, stream):
@@ -83,6 +106,8 @@ def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
         _capi.check(lib.tilejit_linear_ce_workspace_bytes(
             ctypes.byref(a), device, ctypes.byref(nbytes)))
         ws = c.workspace(nbytes.value, dev)
+        if gpu:
+            _prepare_once(a, ws, nbytes.value, stream, dev)
         _capi.check(lib.tilejit_linear_ce(ctypes.byref(a), c.ptr(ws),
                                           nbytes.value, device, stream))
     return loss, row_loss, row_z, grad_input, grad_weight, grad_bias, bad
