@@ -57,22 +57,11 @@ LinearCeOutputs runLinearCeGpu(const ref::LinearCeInputs &in,
   ops::LinearCeTuning tuning;
   tuning.gemmCandidates = options.gemmCandidates;
   tuning.tuneChunkRows = options.tuneChunkRows;
-  ops::LinearCePlanInfo info = ops::prepareLinearCe(
+  static_cast<ops::LinearCePlanInfo &>(out) = ops::prepareLinearCe(
       a, reinterpret_cast<void *>(ws.ptr()), wsBytes, tuning, s);
-  out.chunkRows = info.chunkRows;
-  out.chunks = (in.N + info.chunkRows - 1) / info.chunkRows;
-  if (options.tuneChunkRows)
-    out.chunkSource = info.chunkSource;
-  out.chunkTrials = info.chunkTrials;
-  out.gemmBackend = info.gemmBackend;
-  out.gemmNote = info.note;
-  out.gemmProblemsTimed = info.gemmProblemsTimed;
-  out.gemmProblemsFromStore = info.gemmProblemsFromStore;
-  out.gemmChoicesChanged = info.gemmChoicesChanged;
-  out.gemmPathTimings = info.gemmPathTimings;
-  out.gemmPathProblems = info.gemmPathProblems;
-  out.gemmPathsFromStore = info.gemmPathsFromStore;
-  out.gemmPathsOnDsl = info.gemmPathsOnDsl;
+  out.chunks = (in.N + out.chunkRows - 1) / out.chunkRows;
+  if (!options.tuneChunkRows)
+    out.chunkSource.clear();
 
   void *w = reinterpret_cast<void *>(ws.ptr());
   auto step = [&] { ops::linearCe(a, w, wsBytes, ops::Device::Gpu, s); };

@@ -53,7 +53,7 @@ std::string describeGemmPaths(const LinearCeOutputs &out) {
   llvm::raw_string_ostream os(s);
   if (out.gemmBackend != LinearCeOptions::GemmBackend::Auto) {
     os << "    GEMMs: all by " << gemmBackendName(out.gemmBackend)
-       << (out.gemmNote.empty() ? "" : " (" + out.gemmNote + ")") << "\n";
+       << (out.note.empty() ? "" : " (" + out.note + ")") << "\n";
     return s;
   }
   int problems = out.gemmPathProblems;

@@ -70,7 +70,11 @@ struct LinearCeOptions {
   std::vector<std::string> overrides;
 };
 
-struct LinearCeOutputs {
+/// The results of one run. The base holds what the op chose on the GPU
+/// (ops::LinearCePlanInfo: rows per chunk, the GEMM backend that ran and
+/// why, the GEMM choices timed or reused, the chunk trials); chunkSource is
+/// set only with tuneChunkRows.
+struct LinearCeOutputs : ops::LinearCePlanInfo {
   float loss = 0;  ///< mean / sum reductions (z-loss term included)
   float zLoss = 0; ///< the z-loss part of `loss`, reduced the same way
   std::vector<float> rowLoss, rowZLoss, lse; ///< (N), 0 for ignored rows
@@ -86,31 +90,10 @@ struct LinearCeOutputs {
   /// GPU: device memory beyond inputs and gradients: the logits chunk, dz,
   /// cuBLASLt's workspace.
   int64_t workspaceBytes = 0;
-  int64_t chunkRows = 0; ///< the rows per chunk it ran with
   /// GPU with iterations > 0: the first chunk's steps timed one by one
   /// (name, ms): the logits GEMM, lce_logits_grad, the dh and dW GEMMs.
   std::vector<std::pair<std::string, double>> chunkStepMs;
-  /// GPU with tuneChunkRows: "tuned now", or the tuning file it came from.
-  std::string chunkSource;
-  /// GPU with gemmCandidates > 1: GEMM problems timed now, those whose
-  /// choice came from the tuning database, and how many of all these use
-  /// another algorithm than the heuristic's first.
-  int gemmProblemsTimed = 0, gemmProblemsFromStore = 0, gemmChoicesChanged = 0;
-  /// GPU: the backend that ran (Auto, or what it fell back to), and why
-  /// it fell back.
-  LinearCeOptions::GemmBackend gemmBackend =
-      LinearCeOptions::GemmBackend::CublasLt;
-  std::string gemmNote;
-  /// GPU with Auto, for the problems of the chunk that runs: each one
-  /// timed now (median ms of both paths), and the number of problems: all
-  /// of them, those whose choice came from the tuning database, and those
-  /// running on lce_gemm.
-  using GemmPathTiming = ops::LinearCePlanInfo::GemmPathTiming;
-  std::vector<GemmPathTiming> gemmPathTimings;
-  int gemmPathProblems = 0, gemmPathsFromStore = 0, gemmPathsOnDsl = 0;
   bool ranAsGraph = false; ///< GPU: the results came from a CUDA graph
-  /// GPU with tuneChunkRows tuned now: (rows per chunk, ms) of each trial.
-  std::vector<std::pair<int64_t, double>> chunkTrials;
 };
 
 /// Deterministic inputs: h ~ N(0, 1), W ~ N(0, 1/d) (logits ~ N(0, 1)),

@@ -362,7 +362,7 @@ TEST(LinearCe, GemmBackendNamesAndReport) {
     EXPECT_EQ(parseGemmBackend(gemmBackendName(b)), b);
   LinearCeOutputs out;
   out.gemmBackend = Backend::Dsl;
-  out.gemmNote = "cuBLASLt unavailable: no libcublasLt";
+  out.note = "cuBLASLt unavailable: no libcublasLt";
   EXPECT_EQ(describeGemmPaths(out),
             "    GEMMs: all by tilejit (cuBLASLt unavailable: no "
             "libcublasLt)\n");
