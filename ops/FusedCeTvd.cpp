@@ -33,8 +33,6 @@ struct Layout {
   size_t weights = 0, bad = 0, ce = 0, tvd = 0, bytes = 0;
 };
 
-size_t align16(size_t n) { return (n + 15) / 16 * 16; }
-
 Layout layout(const CeTvdReducedArgs &a) {
   Layout l;
   size_t at = align16(3 * sizeof(float));
@@ -91,11 +89,9 @@ void validate(const CeTvdReducedArgs &a) {
 /// lets the kernel skip its per-access alignment check.
 bool rowsAligned(const CeTvdReducedArgs &a) {
   size_t es = dtypeSize(a.dtype);
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  return rowStride(a) * es % 16 == 0 && gradStride(a) * es % 16 == 0 &&
-         aligned(a.student) && aligned(a.teacher) && aligned(a.grad);
+  return rowsStartAligned(a.student, rowStride(a), es) &&
+         rowsStartAligned(a.teacher, rowStride(a), es) &&
+         rowsStartAligned(a.grad, gradStride(a), es);
 }
 
 /// The three kernels of one shape and config, compiled once per process.

@@ -33,6 +33,16 @@ const Kernel &ceTvdReducedLossGrad(const CeTvdReducedArgs &args);
 /// target is not ignore_index (an f32).
 size_t ceTvdReducedValidCountOffset();
 
+/// `n` rounded up to a multiple of 16 (the parts of workspace and state).
+inline size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+/// Whether every row of a buffer at `p`, rows `stride` elements of `es`
+/// bytes apart, starts 16-byte aligned: the kernels then skip their
+/// per-access alignment check.
+inline bool rowsStartAligned(const void *p, int64_t stride, size_t es) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride * es % 16 == 0;
+}
+
 /// Throws tilejit::Error, prefixed "fused_ce_tvd (what): ", for a dtype
 /// other than bf16, f16 or f32, BT outside [0, 2^31), V outside [1, 2^31),
 /// or a teacher stride other than the student's (0 means the same).

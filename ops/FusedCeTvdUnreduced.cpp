@@ -30,8 +30,6 @@ const char *const kLoop = "fused_ce_tvd_fwd";
 const char *const kCluster = "fused_ce_tvd_fwd_cluster";
 const char *const kBackward = "fused_ce_tvd_bwd";
 
-size_t align16(size_t n) { return (n + 15) / 16 * 16; }
-
 int64_t rowStride(const CeTvdArgs &a) { return a.rowStride ? a.rowStride : a.V; }
 
 /// The forward kernel `a` runs on `device`.
@@ -77,12 +75,9 @@ struct Built {
 bool rowsAligned(const CeTvdArgs &a, const void *grad = nullptr,
                  int64_t gradStride = 0) {
   size_t es = dtypeSize(a.dtype);
-  auto aligned = [](const void *p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  return rowStride(a) * es % 16 == 0 && aligned(a.student) &&
-         aligned(a.teacher) &&
-         (!grad || (gradStride * es % 16 == 0 && aligned(grad)));
+  return rowsStartAligned(a.student, rowStride(a), es) &&
+         rowsStartAligned(a.teacher, rowStride(a), es) &&
+         (!grad || rowsStartAligned(grad, gradStride, es));
 }
 
 const Built &kernelFor(const std::string &name, const CeTvdArgs &a,
