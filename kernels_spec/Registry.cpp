@@ -13,7 +13,8 @@
 
 namespace tilejit {
 
-KernelSpec jsdSpec(); // kernels_spec/Jsd.cpp
+KernelSpec jsdSpec();       // kernels_spec/Jsd.cpp
+KernelSpec scaleGradSpec(); // kernels_spec/ScaleGrad.cpp
 
 dsl::Config
 KernelSpec::config(DType dtype,
@@ -179,7 +180,8 @@ static std::deque<KernelSpec> &registry() {
       linearCeRowWeightsSpec(),
       linearCeLossSumSpec(),
       linearCeGemmSpec(),
-      jsdSpec()};
+      jsdSpec(),
+      scaleGradSpec()};
   return kernels;
 }
 

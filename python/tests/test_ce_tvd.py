@@ -107,6 +107,18 @@ def test_leading_dims_and_strides():
                                reference(st, tt, yy), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
+def test_second_backward_is_refused(in_place):
+    # The saved gradient is scaled in place by the first backward: a second
+    # one through the same graph must fail, not scale it twice.
+    s, t, y = make()
+    leaf = s.clone().requires_grad_()
+    loss = fused_ce_tvd(leaf * 1, t, y, in_place=in_place) * 2.0
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace"):
+        loss.backward()
+
+
 def test_in_place():
     s, t, y = make()
     ref, gref = grads(reference, s.double(), t, y)

@@ -75,6 +75,25 @@ def _compile_check(fn, *args):
     return got
 
 
+def test_compiled_backward_scales_like_eager():
+    # Compiled, the saved gradient is scaled out of place; eager, in place.
+    s, t, y = ce_tvd_inputs()
+    x, w, y2, b = lce_inputs()
+
+    def grads(fn):
+        for leaf in (s, x, w, b):
+            leaf.grad = None
+        (fused_ce_tvd(s, t, y) * 0.3 +
+         linear_cross_entropy(x, w, y2, b, reduction="sum") * -2.0).backward()
+        return [leaf.grad.clone() for leaf in (s, x, w, b)]
+
+    want = grads(None)
+    torch._dynamo.reset()
+    got = torch.compile(grads, backend="aot_eager")(None)
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+
+
 def test_compile_no_graph_break():
     s, t, y = ce_tvd_inputs()
     _compile_check(lambda a, b, c: fused_ce_tvd(a, b, c) * 2, s, t, y)

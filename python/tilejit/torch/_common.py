@@ -1,5 +1,7 @@
-"""What both losses share: dtypes, devices, streams and workspace."""
-import contextlib
+"""What the losses share: dtypes, devices, streams, workspace, the operator
+wrapper (a custom op for torch.compile, an autograd.Function in eager mode)
+and the in-place scaling of a saved gradient by its upstream gradient."""
+import collections
 import ctypes
 
 import torch
@@ -63,18 +65,160 @@ def row_stride(t):
     return t.stride(0) if t.size(0) > 1 else t.size(1)
 
 
-@contextlib.contextmanager
-def on_device(t):
-    """(tilejit_device, stream) for t: the CPU interpreter, or t's GPU on
-    torch's current stream."""
-    if t.device.type == "cuda":
-        with torch.cuda.device(t.device):
-            yield _capi.DEVICE_GPU, ctypes.c_void_p(
-                torch.cuda.current_stream(t.device).cuda_stream)
-    else:
-        yield _capi.DEVICE_CPU, None
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def call_on(t, fn):
+    """fn(tilejit_device, stream) for t: the CPU interpreter, or t's GPU on
+    torch's current stream there (t's GPU made current for the call when it
+    is not)."""
+    if t.device.type != "cuda":
+        return fn(_capi.DEVICE_CPU, None)
+    index = t.device.index
+    if torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return call_on(t, fn)
+    stream = _raw_stream(index) if _raw_stream else \
+        torch.cuda.current_stream(index).cuda_stream
+    return fn(_capi.DEVICE_GPU, stream)
 
 
 def workspace(nbytes, device):
     """Workspace from torch's allocator (the caching allocator on CUDA)."""
     return torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=device)
+
+
+def needs_grad(*tensors):
+    return torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in tensors)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+class Op:
+    """The operator tilejit::NAME over `impl`, two ways in.
+
+    As a torch.library custom op (fake implementation, autograd from `setup`
+    and `backward`) it is what torch.compile traces and opcheck checks. In
+    eager mode, calling the Op runs `impl` directly under an
+    autograd.Function with the same setup and backward (or alone when no
+    gradient is needed), without the custom op's dispatch: about half the
+    host time per call."""
+
+    def __init__(self, name, impl, fake, setup=None, backward=None,
+                 mutates=()):
+        self.impl = impl
+        self.custom = torch.library.custom_op(f"tilejit::{name}", impl,
+                                              mutates_args=mutates)
+        self.custom.register_fake(fake)
+        self.mutates = mutates
+        self.function = None
+        if backward is not None:
+            torch.library.register_autograd(f"tilejit::{name}", backward,
+                                            setup_context=setup)
+
+            class Function(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, *args):
+                    ctx.set_materialize_grads(False)
+                    ctx.eager = True
+                    out = impl(*args)
+                    setup(ctx, args, out)
+                    return out
+
+                @staticmethod
+                def backward(ctx, *grads):
+                    return backward(ctx, *grads)
+
+            Function.__name__ = f"tilejit_{name}"
+            self.function = Function
+
+    def __call__(self, *args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if torch.compiler.is_compiling() or any(
+                type(t) not in _PLAIN for t in tensors):
+            return self.custom(*args)  # traced: fake or functional tensors
+        if self.function is not None and needs_grad(*tensors):
+            return self.function.apply(*args)
+        out = self.impl(*args)
+        if self.mutates:
+            torch.autograd.graph.increment_version(args[0])
+        return out
+
+
+# scale_grad by (device, dtype): the kernel, compiled (and on a GPU loaded)
+# by the forward of the op whose gradient it scales, so that a backward
+# captured in a CUDA graph never compiles; the programs of a launch (a few
+# per SM: the kernel walks any size with a stride of their count); its tile.
+_ScaleGrad = collections.namedtuple("_ScaleGrad", "kernel programs block")
+_scale_grads = {}
+
+
+def scale_kernel(device, dtype):
+    k = _scale_grads.get((device, dtype))
+    if k is None:
+        from .._kernel import kernel
+        compiled = kernel("scale_grad", dtype)
+        programs = 1
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                compiled.compile_gpu()
+            props = torch.cuda.get_device_properties(device)
+            programs = 4 * props.multi_processor_count
+        k = _ScaleGrad(compiled, programs, compiled.meta["BLOCK_SIZE"])
+        _scale_grads[(device, dtype)] = k
+    return k
+
+
+def _scale_grad(grad: torch.Tensor, scale: torch.Tensor) -> None:
+    """grad *= scale (one f32 element) in place, unless scale == 1; the
+    scale is read on the device, never on the host."""
+    n = grad.numel()
+    if n == 0:
+        return
+    k = scale_kernel(grad.device, grad.dtype)
+    arr = (_capi.Arg * 3)(
+        _capi.Arg(_capi.ARG_POINTER, DTYPES[grad.dtype], grad.data_ptr(), n,
+                  0, 0.0),
+        _capi.Arg(_capi.ARG_POINTER, _capi.F32, scale.data_ptr(), 1, 0, 0.0),
+        _capi.Arg(_capi.ARG_I64, _capi.I64, None, 0, n, 0.0))
+    grid = (ctypes.c_int64 * 3)(min(-(-n // k.block), k.programs), 1, 1)
+    handle, lib = k.kernel._handle, _capi.lib()
+
+    def run(device, stream):
+        if device == _capi.DEVICE_CPU:
+            _capi.check(lib.tilejit_kernel_run_cpu(handle, grid, arr, 3))
+        else:
+            _capi.check(lib.tilejit_kernel_launch(handle, grid, arr, 3,
+                                                  stream))
+    call_on(grad, run)
+
+
+def _scale_grad_fake(grad, scale):
+    return None
+
+
+scale_grad_op = Op("scale_grad_", _scale_grad, _scale_grad_fake,
+                   mutates=("grad",))
+
+
+def scale_saved(ctx, grad, upstream):
+    """grad (a gradient the forward saved) times the upstream gradient of a
+    scalar loss: what the backward of a reduced loss returns.
+
+    Eager (ctx from Op's autograd.Function): in place, with scale_grad. Its
+    version counter moves, so a second backward through the same graph
+    (retain_graph) stops with autograd's in-place error instead of scaling
+    twice. Traced (the custom op's autograd, under torch.compile): out of
+    place, one pointwise pass in f32, as AOTAutograd does not let a backward
+    mutate a saved output of the forward."""
+    if grad is None or upstream is None:
+        return grad
+    g = upstream.detach().reshape(1).to(torch.float32)
+    if not getattr(ctx, "eager", False):
+        return (grad.float() * g).to(grad.dtype)
+    if not grad.is_contiguous():  # an in-place student with padded rows
+        return grad.mul_(g)
+    scale_grad_op(grad, g.contiguous())
+    return grad

@@ -2,7 +2,8 @@
 
 reduction "mean"/"sum": tilejit::ce_tvd_reduced computes the loss and its
 gradient with respect to the student in one call; backward scales the saved
-gradient by grad_output. reduction "none": tilejit::ce_tvd_forward gives
+gradient by grad_output in place (scale_grad: on the device, and no work
+when grad_output is 1, as after loss.backward()). reduction "none": tilejit::ce_tvd_forward gives
 per-row ce and tvd, tilejit::ce_tvd_backward their gradient. The teacher
 gets no gradient.
 """
@@ -40,13 +41,12 @@ def _rows(student, teacher):
 def _reduced_args(student, teacher, target, grad, loss, bad, alpha, beta,
                   ignore_index, mean):
     bt, v = student.shape
+    # Positional, in the order of tilejit_ce_tvd_reduced_args.
     return _capi.CeTvdReducedArgs(
-        dtype=c.DTYPES[student.dtype], bt=bt, v=v, student=c.ptr(student),
-        teacher=c.ptr(teacher), row_stride=c.row_stride(student),
-        teacher_stride=0, target=c.ptr(target), grad=c.ptr(grad),
-        grad_stride=c.row_stride(grad), loss=c.ptr(loss), ce=None, tvd=None,
-        bad_target=c.ptr(bad), ignore_index=ignore_index, alpha=alpha,
-        beta=beta, mean=int(mean), set=None, n_set=0)
+        c.DTYPES[student.dtype], bt, v, student.data_ptr(), teacher.data_ptr(),
+        c.row_stride(student), 0, target.data_ptr(), grad.data_ptr(),
+        c.row_stride(grad), loss.data_ptr(), None, None, bad.data_ptr(),
+        ignore_index, alpha, beta, int(mean), None, 0)
 
 
 def _run_reduced(student, teacher, target, grad, alpha, beta, ignore_index,
@@ -55,20 +55,21 @@ def _run_reduced(student, teacher, target, grad, alpha, beta, ignore_index,
     bad = torch.empty(1, dtype=torch.int32, device=student.device)
     a = _reduced_args(student, teacher, target, grad, loss, bad, alpha, beta,
                       ignore_index, mean)
+    lib = _lib()
     n = ctypes.c_size_t()
-    _capi.check(_lib().tilejit_ce_tvd_reduced_workspace_bytes(
-        ctypes.byref(a), ctypes.byref(n)))
+    _capi.check(lib.tilejit_ce_tvd_reduced_workspace_bytes(ctypes.byref(a),
+                                                           ctypes.byref(n)))
     ws = c.workspace(n.value, student.device)
-    with c.on_device(student) as (device, stream):
-        _capi.check(_lib().tilejit_ce_tvd_reduced(
-            ctypes.byref(a), c.ptr(ws), n.value, device, stream))
+    c.scale_kernel(student.device, student.dtype)  # for the backward
+    c.call_on(student, lambda device, stream: _capi.check(
+        lib.tilejit_ce_tvd_reduced(ctypes.byref(a), ws.data_ptr(), n.value,
+                                   device, stream)))
     return loss, bad
 
 
-@torch.library.custom_op("tilejit::ce_tvd_reduced", mutates_args=())
-def ce_tvd_reduced(student: Tensor, teacher: Tensor, target: Tensor,
-                   alpha: float, beta: float, ignore_index: int,
-                   mean: bool) -> tuple[Tensor, Tensor, Tensor]:
+def _ce_tvd_reduced(student: Tensor, teacher: Tensor, target: Tensor,
+                    alpha: float, beta: float, ignore_index: int,
+                    mean: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(loss, d loss / d student, bad_target) of (BT, V) logits."""
     student, teacher = _rows(student, teacher)
     grad = torch.empty(student.shape, dtype=student.dtype,
@@ -78,8 +79,7 @@ def ce_tvd_reduced(student: Tensor, teacher: Tensor, target: Tensor,
     return loss, grad, bad
 
 
-@ce_tvd_reduced.register_fake
-def _(student, teacher, target, alpha, beta, ignore_index, mean):
+def _reduced_fake(student, teacher, target, alpha, beta, ignore_index, mean):
     return (student.new_empty((), dtype=torch.float32),
             student.new_empty(student.shape),
             student.new_empty((1,), dtype=torch.int32))
@@ -91,17 +91,17 @@ def _reduced_setup(ctx, inputs, output):
 
 def _reduced_backward(ctx, grad_loss, _grad_grad, _grad_bad):
     (grad,) = ctx.saved_tensors
-    return grad * grad_loss.to(grad.dtype), None, None, None, None, None, None
+    grad = c.scale_saved(ctx, grad, grad_loss)
+    return grad, None, None, None, None, None, None
 
 
-torch.library.register_autograd("tilejit::ce_tvd_reduced", _reduced_backward,
-                                setup_context=_reduced_setup)
+ce_tvd_reduced = c.Op("ce_tvd_reduced", _ce_tvd_reduced, _reduced_fake,
+                      _reduced_setup, _reduced_backward)
 
 
-@torch.library.custom_op("tilejit::ce_tvd_reduced_", mutates_args=("student",))
-def ce_tvd_reduced_(student: Tensor, teacher: Tensor, target: Tensor,
-                    alpha: float, beta: float, ignore_index: int,
-                    mean: bool) -> tuple[Tensor, Tensor]:
+def _ce_tvd_reduced_(student: Tensor, teacher: Tensor, target: Tensor,
+                     alpha: float, beta: float, ignore_index: int,
+                     mean: bool) -> tuple[Tensor, Tensor]:
     """ce_tvd_reduced writing the gradient over student (unit column
     stride): (loss, bad_target)."""
     if student.stride(1) != 1 and student.size(1) > 1:
@@ -111,10 +111,14 @@ def ce_tvd_reduced_(student: Tensor, teacher: Tensor, target: Tensor,
                         alpha, beta, ignore_index, mean)
 
 
-@ce_tvd_reduced_.register_fake
-def _(student, teacher, target, alpha, beta, ignore_index, mean):
+def _reduced_inplace_fake(student, teacher, target, alpha, beta,
+                          ignore_index, mean):
     return (student.new_empty((), dtype=torch.float32),
             student.new_empty((1,), dtype=torch.int32))
+
+
+ce_tvd_reduced_ = c.Op("ce_tvd_reduced_", _ce_tvd_reduced_,
+                       _reduced_inplace_fake, mutates=("student",))
 
 
 class _InPlace(torch.autograd.Function):
@@ -124,30 +128,31 @@ class _InPlace(torch.autograd.Function):
     @staticmethod
     def forward(ctx, student, teacher, target, alpha, beta, ignore_index,
                 mean):
-        loss, bad = torch.ops.tilejit.ce_tvd_reduced_(
-            student, teacher, target, alpha, beta, ignore_index, mean)
+        loss, bad = ce_tvd_reduced_(student, teacher, target, alpha, beta,
+                                    ignore_index, mean)
         ctx.save_for_backward(student)
         ctx.mark_non_differentiable(bad)
+        ctx.eager = True  # scale_saved: in place
         return loss, bad
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_bad):
         (grad,) = ctx.saved_tensors
-        return grad * grad_loss.to(grad.dtype), None, None, None, None, None, None
+        grad = c.scale_saved(ctx, grad, grad_loss)
+        return grad, None, None, None, None, None, None
 
 
 def _unreduced_args(student, teacher, target, ignore_index):
     bt, v = student.shape
+    # Positional, in the order of tilejit_ce_tvd_args.
     return _capi.CeTvdArgs(
-        dtype=c.DTYPES[student.dtype], bt=bt, v=v, student=c.ptr(student),
-        teacher=c.ptr(teacher), row_stride=c.row_stride(student),
-        teacher_stride=0, target=c.ptr(target), ignore_index=ignore_index,
-        forward_kernel=None, set=None, n_set=0)
+        c.DTYPES[student.dtype], bt, v, student.data_ptr(), teacher.data_ptr(),
+        c.row_stride(student), 0, target.data_ptr(), ignore_index, None, None,
+        0)
 
 
-@torch.library.custom_op("tilejit::ce_tvd_forward", mutates_args=())
-def ce_tvd_forward(student: Tensor, teacher: Tensor, target: Tensor,
-                   ignore_index: int) -> tuple[Tensor, Tensor, Tensor]:
+def _ce_tvd_forward(student: Tensor, teacher: Tensor, target: Tensor,
+                    ignore_index: int) -> tuple[Tensor, Tensor, Tensor]:
     """Per-row (ce, tvd), f32 (BT,) each, and the state the backward reads
     (uint8; its last 16 bytes start with the bad-target flag, an int32)."""
     student, teacher = _rows(student, teacher)
@@ -158,25 +163,23 @@ def ce_tvd_forward(student: Tensor, teacher: Tensor, target: Tensor,
     state = torch.zeros(_state_bytes(bt), dtype=torch.uint8,
                         device=student.device)
     a = _unreduced_args(student, teacher, target, ignore_index)
-    with c.on_device(student) as (device, stream):
-        _capi.check(_lib().tilejit_ce_tvd_forward(
-            ctypes.byref(a), c.ptr(ce), c.ptr(tvd), c.ptr(state), device,
-            stream))
+    c.call_on(student, lambda device, stream: _capi.check(
+        _lib().tilejit_ce_tvd_forward(ctypes.byref(a), ce.data_ptr(),
+                                      tvd.data_ptr(), state.data_ptr(),
+                                      device, stream)))
     return ce, tvd, state
 
 
-@ce_tvd_forward.register_fake
-def _(student, teacher, target, ignore_index):
+def _forward_fake(student, teacher, target, ignore_index):
     bt = student.size(0)
     return (student.new_empty((bt,), dtype=torch.float32),
             student.new_empty((bt,), dtype=torch.float32),
             student.new_empty((_state_bytes(bt),), dtype=torch.uint8))
 
 
-@torch.library.custom_op("tilejit::ce_tvd_backward", mutates_args=())
-def ce_tvd_backward(student: Tensor, teacher: Tensor, target: Tensor,
-                    state: Tensor, grad_ce: Tensor, grad_tvd: Tensor,
-                    ignore_index: int) -> Tensor:
+def _ce_tvd_backward(student: Tensor, teacher: Tensor, target: Tensor,
+                     state: Tensor, grad_ce: Tensor, grad_tvd: Tensor,
+                     ignore_index: int) -> Tensor:
     """grad_ce * d ce / d student + grad_tvd * d tvd / d student."""
     student, teacher = _rows(student, teacher)
     grad = torch.empty(student.shape, dtype=student.dtype,
@@ -184,16 +187,20 @@ def ce_tvd_backward(student: Tensor, teacher: Tensor, target: Tensor,
     gce = grad_ce.to(torch.float32).contiguous()
     gtvd = grad_tvd.to(torch.float32).contiguous()
     a = _unreduced_args(student, teacher, target.contiguous(), ignore_index)
-    with c.on_device(student) as (device, stream):
-        _capi.check(_lib().tilejit_ce_tvd_backward(
-            ctypes.byref(a), c.ptr(state), c.ptr(gce), c.ptr(gtvd),
-            c.ptr(grad), c.row_stride(grad), device, stream))
+    c.call_on(student, lambda device, stream: _capi.check(
+        _lib().tilejit_ce_tvd_backward(
+            ctypes.byref(a), state.data_ptr(), gce.data_ptr(),
+            gtvd.data_ptr(), grad.data_ptr(), c.row_stride(grad), device,
+            stream)))
     return grad
 
 
-@ce_tvd_backward.register_fake
-def _(student, teacher, target, state, grad_ce, grad_tvd, ignore_index):
+def _backward_fake(student, teacher, target, state, grad_ce, grad_tvd,
+                   ignore_index):
     return student.new_empty(student.shape)
+
+
+ce_tvd_backward = c.Op("ce_tvd_backward", _ce_tvd_backward, _backward_fake)
 
 
 def _forward_setup(ctx, inputs, output):
@@ -209,13 +216,13 @@ def _forward_backward(ctx, grad_ce, grad_tvd, _grad_state):
         grad_ce = student.new_zeros((bt,), dtype=torch.float32)
     if grad_tvd is None:
         grad_tvd = student.new_zeros((bt,), dtype=torch.float32)
-    grad = torch.ops.tilejit.ce_tvd_backward(
-        student, teacher, target, state, grad_ce, grad_tvd, ctx.ignore_index)
+    grad = ce_tvd_backward(student, teacher, target, state, grad_ce,
+                           grad_tvd, ctx.ignore_index)
     return grad, None, None, None
 
 
-torch.library.register_autograd("tilejit::ce_tvd_forward", _forward_backward,
-                                setup_context=_forward_setup)
+ce_tvd_forward = c.Op("ce_tvd_forward", _ce_tvd_forward, _forward_fake,
+                      _forward_setup, _forward_backward)
 
 
 def _flatten(student, teacher, target):
@@ -260,8 +267,7 @@ def fused_ce_tvd(student, teacher, target, *, alpha=1.0, beta=1.0,
     if reduction == "none":
         if in_place:
             raise ValueError("in_place is for reduction 'mean' or 'sum'")
-        ce, tvd, state = torch.ops.tilejit.ce_tvd_forward(
-            s2, t2.detach(), tgt, ignore_index)
+        ce, tvd, state = ce_tvd_forward(s2, t2.detach(), tgt, ignore_index)
         out = (ce * alpha, tvd * beta)
         bt = s2.size(0)
         bad = state[_bad_offset(bt):_bad_offset(bt) + 4].view(torch.int32)
@@ -270,9 +276,8 @@ def fused_ce_tvd(student, teacher, target, *, alpha=1.0, beta=1.0,
                                    ignore_index, reduction == "mean")
         out = loss
     else:
-        loss, _, bad = torch.ops.tilejit.ce_tvd_reduced(
-            s2, t2.detach(), tgt, alpha, beta, ignore_index,
-            reduction == "mean")
+        loss, _, bad = ce_tvd_reduced(s2, t2.detach(), tgt, alpha, beta,
+                                      ignore_index, reduction == "mean")
         out = loss
     return (out, bad) if return_bad_target else out
 

@@ -3,13 +3,15 @@ PyTorch operator: tilejit::linear_ce computes the loss of
 cross_entropy(input @ weight.T + bias, target) and all its gradients in one
 call, never holding more than a chunk of the logits.
 
-The C ABI takes bias and class weights in f32 and returns grad_weight and
-grad_bias in f32 (bf16 with bf16_grad_accumulation): the Python functions
-cast on the way in, and autograd casts the gradients back to the
-parameters' dtypes. reduction "mean"/"sum": the forward keeps the gradients
-and backward scales them by grad_output. reduction "none": the per-row
-gradients depend on grad_output, so backward calls the op again with it
-(two passes over the logits).
+The C ABI takes bias and class weights in f32 and accumulates grad_weight
+and grad_bias in f32 (bf16 with bf16_grad_accumulation): the Python
+functions cast on the way in, the op rounds grad_weight to the weight's
+dtype once at the end, and autograd casts grad_bias back to the bias's.
+reduction "mean"/"sum": the forward keeps the gradients and backward scales
+them by grad_output in place (scale_grad: on the device, and no work when
+grad_output is 1). reduction "none": the per-row gradients depend on
+grad_output, so backward calls the op again with it (two passes over the
+logits).
 """
 import ctypes
 from typing import Optional
@@ -47,19 +49,19 @@ def _prepare_once(a, ws, nbytes, stream, dev):
     _prepared.add(key)
 
 
-@torch.library.custom_op("tilejit::linear_ce", mutates_args=())
-def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
-              bias: Optional[Tensor], ce_weight: Optional[Tensor],
-              grad_output: Optional[Tensor], ignore_index: int,
-              lse_square_scale: float, label_smoothing: float,
-              softcap: float, reduction: int, chunk_rows: int,
-              memory_budget: int, bf16_grad_accumulation: bool
-              ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-                         Tensor]:
+def _linear_ce(input: Tensor, weight: Tensor, target: Tensor,
+               bias: Optional[Tensor], ce_weight: Optional[Tensor],
+               grad_output: Optional[Tensor], ignore_index: int,
+               lse_square_scale: float, label_smoothing: float,
+               softcap: float, reduction: int, chunk_rows: int,
+               memory_budget: int, bf16_grad_accumulation: bool
+               ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                          Tensor]:
     """(loss (2): loss and its z-loss part, row_loss (n), row_z_loss (n),
-    grad_input (n, d), grad_weight (v, d), grad_bias (v, or 0 without a
-    bias), bad_target (1) int32) for input (n, d), weight (v, d). Reduction
-    none: the gradients for per-row upstream grad_output (None: zeros)."""
+    grad_input (n, d), grad_weight (v, d) in weight's dtype, grad_bias (v,
+    f32, or 0 without a bias), bad_target (1) int32) for input (n, d),
+    weight (v, d). Reduction none: the gradients for per-row upstream
+    grad_output (None: zeros)."""
     input, weight = c.row_major(input), c.row_major(weight)
     n, d = input.shape
     v = weight.size(0)
@@ -82,48 +84,52 @@ def linear_ce(input: Tensor, weight: Tensor, target: Tensor,
     elif reduction == _capi.REDUCTION_NONE:
         grad_output = torch.zeros(n, **f32)  # the forward: losses only
     gpu = dev.type == "cuda"
+    # Positional, in the order of tilejit_linear_ce_args.
     a = _capi.LinearCeArgs(
-        dtype=c.DTYPES[input.dtype], n=n, d=d, v=v, input=c.ptr(input),
-        input_stride=c.row_stride(input), weight=c.ptr(weight),
-        weight_stride=c.row_stride(weight), bias=c.ptr(bias),
-        target=c.ptr(target), class_weight=c.ptr(ce_weight),
-        grad_output=c.ptr(grad_output), ignore_index=ignore_index,
-        label_smoothing=label_smoothing, z_loss=lse_square_scale,
-        softcap=softcap, reduction=reduction, loss=c.ptr(loss),
-        row_loss=c.ptr(row_loss), row_z_loss=c.ptr(row_z), lse=None,
-        grad_input=c.ptr(grad_input), grad_input_stride=d,
-        grad_weight=c.ptr(grad_weight),
-        grad_bias=c.ptr(grad_bias) if bias is not None else None,
-        bad_target=c.ptr(bad), chunk_rows=chunk_rows,
-        memory_budget_bytes=memory_budget,
-        gemm_workspace_bytes=_GEMM_WORKSPACE if gpu else 0,
-        narrow_logits=int(gpu and input.dtype != torch.float32),
-        bf16_grad_accumulation=int(bf16_grad_accumulation),
-        gemm_backend=_capi.GEMM_CUBLASLT, set=None, n_set=0)
+        c.DTYPES[input.dtype], n, d, v, input.data_ptr(), c.row_stride(input),
+        weight.data_ptr(), c.row_stride(weight), c.ptr(bias),
+        target.data_ptr(), c.ptr(ce_weight), c.ptr(grad_output),
+        ignore_index, label_smoothing, lse_square_scale, softcap, reduction,
+        loss.data_ptr(), row_loss.data_ptr(), row_z.data_ptr(), None,
+        grad_input.data_ptr(), d, grad_weight.data_ptr(),
+        grad_bias.data_ptr() if bias is not None else None, bad.data_ptr(),
+        chunk_rows, memory_budget, _GEMM_WORKSPACE if gpu else 0,
+        int(gpu and input.dtype != torch.float32),
+        int(bf16_grad_accumulation), _capi.GEMM_CUBLASLT, None, 0)
     lib = _capi.lib()
-    with c.on_device(input) as (device, stream):
+
+    def run(device, stream):
         nbytes = ctypes.c_size_t()
         _capi.check(lib.tilejit_linear_ce_workspace_bytes(
             ctypes.byref(a), device, ctypes.byref(nbytes)))
         ws = c.workspace(nbytes.value, dev)
         if gpu:
             _prepare_once(a, ws, nbytes.value, stream, dev)
-        _capi.check(lib.tilejit_linear_ce(ctypes.byref(a), c.ptr(ws),
+        _capi.check(lib.tilejit_linear_ce(ctypes.byref(a), ws.data_ptr(),
                                           nbytes.value, device, stream))
+    c.call_on(input, run)
+    if grad_weight.dtype != weight.dtype:
+        # Accumulated in f32 over the chunks; one rounding to the weight's
+        # dtype here, so that the saved gradient and the one autograd
+        # passes on take half the memory.
+        grad_weight = grad_weight.to(weight.dtype)
+    if reduction != _capi.REDUCTION_NONE:
+        for g in (grad_input, grad_weight, grad_bias):
+            c.scale_kernel(dev, g.dtype)  # for the backward
     return loss, row_loss, row_z, grad_input, grad_weight, grad_bias, bad
 
 
-@linear_ce.register_fake
-def _(input, weight, target, bias, ce_weight, grad_output, ignore_index,
-      lse_square_scale, label_smoothing, softcap, reduction, chunk_rows,
-      memory_budget, bf16_grad_accumulation):
+def _linear_ce_fake(input, weight, target, bias, ce_weight, grad_output,
+                    ignore_index, lse_square_scale, label_smoothing, softcap,
+                    reduction, chunk_rows, memory_budget,
+                    bf16_grad_accumulation):
     n, d = input.shape
     v = weight.size(0)
     acc = torch.bfloat16 if bf16_grad_accumulation else torch.float32
     f32 = torch.float32
     return (input.new_empty((2,), dtype=f32), input.new_empty((n,), dtype=f32),
             input.new_empty((n,), dtype=f32), input.new_empty((n, d)),
-            input.new_empty((v, d), dtype=acc),
+            weight.new_empty((v, d)),
             input.new_empty((v if bias is not None else 0,), dtype=acc),
             input.new_empty((1,), dtype=torch.int32))
 
@@ -144,19 +150,19 @@ def _backward(ctx, grad_loss, grad_row, *_ignored):
         input, weight, target, bias, ce_weight = ctx.saved_tensors
         if grad_row is None:
             grad_row = input.new_zeros((input.size(0),), dtype=torch.float32)
-        out = torch.ops.tilejit.linear_ce(input, weight, target, bias,
-                                          ce_weight, grad_row, *ctx.scalars)
+        out = linear_ce(input, weight, target, bias, ce_weight, grad_row,
+                        *ctx.scalars)
         gi, gw, gb = out[3:6]
+    elif grad_loss is None:
+        gi = gw = gb = None
     else:
-        gi, gw, gb = ctx.saved_tensors
         g = grad_loss[0]
-        gi, gw, gb = gi * g.to(gi.dtype), gw * g.to(gw.dtype), gb * g.to(gb.dtype)
+        gi, gw, gb = (c.scale_saved(ctx, t, g) for t in ctx.saved_tensors)
     return (gi, gw, None, gb if ctx.has_bias else None, None, None,
             *([None] * len(ctx.scalars)))
 
 
-torch.library.register_autograd("tilejit::linear_ce", _backward,
-                                setup_context=_setup)
+linear_ce = c.Op("linear_ce", _linear_ce, _linear_ce_fake, _setup, _backward)
 
 
 def _check(input, weight, target, bias, ce_weight, reduction,
@@ -217,7 +223,7 @@ def linear_cross_entropy(input, weight, target, bias=None, *, ce_weight=None,
                          f"{accum_dtype}")
     x = input.reshape(-1, input.size(-1))
     tgt = c.as_target(target, x.size(0))
-    out = torch.ops.tilejit.linear_ce(
+    out = linear_ce(
         x, weight, tgt, None if bias is None else bias.float(),
         None if ce_weight is None else ce_weight.detach().float(), None,
         int(ignore_index), float(lse_square_scale), float(label_smoothing),
