@@ -4,7 +4,7 @@
 #   Per shape: `tilejit bench fused_ce_tvd --check` for the unreduced API
 #   (forward, backward) and the reduced one (loss + gradient, separate
 #   buffer; IN_PLACE_TOO=1 adds the in-place run), each checked against the
-#   fp64 reference on sampled rows; then bench/cetvd_peers.py times
+#   fp64 reference on sampled rows; then scripts/bench/cetvd_peers.py times
 #   torch.compile and Liger's fused CE+TVD at the same shapes.
 #   DTYPES, VOCABS and BTS pick the shapes (default: bf16, fp32 x V 32000,
 #   128256, 151936 x BT 1024, 4096, 16384); SHAPES="BT:V:dtype ..." replaces
@@ -13,7 +13,7 @@
 #   it (default .carry/peers.py), PEERS_PYTHONPATH where it finds Liger
 #   (default .carry/liger). Without it, or with PEERS=0, no peers run.
 #   Logs go to $OUT (default ./out): tilejit.log and peers.jsonl, which
-#   bench/cetvd_table.py tabulates.
+#   scripts/bench/cetvd_table.py tabulates.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
@@ -52,7 +52,7 @@ if [ "${PEERS:-1}" = 1 ] && [ ! -f "$harness" ]; then
   echo "gpu-cetvd-shapes: no peers harness at $harness (set PEERS_HARNESS): peers skipped" >&2
 elif [ "${PEERS:-1}" = 1 ]; then
   PYTHONUNBUFFERED=1 PYTHONPATH=${PEERS_PYTHONPATH:-.carry/liger} timeout "${PEERS_TIMEOUT:-400}" \
-    python3 bench/cetvd_peers.py --harness "$harness" --providers torch_compile,liger \
+    python3 scripts/bench/cetvd_peers.py --harness "$harness" --providers torch_compile,liger \
     "${shapes[@]}" 2>"$out/peers.err" | tee "$out/peers.jsonl"
 fi
 rm -rf "$TILEJIT_CACHE_DIR"

@@ -27,8 +27,6 @@ if has tests; then
   tail -3 "$out/unit-tests.log"
   LD_LIBRARY_PATH=gpu-bin timeout 120 ./gpu-bin/tilejit-capi-tests --gtest_brief=1 2>&1 |
     tail -5 | tee "$out/capi-tests.log"
-  timeout 300 python3 scripts/gpu-torch-capi.py gpu-bin/libtilejit.so 2>&1 |
-    grep -v Warning | tee "$out/torch-capi.log"
 fi
 cetvd="--bt 4096 --vocab 151936 --dtype bf16 --check"
 lce="--hidden 1024 --vocab 32000 --dtype bf16 --label-smoothing 0.1 --z-loss 1e-4

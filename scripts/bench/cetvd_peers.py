@@ -8,7 +8,7 @@ this repository (a peers.py with `ceilings`, `cetvd` and `emit`, named by
 starts afresh at each shape (dynamo reset), so every shape gets its own
 static-shape kernels, as a user compiling for one shape would.
 
-  python3 bench/cetvd_peers.py --harness .carry/peers.py \
+  python3 scripts/bench/cetvd_peers.py --harness .carry/peers.py \
       [--providers torch_compile,liger] BT:V:dtype [BT:V:dtype ...]
 
 Prints the harness's JSON lines (one per provider and shape).

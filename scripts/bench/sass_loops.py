@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Counts the SASS instructions of each loop in a listing.
 
-Usage: tilejit compile KERNEL ... --emit=sass | python3 bench/sass_loops.py
+Usage: tilejit compile KERNEL ... --emit=sass | python3 scripts/bench/sass_loops.py
 
 A loop is a backward branch; for each one it prints the start and end
 addresses, the instructions between them (both sides of any branch inside

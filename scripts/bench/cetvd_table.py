@@ -2,7 +2,7 @@
 times, roofline fractions and check verdicts from its logs, beside the peers'
 times from peers.jsonl, as a Markdown table.
 
-  python3 bench/cetvd_table.py --peers peers.jsonl [--peers ...] tilejit.log [...]
+  python3 scripts/bench/cetvd_table.py --peers peers.jsonl [--peers ...] tilejit.log [...]
 
 A log line either follows a "## BT:V:dtype" header (tilejit.log) or starts
 with the shape (the script's summary lines). A reduced run whose bench header
@@ -62,7 +62,7 @@ def main():
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", action="append", default=[],
-                    help="peers.jsonl written by bench/cetvd_peers.py (repeatable)")
+                    help="peers.jsonl written by scripts/bench/cetvd_peers.py (repeatable)")
     ap.add_argument("logs", nargs="+",
                     help="tilejit logs of scripts/gpu-cetvd-shapes.sh (tilejit.log)")
     a = ap.parse_args()
