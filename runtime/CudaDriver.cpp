@@ -247,8 +247,18 @@ int Device::currentOrdinal() {
   const DriverApi &d = api();
   CUcontext ctx = nullptr;
   check(d.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (!ctx)
+  if (!ctx) {
+    // Retained once for the process, as the runtime keeps it.
+    static CUcontext primary = [&] {
+      CUdevice first = 0;
+      check(d.cuDeviceGet(&first, 0), "cuDeviceGet");
+      CUcontext c = nullptr;
+      check(d.cuDevicePrimaryCtxRetain(&c, first), "cuDevicePrimaryCtxRetain");
+      return c;
+    }();
+    check(d.cuCtxSetCurrent(primary), "cuCtxSetCurrent");
     return 0;
+  }
   CUdevice dev = 0;
   check(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
   int count = 0;

@@ -43,7 +43,11 @@ public:
   /// --device=cpu) without a GPU.
   static Device open(int ordinal = -1);
   /// The GPU of the context current on this thread (the caller's, e.g. the
-  /// one torch.cuda.set_device chose), or 0 when none is current.
+  /// one torch.cuda.set_device chose). A thread with no current context
+  /// gets GPU 0's primary context made current and 0, as the CUDA runtime
+  /// gives a thread's first call: threads the caller never set up (the
+  /// ones PyTorch runs backward on for GPU 0) then launch in the context
+  /// the caller's memory lives in.
   static int currentOrdinal();
 
   Device(Device &&other) noexcept;

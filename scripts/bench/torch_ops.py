@@ -16,7 +16,11 @@ measurement.
     TILEJIT_LIBRARY=.../libtilejit.so PYTHONPATH=python:.peers/liger \\
         python3 scripts/bench/torch_ops.py [host cetvd lce]
 """
+import cProfile
+import ctypes
+import io
 import json
+import pstats
 import sys
 import time
 
@@ -24,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 
+from tilejit import _capi
+from tilejit.torch import ce_tvd as ce_tvd_module
 from tilejit.torch import fused_ce_tvd, linear_cross_entropy
 
 try:
@@ -99,6 +105,38 @@ class Empty(torch.autograd.Function):
         return None
 
 
+def c_call_alone(s, t, y):
+    """The C ABI's reduced CE+TVD (three kernel launches) on prebuilt
+    arguments: the library's share of a call's host time."""
+    grad = torch.empty_like(s)
+    loss = torch.empty((), device=DEV)
+    bad = torch.empty(1, dtype=torch.int32, device=DEV)
+    a = ce_tvd_module._reduced_args(s, t, y, grad, loss, bad, 1.0, 1.0, -100,
+                                    True)
+    lib = _capi.lib()
+    n = ctypes.c_size_t()
+    _capi.check(lib.tilejit_ce_tvd_reduced_workspace_bytes(ctypes.byref(a),
+                                                           ctypes.byref(n)))
+    ws = torch.empty(n.value, dtype=torch.uint8, device=DEV)
+    stream = torch.cuda.current_stream().cuda_stream
+    return lambda: lib.tilejit_ce_tvd_reduced(
+        ctypes.byref(a), ws.data_ptr(), n.value, _capi.DEVICE_GPU, stream)
+
+
+def profile(what, fn, calls=2000):
+    """cProfile of `calls` calls: where the Python time goes."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(18)
+    print(f"# profile: {what}\n" + "\n".join(
+        "# " + line for line in text.getvalue().splitlines()[4:]), flush=True)
+
+
 def host():
     s = torch.randn(8, 1024, device=DEV, dtype=torch.bfloat16,
                     requires_grad=True)
@@ -125,8 +163,13 @@ def host():
     with torch.no_grad():
         emit(kind="host", what="fused_ce_tvd mean, no grad, one call",
              us=host_us(lambda: fused_ce_tvd(s, t, y)))
+        emit(kind="host", what="the C ABI call alone (reduced CE+TVD)",
+             us=host_us(c_call_alone(s.detach(), t, y)))
+        profile("fused_ce_tvd mean, no grad", lambda: fused_ce_tvd(s, t, y))
     for what, fn in rows.items():
         emit(kind="host", what=what, us=host_us(fn, 1000))
+    profile("fused_ce_tvd mean, forward + backward",
+            rows["fused_ce_tvd mean, forward + backward"], 1000)
     for what in ("fused_ce_tvd mean, forward + backward",
                  "linear_cross_entropy, forward + backward"):
         emit(kind="host", what=what + ", CUDA graph replay",
@@ -222,7 +265,10 @@ def main():
     emit(kind="setup", torch=torch.__version__,
          gpu=torch.cuda.get_device_name())
     for part in parts:
-        {"host": host, "cetvd": cetvd, "lce": lce}[part]()
+        try:
+            {"host": host, "cetvd": cetvd, "lce": lce}[part]()
+        except Exception as e:  # report, go on with the next part
+            emit(kind=part, error=repr(e)[:400])
         torch.cuda.empty_cache()
 
 

@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <thread>
 #include <unistd.h>
 
 using namespace tilejit;
@@ -366,6 +367,39 @@ TEST(KernelApiGpu, LaunchOnACallersStreamMatchesTheCpu) {
         << i;
   expectError([&] { k.launch({1}, {}, stream.get()); },
               {"5 arguments expected"});
+}
+
+TEST(KernelApiGpu, LaunchesFromAThreadWithNoCurrentContext) {
+  // PyTorch runs backward for GPU 0 on a thread of its own, where the
+  // driver API sees no current context: the launch uses GPU 0's primary
+  // context, the one the caller's buffers live in.
+  TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open(0);
+  Kernel k(axpb(256));
+  const int n = 300;
+  std::vector<float> x(n, 2.f), b = {1, 1, 1, 1}, y(n);
+  cuda::DeviceBuffer dx(n * 4), db(16), dy(n * 4);
+  dx.copyFromHost(x.data(), n * 4);
+  db.copyFromHost(b.data(), 16);
+  std::string error;
+  std::thread worker([&] {
+    try {
+      k.launch({2}, {KernelArg::pointer(reinterpret_cast<void *>(dx.ptr()),
+                                        DType::F32, n),
+                     KernelArg::pointer(reinterpret_cast<void *>(db.ptr()),
+                                        DType::F32, 4),
+                     KernelArg::pointer(reinterpret_cast<void *>(dy.ptr()),
+                                        DType::F32, n),
+                     KernelArg::i32(n), KernelArg::f32(0.5f)});
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  });
+  worker.join();
+  ASSERT_EQ(error, "");
+  dy.copyToHost(y.data(), n * 4);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(y[i], 2.f) << i;
 }
 
 TEST(KernelApiGpu, SeveralKernelsCompileTogetherAndLaunch) {
