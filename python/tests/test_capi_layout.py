@@ -1,8 +1,10 @@
 """The ctypes structs of tilejit._capi against the C compiler's view of
 include/tilejit/tilejit.h: sizeof and every field's offset."""
 import ctypes
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,20 @@ def test_error_message():
                                             ctypes.byref(out))
     with pytest.raises(_capi.TilejitError, match="no_such_kernel"):
         _capi.check(rc)
+
+
+def test_cublaslt_from_an_nvidia_wheel(tmp_path, monkeypatch):
+    # PyTorch's CUDA wheels put cuBLASLt in site-packages/nvidia/*/lib, off
+    # the loader's path: the package names it to libtilejit.so.
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcublasLt.so.13").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)] + sys.path)
+    monkeypatch.setenv("TILEJIT_CUBLASLT", "")
+    assert _capi._wheel_library("libcublasLt.so.13") == lib / "libcublasLt.so.13"
+    assert _capi._wheel_library("libnothing.so.1") is None
+    _capi._find_cuda_libraries()
+    assert os.environ["TILEJIT_CUBLASLT"] == str(lib / "libcublasLt.so.13")
+    monkeypatch.setenv("TILEJIT_CUBLASLT", "/elsewhere/libcublasLt.so.13")
+    _capi._find_cuda_libraries()  # the user's choice stays
+    assert os.environ["TILEJIT_CUBLASLT"] == "/elsewhere/libcublasLt.so.13"

@@ -6,6 +6,7 @@ against the header.
 """
 import ctypes
 import os
+import sys
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_float, c_int,
                     c_int32, c_int64, c_size_t, c_uint32, c_void_p)
 from pathlib import Path
@@ -145,7 +146,38 @@ def candidates():
             _PACKAGE_DIR.parent.parent / "build" / "ops" / _NAME]
 
 
+# What libtilejit.so needs from CUDA besides the driver: NVRTC 13 (linked)
+# and cuBLASLt 13 (dlopen'ed for the linear CE's GEMMs: $TILEJIT_CUBLASLT,
+# else by soname). PyTorch's CUDA wheels bring both as nvidia-* packages,
+# whose lib directories are not on the loader's path.
+def _wheel_library(soname):
+    """soname's path in an installed nvidia-* wheel (nvidia/*/lib), or None."""
+    for entry in sys.path:
+        root = Path(entry or ".") / "nvidia"
+        if root.is_dir():
+            for found in sorted(root.glob(f"*/lib/{soname}")):
+                return found
+    return None
+
+
+def _find_cuda_libraries():
+    """NVRTC loaded from a wheel when the loader does not find it (the
+    toolkit's copy comes first), so that libtilejit.so links; cuBLASLt
+    named by $TILEJIT_CUBLASLT when only a wheel has it."""
+    try:
+        ctypes.CDLL("libnvrtc.so.13", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        nvrtc = _wheel_library("libnvrtc.so.13")
+        if nvrtc:
+            ctypes.CDLL(str(nvrtc), mode=ctypes.RTLD_GLOBAL)
+    if not os.environ.get("TILEJIT_CUBLASLT"):
+        cublas_lt = _wheel_library("libcublasLt.so.13")
+        if cublas_lt:
+            os.environ["TILEJIT_CUBLASLT"] = str(cublas_lt)
+
+
 def _load():
+    _find_cuda_libraries()
     tried = candidates()
     for path in tried:
         if not path.is_file():
@@ -155,10 +187,10 @@ def _load():
         except OSError as e:
             hint = ""
             if "nvrtc" in str(e):
-                hint = (" libtilejit.so needs NVRTC (libnvrtc.so of the CUDA"
-                        " toolkit it was built with): install the toolkit or"
-                        " the nvidia-cuda-nvrtc wheel and put its lib"
-                        " directory on LD_LIBRARY_PATH.")
+                hint = (" libtilejit.so needs NVRTC 13 (libnvrtc.so.13),"
+                        " found neither on the loader's path nor in an"
+                        " nvidia-* wheel: install the CUDA 13 toolkit or"
+                        " `pip install nvidia-cuda-nvrtc`.")
             raise OSError(f"tilejit: cannot load {path}: {e}.{hint}") from e
         for name, (restype, argtypes) in _PROTOTYPES.items():
             try:
