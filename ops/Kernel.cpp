@@ -106,17 +106,20 @@ void Kernel::checkArgs(const std::vector<KernelArg> &args, bool onCpu) const {
   for (size_t i = 0; i < ps.size(); ++i) {
     const KernelParam &p = ps[i];
     const KernelArg &a = args[i];
-    std::string which = "argument " + std::to_string(i) + " '" + p.name + "'";
+    // Built only for a message: every launch checks its arguments.
+    auto which = [&] {
+      return "argument " + std::to_string(i) + " '" + p.name + "'";
+    };
     bool isPointer = a.kind == KernelArg::Kind::Pointer;
     if (p.pointer != isPointer || a.dtype != p.dtype)
-      fail(which + " is " + describe(p) + ", got " + kindName(a.kind) +
+      fail(which() + " is " + describe(p) + ", got " + kindName(a.kind) +
            (isPointer ? std::string(" to ") + dtypeName(a.dtype) : ""));
     if (isPointer && onCpu && (a.ptr == nullptr || a.numElements < 0))
-      fail(which + ": a CPU run needs a host pointer and its number of "
-                   "elements");
+      fail(which() + ": a CPU run needs a host pointer and its number of "
+                     "elements");
     if (!isPointer && a.kind == KernelArg::Kind::I32 &&
         (a.i < INT32_MIN || a.i > INT32_MAX))
-      fail(which + " = " + std::to_string(a.i) + " does not fit in i32");
+      fail(which() + " = " + std::to_string(a.i) + " does not fit in i32");
   }
 }
 

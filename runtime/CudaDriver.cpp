@@ -259,17 +259,28 @@ int Device::currentOrdinal() {
     check(d.cuCtxSetCurrent(primary), "cuCtxSetCurrent");
     return 0;
   }
+  // Every launch asks: the last context's ordinal is kept per thread (a
+  // handle could only name another GPU after its context was destroyed and
+  // another created at the same address).
+  thread_local CUcontext lastContext = nullptr;
+  thread_local int lastOrdinal = 0;
+  if (ctx == lastContext)
+    return lastOrdinal;
   CUdevice dev = 0;
   check(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-  int count = 0;
+  int count = 0, ordinal = 0;
   check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
   for (int i = 0; i < count; ++i) {
     CUdevice each = 0;
     check(d.cuDeviceGet(&each, i), "cuDeviceGet");
-    if (each == dev)
-      return i;
+    if (each == dev) {
+      ordinal = i;
+      break;
+    }
   }
-  return 0;
+  lastContext = ctx;
+  lastOrdinal = ordinal;
+  return ordinal;
 }
 
 Device Device::open(int ordinal) {

@@ -156,7 +156,7 @@ def host():
     }
     if LigerFusedLinearCrossEntropyFunction is not None:
         rows["Liger cross_entropy, forward + backward"] = step(
-            lambda: LigerCrossEntropyFunction.apply(s, y)[0], s)
+            lambda: LigerCrossEntropyFunction.apply(s, y, None)[0], s)
         rows["Liger fused linear CE, forward + backward"] = step(
             lambda: LigerFusedLinearCrossEntropyFunction.apply(x, w, y)[0],
             x, w)
@@ -176,14 +176,29 @@ def host():
              us=host_us(graphed(rows[what]), 1000))
 
 
-def timed(name, fn, check=None, **meta):
-    """fwd+bwd median ms, peak MiB, and (check) the max difference of the
-    loss from a reference value."""
+def kernels_ms(fn, calls=3):
+    """The GPU time of fn's kernels, memcpys and memsets per call (the
+    profiler's device events): what the wall time is beside."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    return sum(e.time_range.elapsed_us() for e in prof.events()
+               if e.device_type == DeviceType.CUDA) / calls / 1e3
+
+
+def timed(name, fn, check=None, kernels=False, **meta):
+    """fwd+bwd median ms, peak MiB, (kernels) the sum of its kernels' time
+    and (check) the max difference of the loss from a reference value."""
     row = dict(meta, provider=name)
     try:
         fn()
         row["fwd_bwd_ms"] = do_bench(fn, rep=300)
         row["peak_MiB"] = peak_mib(fn)
+        if kernels:
+            row["kernels_ms"] = kernels_ms(fn)
         if check is not None:
             row.update(check())
     except Exception as e:  # out of memory, a peer's failure: report, go on
@@ -216,15 +231,15 @@ def cetvd(bt=4096, v=151936):
         want = torch_ref(s0).item()
     check = lambda: {"loss_diff": abs(fused_ce_tvd(s, t, y).item() - want)}
     tj = step(lambda: fused_ce_tvd(s, t, y), s)
-    timed("tilejit", tj, check, **meta)
+    timed("tilejit", tj, check, kernels=True, **meta)
     timed("tilejit CUDA graph", graphed(tj), **meta)
-    buf = s0.clone()
+    buf = s0.clone().requires_grad_()
 
     def in_place():
-        buf.copy_(s0)  # the in-place call overwrites the logits
-        leaf = buf.requires_grad_()
-        fused_ce_tvd(leaf, t, y, in_place=True).backward()
-        leaf.grad = None
+        with torch.no_grad():
+            buf.copy_(s0)  # the in-place call overwrites the logits
+        fused_ce_tvd(buf, t, y, in_place=True).backward()
+        buf.grad = None
     timed("tilejit in_place (with a copy of the logits)", in_place, **meta)
     timed("torch", step(lambda: torch_ref(s), s), **meta)
     compiled = torch.compile(torch_ref)
@@ -251,7 +266,8 @@ def lce(n=8192, d=4096, v=128256):
     budget = 512 << 20
     tj = lambda: linear_cross_entropy(h, w, y, memory_budget=budget)
     check = lambda: {"loss_diff": abs(tj().item() - want)}
-    timed("tilejit (512 MiB budget)", step(tj, h, w), check, **meta)
+    timed("tilejit (512 MiB budget)", step(tj, h, w), check, kernels=True,
+          **meta)
     timed("tilejit CUDA graph", graphed(step(tj, h, w)), **meta)
     compiled = torch.compile(torch_ref)
     timed("torch.compile", step(lambda: compiled(h, w), h, w), **meta)

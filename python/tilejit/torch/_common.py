@@ -51,6 +51,9 @@ def as_target(target, rows, name="target"):
     if target.numel() != rows:
         raise ValueError(f"{name} has {target.numel()} elements for {rows} "
                          f"rows (shape {tuple(target.shape)})")
+    if target.dtype == torch.int64 and target.dim() == 1 and \
+            target.is_contiguous():
+        return target
     return target.reshape(rows).to(torch.int64).contiguous()
 
 

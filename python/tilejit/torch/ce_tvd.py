@@ -238,8 +238,8 @@ def _flatten(student, teacher, target):
     v = student.size(-1)
     if v < 1:
         raise ValueError("the vocab (last dimension) is empty")
-    s2 = student.reshape(-1, v)
-    t2 = teacher.reshape(-1, v)
+    s2 = student if student.dim() == 2 else student.reshape(-1, v)
+    t2 = teacher if teacher.dim() == 2 else teacher.reshape(-1, v)
     return s2, t2, c.as_target(target, s2.size(0))
 
 

@@ -221,7 +221,7 @@ def linear_cross_entropy(input, weight, target, bias=None, *, ce_weight=None,
     if accum_dtype not in (None, torch.float32, torch.bfloat16):
         raise ValueError(f"accum_dtype must be None, float32 or bfloat16, not "
                          f"{accum_dtype}")
-    x = input.reshape(-1, input.size(-1))
+    x = input if input.dim() == 2 else input.reshape(-1, input.size(-1))
     tgt = c.as_target(target, x.size(0))
     out = linear_ce(
         x, weight, tgt, None if bias is None else bias.float(),
