@@ -7,9 +7,13 @@
 #include "tilejit/tilejit.h"
 
 #include "ops/CApiGuard.h"
+#include "ops/SpecRun.h"
+#include "runtime/Autotuner.h"
 #include "tilejit/Kernel.h"
 #include "tilejit/KernelSpec.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 using namespace tilejit;
@@ -184,3 +188,45 @@ int tilejit_kernel_launch(const tilejit_kernel *kernel, const int64_t grid[3],
 }
 
 } // extern "C"
+
+int tilejit_kernel_tune(const char *name, int32_t dtype,
+                        const char *const *size_names,
+                        const int64_t *size_values, size_t n_sizes,
+                        const char *const *set, size_t n_set,
+                        int32_t repetitions, int32_t retune, char *best,
+                        size_t best_bytes) {
+  return guarded([&] {
+    require(name != nullptr, "null kernel name");
+    require((size_names && size_values) || n_sizes == 0, "null size array");
+    require(set || n_set == 0, "null set array");
+    require(repetitions >= 1, "repetitions must be >= 1");
+    const KernelSpec &spec = findKernel(name);
+    if (!spec.run.declared())
+      throw Error("kernel '" + spec.name +
+                  "' declares no arguments to run it on its own, so it "
+                  "cannot be tuned alone (its operation tunes it)");
+    SpecRunOptions o;
+    o.dtype = dtypeOf(dtype);
+    for (size_t i = 0; i < n_sizes; ++i) {
+      require(size_names[i] != nullptr, "null size name");
+      o.sizes[size_names[i]] = size_values[i];
+    }
+    for (size_t i = 0; i < n_set; ++i) {
+      require(set[i] != nullptr, "null set string");
+      o.set.push_back(set[i]);
+    }
+    o.gpu = true;
+    o.useTuned = false;
+    SpecRun run(spec, o);
+    SpecTuneReport report =
+        tuneSpecGpu(run, repetitions, retune != 0, [](const std::string &) {});
+    std::string winner;
+    for (const std::string &p : paramOverrides(report.entry.best))
+      winner += (winner.empty() ? "" : ",") + p;
+    if (best && best_bytes > 0) {
+      size_t n = std::min(winner.size(), best_bytes - 1);
+      std::memcpy(best, winner.data(), n);
+      best[n] = '\0';
+    }
+  });
+}

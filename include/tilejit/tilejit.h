@@ -147,6 +147,26 @@ TILEJIT_API int tilejit_kernel_launch(const tilejit_kernel *kernel,
                                       const tilejit_arg *args, size_t n_args,
                                       void *stream);
 
+/* Tunes kernel `name` on the current GPU for `dtype`, as `tilejit tune NAME`
+ * does: a kernel whose spec declares how to run it (tilejit_kernel_compile
+ * takes any kernel; this one only those, e.g. "jsd" and a kernel library's
+ * own). `size_names`/`size_values` give every size the spec declares (e.g.
+ * "BT" 4096, "V" 151936) and `set` optional "NAME=VALUE" scalar arguments.
+ * Each candidate config runs on generated inputs, is checked against the
+ * spec's fp64 reference and timed over `repetitions` launches (median, L2
+ * flushed before each); the fastest is stored in the tuning database
+ * ($TILEJIT_CACHE_DIR/tuning; not with TILEJIT_CACHE=0), where
+ * TILEJIT_COMPILE_TUNED finds it. An entry stored before is returned as it
+ * is unless `retune`. Writes the winner ("BLOCK_SIZE=2048,num_warps=8") to
+ * `best`, NUL-terminated, truncated to `best_bytes`. Fails without a GPU,
+ * for a kernel with no run declaration, or when no candidate passes. */
+TILEJIT_API int tilejit_kernel_tune(const char *name, int32_t dtype,
+                                    const char *const *size_names,
+                                    const int64_t *size_values, size_t n_sizes,
+                                    const char *const *set, size_t n_set,
+                                    int32_t repetitions, int32_t retune,
+                                    char *best, size_t best_bytes);
+
 /*===----------------------------------------------------------------------===*
  * The reduced CE+TVD loss and its gradient on the caller's memory
  * (tilejit/ops/FusedCeTvd.h has the contract: shapes, strides in elements,

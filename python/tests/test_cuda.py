@@ -127,3 +127,15 @@ def test_cuda_graph_replays_forward_and_backward():
     want = list(out["loss"] + out["grads"])
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+def test_tune_then_compile_tuned(tmp_path, monkeypatch):
+    import tilejit
+    monkeypatch.setenv("TILEJIT_CACHE_DIR", str(tmp_path))
+    sizes = {"BT": 64, "V": 4096}
+    best = tilejit.tune("jsd", "bf16", sizes, repetitions=3)
+    assert set(best) >= {"BLOCK_SIZE", "num_warps"}
+    k = tilejit.kernel("jsd", "bf16", tuned=True, shape=sizes)
+    assert k.config_source.startswith("tuned"), k.config_source
+    assert all(k.meta[p] == v for p, v in best.items())
+    assert tilejit.tune("jsd", "bf16", sizes, repetitions=3) == best

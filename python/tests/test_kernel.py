@@ -88,6 +88,16 @@ def test_tuned_on_cpu_gives_defaults_and_says_why():
         tilejit.kernel("jsd", torch.float32, tuned=True, BLOCK_SIZE=1024)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+def test_tune_needs_a_gpu_and_a_run_declaration():
+    with pytest.raises(tilejit.TilejitError, match="GPU"):
+        tilejit.tune("jsd", "bf16", {"BT": 64, "V": 4096})
+    with pytest.raises(tilejit.TilejitError, match="declares no arguments"):
+        tilejit.tune("scale_grad", "bf16", {"n": 10})
+    with pytest.raises(TypeError, match="size BT must be an int"):
+        tilejit.tune("jsd", "bf16", {"BT": 64.0, "V": 4096})
+
+
 def test_compile_errors():
     with pytest.raises(tilejit.TilejitError, match="unknown kernel 'nope'"):
         tilejit.kernel("nope", torch.float32)

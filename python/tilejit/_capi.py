@@ -102,6 +102,10 @@ _PROTOTYPES = {
         c_int, [c_char_p, c_int32, POINTER(c_char_p), c_size_t,
                 POINTER(c_char_p), POINTER(c_int64), c_size_t, c_char_p,
                 c_uint32, POINTER(c_void_p)]),
+    "tilejit_kernel_tune": (
+        c_int, [c_char_p, c_int32, POINTER(c_char_p), POINTER(c_int64),
+                c_size_t, POINTER(c_char_p), c_size_t, c_int32, c_int32,
+                c_char_p, c_size_t]),
     "tilejit_kernel_destroy": (None, [c_void_p]),
     "tilejit_kernel_name": (c_char_p, [c_void_p]),
     "tilejit_kernel_config": (c_char_p, [c_void_p]),

@@ -81,6 +81,37 @@ def kernel(name, dtype, *, tuned=False, shape=None, arch=None, **params):
     return Kernel(out)
 
 
+def tune(name, dtype, sizes, *, set=None, repetitions=20, retune=False):
+    """Tunes registered kernel `name` on the current GPU, as `tilejit tune`
+    does, and returns the winning config as a dict ({"BLOCK_SIZE": 4096,
+    "num_warps": 8}). For kernels whose spec declares how to run them (jsd,
+    a kernel library's own): each candidate runs on generated inputs of the
+    launch `sizes` (every size the spec declares, e.g. {"BT": 4096, "V":
+    151936}), checked against the spec's fp64 reference, timed over
+    `repetitions` launches; the fastest is stored in the tuning database,
+    where kernel(..., tuned=True, shape=sizes) finds it. set: scalar
+    arguments ("beta=0.5"), as a dict or NAME=VALUE strings. A config
+    stored before is returned as it is unless retune=True."""
+    if isinstance(set, dict):
+        set = [f"{k}={v}" for k, v in set.items()]
+    set_arr, n_set = _capi.string_array(set)
+    for k, v in sizes.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"size {k} must be an int, not {type(v).__name__}")
+    names = (c_char_p * len(sizes))(*(k.encode() for k in sizes))
+    values = (c_int64 * len(sizes))(*sizes.values())
+    best = ctypes.create_string_buffer(1024)
+    _capi.check(_capi.lib().tilejit_kernel_tune(
+        name.encode(), _dtype_code(dtype), names, values, len(sizes),
+        set_arr, n_set, int(repetitions), int(bool(retune)), best,
+        len(best)))
+    out = {}
+    for item in filter(None, best.value.decode().split(",")):
+        key, _, value = item.partition("=")
+        out[key] = int(value)
+    return out
+
+
 class Kernel:
     """A compiled kernel (tilejit.kernel). k[grid](*args) runs it."""
 

@@ -125,6 +125,40 @@ TEST(CApi, TunedCompileSaysWhereItsConfigCameFrom) {
       << tilejit_last_error();
 }
 
+TEST(CApi, TuneStoresWhatTunedCompilesFind) {
+  const char *names[] = {"BT", "V"};
+  const int64_t values[] = {16, 1000};
+  const char *beta[] = {"beta=0.25"};
+  char best[256] = "unset";
+  EXPECT_NE(tilejit_kernel_tune("scale_grad", TILEJIT_BF16, nullptr, nullptr,
+                                0, nullptr, 0, 3, 0, best, sizeof best),
+            0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("declares no arguments"),
+            std::string::npos)
+      << tilejit_last_error();
+  EXPECT_NE(tilejit_kernel_tune("jsd", TILEJIT_BF16, names, values, 2, beta, 1,
+                                0, 0, best, sizeof best),
+            0);
+  int rc = tilejit_kernel_tune("jsd", TILEJIT_BF16, names, values, 2, beta, 1,
+                               3, 0, best, sizeof best);
+  if (rc != 0) { // no GPU
+    EXPECT_NE(std::string(tilejit_last_error()).find("GPU"), std::string::npos)
+        << tilejit_last_error();
+    return;
+  }
+  EXPECT_NE(std::string(best).find("BLOCK_SIZE="), std::string::npos) << best;
+  tilejit_kernel *k = nullptr;
+  ASSERT_EQ(tilejit_kernel_compile_flags("jsd", TILEJIT_BF16, nullptr, 0, names,
+                                         values, 2, nullptr,
+                                         TILEJIT_COMPILE_TUNED, &k),
+            0)
+      << tilejit_last_error();
+  EXPECT_EQ(std::string(tilejit_kernel_config_source(k)).rfind("tuned, ", 0),
+            0u)
+      << tilejit_kernel_config_source(k);
+  tilejit_kernel_destroy(k);
+}
+
 /// y[i] = a * x[i] + b over n elements.
 TileModule axpb(const dsl::Config &c) {
   using namespace dsl;
