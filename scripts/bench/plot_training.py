@@ -16,7 +16,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 LABELS = {"ce": "PyTorch cross_entropy (f32 logits)",
           "tilejit": "tilejit FusedLinearCrossEntropyLoss",
           "distill": "tilejit fused_ce_tvd",
-          "distill-torch": "PyTorch CE + TVD (f32)"}
+          "distill-torch": "PyTorch CE + TVD (f32)",
+          "ce-noise": "PyTorch, GEMMs reducing otherwise (bf16 noise)",
+          "distill-torch-noise": "PyTorch, GEMMs reducing otherwise (bf16 noise)"}
+PAIRS = (("ce", "tilejit", "ce-noise"),
+         ("distill-torch", "distill", "distill-torch-noise"))
 
 
 def main(path, png):
@@ -24,22 +28,23 @@ def main(path, png):
     runs = {r["run"]: r for r in result["runs"]}
     cfg = result["config"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, pair, title in (
-            (axes[0], ("ce", "tilejit"), "language model: cross-entropy"),
-            (axes[1], ("distill-torch", "distill"),
-             "distillation from the trained model: CE + TVD")):
-        for name in pair:
+    for ax, names, title in zip(axes, PAIRS, (
+            "language model: cross-entropy",
+            "distillation from the trained model: CE + TVD")):
+        for name, style in zip(names, ("-", "-", ":")):
             if name in runs:
                 r = runs[name]
-                ax.plot(r["loss"], label=f"{LABELS[name]}: "
+                ax.plot(r["loss"], style, label=f"{LABELS[name]}: "
                         f"{r['step_ms']:.1f} ms/step, {r['peak_GiB']:.1f} GiB",
-                        linewidth=1)
-        if all(n in runs for n in pair):
-            a, b = (runs[n]["loss"] for n in pair)
-            diff = [abs(x - y) for x, y in zip(a, b)]
-            print(f"{pair[0]} vs {pair[1]}: max |diff| {max(diff):.4f}, "
-                  f"mean {statistics.mean(diff):.4f}, last {a[-1]:.4f} vs "
-                  f"{b[-1]:.4f}")
+                        linewidth=1, color=None if style == "-" else "grey")
+        base = runs.get(names[0])
+        for other in names[1:]:
+            if base and other in runs:
+                b = runs[other]["loss"]
+                diff = [abs(x - y) for x, y in zip(base["loss"], b)]
+                print(f"{names[0]} vs {other}: max |diff| {max(diff):.4f}, "
+                      f"mean {statistics.mean(diff):.4f}, last "
+                      f"{base['loss'][-1]:.4f} vs {b[-1]:.4f}")
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.set_ylabel("loss")

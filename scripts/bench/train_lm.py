@@ -10,7 +10,11 @@ Runs, in order:
   distill   a student from the same initial weights learns from the model
             `ce` trained (frozen teacher) with tilejit.torch.fused_ce_tvd
             on the student's and teacher's logits;
-  distill-torch  the same with CE + TVD written in PyTorch (f32).
+  distill-torch  the same with CE + TVD written in PyTorch (f32);
+  ce-noise, distill-torch-noise  ce and distill-torch again with cuBLAS's
+            bf16 GEMMs reducing in another precision (allow_bf16_reduced_
+            precision_reduction flipped): the same math rounded otherwise,
+            the yardstick of bf16 noise the tilejit curves are read against.
 
 The tokens follow a fixed random Markov chain over a subset of the vocab
 (each token has four equally likely successors), so the loss has something
@@ -97,6 +101,17 @@ def distill_torch_loss(model, tokens, teacher):
 
 
 def train(args, name, loss_fn, data, teacher=None):
+    matmul = torch.backends.cuda.matmul
+    default = matmul.allow_bf16_reduced_precision_reduction
+    if name.endswith("-noise"):
+        matmul.allow_bf16_reduced_precision_reduction = not default
+    try:
+        return _train(args, name, loss_fn, data, teacher)
+    finally:
+        matmul.allow_bf16_reduced_precision_reduction = default
+
+
+def _train(args, name, loss_fn, data, teacher):
     model = model_of(args)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)
     losses, times = [], []
@@ -136,7 +151,8 @@ def main():
                     help="tokens the Markov chain visits")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--runs", default="ce,tilejit,distill,distill-torch")
+    ap.add_argument("--runs", default="ce,ce-noise,tilejit,distill,"
+                    "distill-torch,distill-torch-noise")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     t0 = time.time()
@@ -149,8 +165,9 @@ def main():
     result["runs"].append(ce_row)
     teacher.requires_grad_(False)
     teacher.eval()
-    fns = {"tilejit": tilejit_loss, "distill": distill_loss,
-           "distill-torch": distill_torch_loss}
+    fns = {"ce-noise": ce_loss, "tilejit": tilejit_loss,
+           "distill": distill_loss, "distill-torch": distill_torch_loss,
+           "distill-torch-noise": distill_torch_loss}
     for name in runs:
         if name == "ce":
             continue
