@@ -139,3 +139,20 @@ def test_tune_then_compile_tuned(tmp_path, monkeypatch):
     assert k.config_source.startswith("tuned"), k.config_source
     assert all(k.meta[p] == v for p, v in best.items())
     assert tilejit.tune("jsd", "bf16", sizes, repetitions=3) == best
+
+
+def test_dump_dir_from_python(tmp_path):
+    # TILEJIT_DUMP_DIR: every stage of a kernel compiled by a Python call.
+    import os
+    import subprocess
+    import sys
+    code = ("import tilejit; tilejit.kernel('jsd', 'bf16', BLOCK_SIZE=1024)"
+            ".compile_gpu()")
+    env = dict(os.environ, TILEJIT_DUMP_DIR=str(tmp_path / "dump"),
+               TILEJIT_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    (entry,) = (tmp_path / "dump").iterdir()
+    assert entry.name.startswith("jsd-")
+    names = {p.name for p in entry.iterdir()}
+    assert {"0-built.mlir", "3-kernel.cu", "4-kernel.ptx",
+            "5-kernel.cubin"} <= names, names
