@@ -189,6 +189,27 @@ def kernels_ms(fn, calls=3):
                if e.device_type == DeviceType.CUDA) / calls / 1e3
 
 
+def idle_gaps(fn, top=8):
+    """The longest idle stretches of the GPU inside one call of fn (after
+    one untimed call), with the kernels on either side: where a step waits
+    for its host."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    fn()
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    ev = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
+                key=lambda e: e.time_range.start)
+    gaps = [(b.time_range.start - a.time_range.end, a.name[:60], b.name[:60])
+            for a, b in zip(ev, ev[1:])]
+    gaps.sort(reverse=True)
+    return {"idle_us_total": sum(g for g, _, _ in gaps if g > 0),
+            "longest": [f"{g:.0f} us after {a} before {b}"
+                        for g, a, b in gaps[:top]]}
+
+
 def timed(name, fn, check=None, kernels=False, **meta):
     """fwd+bwd median ms, peak MiB, (kernels) the sum of its kernels' time
     and (check) the max difference of the loss from a reference value."""
@@ -199,6 +220,7 @@ def timed(name, fn, check=None, kernels=False, **meta):
         row["peak_MiB"] = peak_mib(fn)
         if kernels:
             row["kernels_ms"] = kernels_ms(fn)
+            row.update(idle_gaps(fn))
         if check is not None:
             row.update(check())
     except Exception as e:  # out of memory, a peer's failure: report, go on
