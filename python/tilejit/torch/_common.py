@@ -106,8 +106,9 @@ class Op:
     and `backward`) it is what torch.compile traces and opcheck checks. In
     eager mode, calling the Op runs `impl` directly under an
     autograd.Function with the same setup and backward (or alone when no
-    gradient is needed), without the custom op's dispatch: about half the
-    host time per call."""
+    gradient is needed), without the custom op's dispatch (64 µs per call
+    on a 2-core VM, an autograd.Function 20 µs). `mutates`: ("name",) when
+    impl writes its first argument, whose version counter then moves."""
 
     def __init__(self, name, impl, fake, setup=None, backward=None,
                  mutates=()):
