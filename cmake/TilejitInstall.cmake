@@ -22,6 +22,12 @@ install(DIRECTORY include/tilejit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
 # libtilejit.so alone, into the package directory tilejit/, under its
 # unversioned name (wheels have no symbolic links).
 if(TILEJIT_SHARED AND SKBUILD)
+  # Installed as a file, so built with its final RUNPATH: where a CUDA
+  # toolkit keeps NVRTC (the package loads it from an nvidia-* wheel
+  # otherwise), no build-tree entries and no padding (an empty entry would
+  # search the current directory).
+  set_target_properties(tilejit_shared PROPERTIES BUILD_WITH_INSTALL_RPATH ON
+    INSTALL_RPATH "/usr/local/cuda/lib64;/usr/local/cuda/targets/x86_64-linux/lib")
   install(FILES $<TARGET_FILE:tilejit_shared> DESTINATION tilejit
     RENAME libtilejit.so COMPONENT python)
 endif()
