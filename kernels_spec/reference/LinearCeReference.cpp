@@ -162,7 +162,7 @@ void parallelFor(int64_t count, int64_t costPerItem, Fn fn) {
 }
 
 struct RowScratch {
-  std::vector<double> z, t, dh;
+  std::vector<double> r, dh;
 };
 
 struct Problem {
@@ -191,14 +191,9 @@ void processRow(const Problem &pb, int64_t row, RowScratch &s, double *dr,
     std::fill(dr, dr + V, 0.0);
     return; // rowLoss, zLossRow, lse, dh stay 0
   }
-  const int64_t y = in.target[row];
-  const double eps = p.labelSmoothing, c = p.softcap;
+  // Raw logits r = h_i W^T + b.
   const float *hRow = pb.h.data() + row * d;
-
-  // Raw logits r = h_i W^T + b, then the softcap (t keeps tanh for the chain
-  // rule).
-  s.z.resize(V);
-  s.t.resize(V);
+  s.r.resize(V);
   for (int64_t v = 0; v < V; ++v) {
     const float *wRow = pb.W.data() + v * d;
     double acc = 0;
@@ -206,78 +201,19 @@ void processRow(const Problem &pb, int64_t row, RowScratch &s, double *dr,
       acc += static_cast<double>(hRow[k]) * static_cast<double>(wRow[k]);
     if (!pb.bias.empty())
       acc += static_cast<double>(pb.bias[v]);
-    if (c > 0) {
-      s.t[v] = std::tanh(acc / c);
-      acc = c * s.t[v];
-    }
-    s.z[v] = acc;
+    s.r[v] = acc;
   }
-
-  // lse with the row max subtracted. z is still needed for the smoothing
-  // sum, so p goes to dr (overwritten by the gradient below).
-  double m = *std::max_element(s.z.begin(), s.z.end());
-  double logD, lse;
-  if (m == -kInf) {
-    // No distribution: p = 0 everywhere, lse = -inf (loss +inf).
-    std::fill(dr, dr + V, 0.0);
-    logD = -kInf;
-    lse = -kInf;
-  } else {
-    Sum sumExp;
-    for (int64_t v = 0; v < V; ++v) {
-      dr[v] = std::exp(s.z[v] - m);
-      sumExp.add(dr[v]);
-    }
-    double denom = sumExp.value();
-    for (int64_t v = 0; v < V; ++v)
-      dr[v] /= denom; // dr holds p for now
-    logD = std::log(denom);
-    lse = m + logD;
-  }
-  // lse - z_v without cancelling a large common offset.
-  auto gap = [&](int64_t v) { return m == -kInf ? kInf : logD - (s.z[v] - m); };
-
-  // Loss terms; a zero coefficient skips its term (no 0 * inf).
-  double wy = pb.weight(y);
-  double nllCoef = (1 - eps) * wy;
-  double ce = nllCoef != 0 ? nllCoef * gap(y) : 0.0;
-  if (eps > 0) {
-    Sum smooth;
-    for (int64_t v = 0; v < V; ++v) {
-      double wv = pb.weight(v);
-      if (wv != 0)
-        smooth.add(wv * gap(v));
-    }
-    ce += (eps / static_cast<double>(V)) * smooth.value();
-  }
-  double zl = p.zLoss != 0 ? p.zLoss * lse * lse : 0.0;
-  ceRow[row] = ce;
-  out.rowLoss[row] = ce + zl;
-  out.zLossRow[row] = zl;
-  out.lse[row] = lse;
-
-  // Logit gradient, folded with the row's upstream factors:
-  // dz_v = gCe * [(1-eps) w_y (p_v - 1[v==y]) + (eps/V)(W_sum p_v - w_v)]
-  //        + gZ * 2 lambda_z lse p_v, then dr_v = dz_v (1 - tanh^2).
   double g = p.reduction == Reduction::None
                  ? static_cast<double>(in.gradOutput[row])
                  : 1.0;
-  double gCe = g * pb.gCeScale, gZ = g * pb.gZScale;
-  double smoothCoef = eps / static_cast<double>(V);
-  double zCoef = gZ * 2 * p.zLoss * lse;
-  for (int64_t v = 0; v < V; ++v) {
-    double pv = dr[v];
-    // The target entry as p_y - 1 in one step.
-    double nllGrad = nllCoef * (v == y ? pv - 1.0 : pv);
-    double smoothGrad =
-        smoothCoef != 0 ? smoothCoef * (pb.weightSum * pv - pb.weight(v)) : 0.0;
-    double dz = gCe * (nllGrad + smoothGrad);
-    if (zCoef != 0 && pv != 0)
-      dz += zCoef * pv;
-    if (c > 0)
-      dz *= 1.0 - s.t[v] * s.t[v];
-    dr[v] = dz;
-  }
+  RowTerms t = crossEntropyRow(
+      s.r.data(), V, in.target[row],
+      pb.hasWeight ? in.classWeight.data() : nullptr, pb.weightSum, p,
+      g * pb.gCeScale, g * pb.gZScale, dr);
+  ceRow[row] = t.ce;
+  out.rowLoss[row] = t.ce + t.zl;
+  out.zLossRow[row] = t.zl;
+  out.lse[row] = t.lse;
 
   // dh_i = dr W.
   s.dh.assign(d, 0.0);
@@ -378,6 +314,82 @@ LinearCeResult linearCeReference(const LinearCeInputs &in,
     double ceTotal = pb.gCeScale != 0 ? ceSum * pb.gCeScale : 0.0;
     out.zLossTotal = pb.gZScale != 0 ? zSum * pb.gZScale : 0.0;
     out.loss = ceTotal + out.zLossTotal;
+  }
+  return out;
+}
+
+RowTerms crossEntropyRow(const double *r, int64_t V, int64_t y,
+                         const float *w, double weightSum,
+                         const LinearCeParams &p, double gCe, double gZ,
+                         double *dr) {
+  const double eps = p.labelSmoothing, c = p.softcap;
+  auto weight = [&](int64_t v) {
+    return w ? static_cast<double>(w[v]) : 1.0;
+  };
+  // The softcap (t keeps tanh for the chain rule).
+  std::vector<double> z(r, r + V), t(c > 0 ? V : 0);
+  if (c > 0)
+    for (int64_t v = 0; v < V; ++v) {
+      t[v] = std::tanh(r[v] / c);
+      z[v] = c * t[v];
+    }
+
+  // lse with the row max subtracted; p goes to dr (overwritten by the
+  // gradient below).
+  RowTerms out;
+  double m = *std::max_element(z.begin(), z.end());
+  double logD;
+  if (m == -kInf) {
+    // No distribution: p = 0 everywhere, lse = -inf (loss +inf).
+    std::fill(dr, dr + V, 0.0);
+    logD = -kInf;
+    out.lse = -kInf;
+  } else {
+    Sum sumExp;
+    for (int64_t v = 0; v < V; ++v) {
+      dr[v] = std::exp(z[v] - m);
+      sumExp.add(dr[v]);
+    }
+    double denom = sumExp.value();
+    for (int64_t v = 0; v < V; ++v)
+      dr[v] /= denom; // dr holds p for now
+    logD = std::log(denom);
+    out.lse = m + logD;
+  }
+  // lse - z_v without cancelling a large common offset.
+  auto gap = [&](int64_t v) { return m == -kInf ? kInf : logD - (z[v] - m); };
+
+  // Loss terms; a zero coefficient skips its term (no 0 * inf).
+  double wy = weight(y);
+  double nllCoef = (1 - eps) * wy;
+  out.ce = nllCoef != 0 ? nllCoef * gap(y) : 0.0;
+  if (eps > 0) {
+    Sum smooth;
+    for (int64_t v = 0; v < V; ++v) {
+      double wv = weight(v);
+      if (wv != 0)
+        smooth.add(wv * gap(v));
+    }
+    out.ce += (eps / static_cast<double>(V)) * smooth.value();
+  }
+  out.zl = p.zLoss != 0 ? p.zLoss * out.lse * out.lse : 0.0;
+
+  // dz_v = gCe * [(1-eps) w_y (p_v - 1[v==y]) + (eps/V)(W_sum p_v - w_v)]
+  //        + gZ * 2 lambda_z lse p_v, then dr_v = dz_v (1 - tanh^2).
+  double smoothCoef = eps / static_cast<double>(V);
+  double zCoef = gZ * 2 * p.zLoss * out.lse;
+  for (int64_t v = 0; v < V; ++v) {
+    double pv = dr[v];
+    // The target entry as p_y - 1 in one step.
+    double nllGrad = nllCoef * (v == y ? pv - 1.0 : pv);
+    double smoothGrad =
+        smoothCoef != 0 ? smoothCoef * (weightSum * pv - weight(v)) : 0.0;
+    double dz = gCe * (nllGrad + smoothGrad);
+    if (zCoef != 0 && pv != 0)
+      dz += zCoef * pv;
+    if (c > 0)
+      dz *= 1.0 - t[v] * t[v];
+    dr[v] = dz;
   }
   return out;
 }

@@ -115,6 +115,21 @@ struct LinearCeResult {
 LinearCeResult linearCeReference(const LinearCeInputs &in,
                                  const LinearCeParams &p);
 
+/// One row's terms of the formulas above.
+struct RowTerms {
+  double ce = 0, zl = 0, lse = 0;
+};
+
+/// The cross-entropy of one row of raw logits r (V entries) whose target y
+/// is a class in [0, V): its terms, and in dr (V entries) the gradient of
+/// gCe * ce + gZ * zl with respect to r. w: the class weights (V), or null
+/// for none; weightSum: sum_v w_v (V without weights). p.reduction is not
+/// read: the caller's gCe, gZ carry it.
+RowTerms crossEntropyRow(const double *r, int64_t V, int64_t y,
+                         const float *w, double weightSum,
+                         const LinearCeParams &p, double gCe, double gZ,
+                         double *dr);
+
 } // namespace ref
 } // namespace tilejit
 
