@@ -15,6 +15,7 @@ namespace tilejit {
 
 KernelSpec jsdSpec();       // kernels_spec/Jsd.cpp
 KernelSpec scaleGradSpec(); // kernels_spec/ScaleGrad.cpp
+KernelSpec crossEntropySpec(); // kernels_spec/CrossEntropy.cpp
 
 dsl::Config
 KernelSpec::config(DType dtype,
@@ -181,7 +182,8 @@ static std::deque<KernelSpec> &registry() {
       linearCeLossSumSpec(),
       linearCeGemmSpec(),
       jsdSpec(),
-      scaleGradSpec()};
+      scaleGradSpec(),
+      crossEntropySpec()};
   return kernels;
 }
 
