@@ -187,8 +187,6 @@ int tilejit_kernel_launch(const tilejit_kernel *kernel, const int64_t grid[3],
   });
 }
 
-} // extern "C"
-
 int tilejit_kernel_tune(const char *name, int32_t dtype,
                         const char *const *size_names,
                         const int64_t *size_values, size_t n_sizes,
@@ -230,3 +228,5 @@ int tilejit_kernel_tune(const char *name, int32_t dtype,
     }
   });
 }
+
+} // extern "C"

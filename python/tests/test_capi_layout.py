@@ -69,8 +69,8 @@ def test_cublaslt_from_an_nvidia_wheel(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEJIT_CUBLASLT", "")
     assert _capi._wheel_library("libcublasLt.so.13") == lib / "libcublasLt.so.13"
     assert _capi._wheel_library("libnothing.so.1") is None
-    _capi._find_cuda_libraries()
+    _capi._name_wheel_cublaslt()
     assert os.environ["TILEJIT_CUBLASLT"] == str(lib / "libcublasLt.so.13")
     monkeypatch.setenv("TILEJIT_CUBLASLT", "/elsewhere/libcublasLt.so.13")
-    _capi._find_cuda_libraries()  # the user's choice stays
+    _capi._name_wheel_cublaslt()  # the user's choice stays
     assert os.environ["TILEJIT_CUBLASLT"] == "/elsewhere/libcublasLt.so.13"

@@ -130,3 +130,25 @@ def test_bad_inputs():
         linear_cross_entropy(x.double(), w.double(), y)
     with pytest.raises(ValueError, match="reduction"):
         FusedLinearCrossEntropyLoss(reduction="avg")
+
+
+def test_second_backward_is_refused():
+    # backward scales the saved gradients in place: once only.
+    x = torch.randn(6, 8, requires_grad=True)
+    w = torch.randn(40, 8, requires_grad=True)
+    y = torch.randint(0, 40, (6,))
+    loss = linear_cross_entropy(x, w, y) * 3.0
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace"):
+        loss.backward()
+
+
+def test_frozen_weight_gets_no_gradient():
+    x = torch.randn(6, 8, requires_grad=True)
+    w = torch.randn(40, 8)  # frozen, as in LoRA
+    y = torch.randint(0, 40, (6,))
+    (linear_cross_entropy(x, w, y) * 0.5).backward()
+    ref = x.detach().clone().requires_grad_()
+    (torch.nn.functional.cross_entropy(ref @ w.T, y) * 0.5).backward()
+    torch.testing.assert_close(x.grad, ref.grad, rtol=1e-4, atol=1e-6)
+    assert w.grad is None

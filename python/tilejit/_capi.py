@@ -157,45 +157,48 @@ def candidates():
 def _wheel_library(soname):
     """soname's path in an installed nvidia-* wheel (nvidia/*/lib), or None."""
     for entry in sys.path:
-        root = Path(entry or ".") / "nvidia"
-        if root.is_dir():
+        root = Path(entry) / "nvidia"
+        if entry and root.is_dir():  # "" (the current directory) is not
             for found in sorted(root.glob(f"*/lib/{soname}")):
                 return found
     return None
 
 
-def _find_cuda_libraries():
-    """NVRTC loaded from a wheel when the loader does not find it (the
-    toolkit's copy comes first), so that libtilejit.so links; cuBLASLt
-    named by $TILEJIT_CUBLASLT when only a wheel has it."""
-    try:
-        ctypes.CDLL("libnvrtc.so.13", mode=ctypes.RTLD_GLOBAL)
-    except OSError:
-        nvrtc = _wheel_library("libnvrtc.so.13")
-        if nvrtc:
-            ctypes.CDLL(str(nvrtc), mode=ctypes.RTLD_GLOBAL)
+def _name_wheel_cublaslt():
+    """$TILEJIT_CUBLASLT, unless the user set it: the nvidia-* wheel's
+    cuBLASLt where one is installed (the copy PyTorch itself loads)."""
     if not os.environ.get("TILEJIT_CUBLASLT"):
         cublas_lt = _wheel_library("libcublasLt.so.13")
         if cublas_lt:
             os.environ["TILEJIT_CUBLASLT"] = str(cublas_lt)
 
 
+def _open(path):
+    """path loaded; NVRTC from an nvidia-* wheel when the loader (with
+    libtilejit.so's RUNPATH: the toolkit's places) finds none."""
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as e:
+        nvrtc = _wheel_library("libnvrtc.so.13") if "nvrtc" in str(e) else None
+        if nvrtc is None:
+            hint = ""
+            if "nvrtc" in str(e):
+                hint = (" libtilejit.so needs NVRTC 13 (libnvrtc.so.13),"
+                        " found neither by the loader nor in an nvidia-*"
+                        " wheel: install the CUDA 13 toolkit or"
+                        " `pip install nvidia-cuda-nvrtc`.")
+            raise OSError(f"tilejit: cannot load {path}: {e}.{hint}") from e
+    ctypes.CDLL(str(nvrtc), mode=ctypes.RTLD_GLOBAL)
+    return ctypes.CDLL(str(path))
+
+
 def _load():
-    _find_cuda_libraries()
+    _name_wheel_cublaslt()
     tried = candidates()
     for path in tried:
         if not path.is_file():
             continue
-        try:
-            lib = ctypes.CDLL(str(path))
-        except OSError as e:
-            hint = ""
-            if "nvrtc" in str(e):
-                hint = (" libtilejit.so needs NVRTC 13 (libnvrtc.so.13),"
-                        " found neither on the loader's path nor in an"
-                        " nvidia-* wheel: install the CUDA 13 toolkit or"
-                        " `pip install nvidia-cuda-nvrtc`.")
-            raise OSError(f"tilejit: cannot load {path}: {e}.{hint}") from e
+        lib = _open(path)
         for name, (restype, argtypes) in _PROTOTYPES.items():
             try:
                 fn = getattr(lib, name)

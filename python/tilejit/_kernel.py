@@ -50,6 +50,25 @@ def _param_value(name, value):
     return f"{name}={value}"
 
 
+def _size_arrays(sizes, what):
+    """(char*[], int64[]) of a {name: int} dict, its values checked."""
+    for k, v in sizes.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{what} {k} must be an int, not "
+                            f"{type(v).__name__}")
+    return ((c_char_p * len(sizes))(*(k.encode() for k in sizes)),
+            (c_int64 * len(sizes))(*sizes.values()))
+
+
+def _parse_config(text):
+    """"BLOCK_SIZE=2048,...,dtype=f32" as a dict, integers as ints."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
 def kernel(name, dtype, *, tuned=False, shape=None, arch=None, **params):
     """Compiles registered kernel `name` for `dtype` (a torch.dtype or
     'bf16', 'f16', 'f32').
@@ -66,11 +85,7 @@ def kernel(name, dtype, *, tuned=False, shape=None, arch=None, **params):
     sets = [_param_value(k, v) for k, v in params.items()]
     set_arr, n_set = _capi.string_array(sets)
     shape = dict(shape or {})
-    for k, v in shape.items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"shape {k} must be an int, not {type(v).__name__}")
-    names = (c_char_p * len(shape))(*(k.encode() for k in shape))
-    values = (c_int64 * len(shape))(*shape.values())
+    names, values = _size_arrays(shape, "shape")
     out = c_void_p()
     lib = _capi.lib()
     _capi.check(lib.tilejit_kernel_compile_flags(
@@ -95,21 +110,13 @@ def tune(name, dtype, sizes, *, set=None, repetitions=20, retune=False):
     if isinstance(set, dict):
         set = [f"{k}={v}" for k, v in set.items()]
     set_arr, n_set = _capi.string_array(set)
-    for k, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"size {k} must be an int, not {type(v).__name__}")
-    names = (c_char_p * len(sizes))(*(k.encode() for k in sizes))
-    values = (c_int64 * len(sizes))(*sizes.values())
+    names, values = _size_arrays(sizes, "size")
     best = ctypes.create_string_buffer(1024)
     _capi.check(_capi.lib().tilejit_kernel_tune(
         name.encode(), _dtype_code(dtype), names, values, len(sizes),
         set_arr, n_set, int(repetitions), int(bool(retune)), best,
         len(best)))
-    out = {}
-    for item in filter(None, best.value.decode().split(",")):
-        key, _, value = item.partition("=")
-        out[key] = int(value)
-    return out
+    return _parse_config(best.value.decode())
 
 
 class Kernel:
@@ -134,11 +141,7 @@ class Kernel:
     def meta(self):
         """The config as a dict, integers as ints ({"BLOCK_SIZE": 2048,
         ..., "dtype": "f32"}): what a grid function receives."""
-        out = {}
-        for item in filter(None, self.config.split(",")):
-            key, _, value = item.partition("=")
-            out[key] = int(value) if value.lstrip("-").isdigit() else value
-        return out
+        return _parse_config(self.config)
 
     def compile_gpu(self):
         """Compiles for the current GPU now (before capturing a launch in a

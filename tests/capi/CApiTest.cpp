@@ -139,6 +139,9 @@ TEST(CApi, TuneStoresWhatTunedCompilesFind) {
   EXPECT_NE(tilejit_kernel_tune("jsd", TILEJIT_BF16, names, values, 2, beta, 1,
                                 0, 0, best, sizeof best),
             0);
+  // The tuning database of this test alone.
+  std::string dir = ::testing::TempDir() + "/capi-tune-cache";
+  setenv("TILEJIT_CACHE_DIR", dir.c_str(), 1);
   int rc = tilejit_kernel_tune("jsd", TILEJIT_BF16, names, values, 2, beta, 1,
                                3, 0, best, sizeof best);
   if (rc != 0) { // no GPU

@@ -381,6 +381,7 @@ TEST(KernelApiGpu, LaunchesFromAThreadWithNoCurrentContext) {
   cuda::DeviceBuffer dx(n * 4), db(16), dy(n * 4);
   dx.copyFromHost(x.data(), n * 4);
   db.copyFromHost(b.data(), 16);
+  k.compileForGpu(); // loaded here: the worker only launches
   std::string error;
   std::thread worker([&] {
     try {

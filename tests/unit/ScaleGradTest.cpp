@@ -2,7 +2,8 @@
 //
 // scale_grad against x * g in fp64, rounded once to the tensor's dtype: a
 // size that is no multiple of the tile, walked by fewer programs than it has
-// tiles; g == 1 leaves every bit as it was (NaNs and signed zeros included).
+// tiles; g == 1 leaves every bit as it was (a signalling NaN, which any
+// multiply would turn quiet, included).
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/HostFloat.h"
@@ -30,7 +31,7 @@ std::vector<uint16_t> bf16Values() {
   for (uint16_t &v : x)
     v = floatToBf16(normal(gen));
   x[5] = 0x8000;             // -0
-  x[kN - 1] = 0x7fc0;        // NaN
+  x[kN - 1] = 0x7f81;        // a signalling NaN: a product would quieten it
   x[kN - 2] = floatToBf16(1e38f);
   return x;
 }

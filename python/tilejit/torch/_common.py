@@ -97,6 +97,15 @@ def needs_grad(*tensors):
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+
+
+def _traced():
+    """Whether something records or transforms the call (torch.compile,
+    torch.jit.trace, a dispatch mode such as make_fx's or FlopCounterMode):
+    then the ops go through the dispatcher, which the eager path skips."""
+    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or
+            _dispatch_modes() > 0)
 
 
 class Op:
@@ -132,6 +141,7 @@ class Op:
                     return out
 
                 @staticmethod
+                @torch.autograd.function.once_differentiable
                 def backward(ctx, *grads):
                     return backward(ctx, *grads)
 
@@ -140,9 +150,8 @@ class Op:
 
     def __call__(self, *args):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if torch.compiler.is_compiling() or any(
-                type(t) not in _PLAIN for t in tensors):
-            return self.custom(*args)  # traced: fake or functional tensors
+        if _traced() or any(type(t) not in _PLAIN for t in tensors):
+            return self.custom(*args)  # the dispatcher must see the call
         if self.function is not None and needs_grad(*tensors):
             return self.function.apply(*args)
         out = self.impl(*args)
@@ -213,12 +222,13 @@ def scale_saved(ctx, grad, upstream):
 
     Eager (ctx from Op's autograd.Function): in place, with scale_grad. Its
     version counter moves, so a second backward through the same graph
-    (retain_graph) stops with autograd's in-place error instead of scaling
-    twice. Traced (the custom op's autograd, under torch.compile): out of
+    (retain_graph, and so torch.autograd.gradcheck) stops with autograd's
+    in-place error instead of scaling twice; a double backward
+    (create_graph) is refused too (once_differentiable). Traced (the custom op's autograd, under torch.compile): out of
     place, one pointwise pass in f32, as AOTAutograd does not let a backward
     mutate a saved output of the forward."""
-    if grad is None or upstream is None:
-        return grad
+    if upstream is None:  # the loss was not used
+        return None
     g = upstream.detach().reshape(1).to(torch.float32)
     if not getattr(ctx, "eager", False):
         return (grad.float() * g).to(grad.dtype)

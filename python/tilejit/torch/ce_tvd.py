@@ -132,10 +132,11 @@ class _InPlace(torch.autograd.Function):
                                     ignore_index, mean)
         ctx.save_for_backward(student)
         ctx.mark_non_differentiable(bad)
-        ctx.eager = True  # scale_saved: in place
+        ctx.eager = not torch.compiler.is_compiling()  # scale_saved
         return loss, bad
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss, _grad_bad):
         (grad,) = ctx.saved_tensors
         grad = c.scale_saved(ctx, grad, grad_loss)

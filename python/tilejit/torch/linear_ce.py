@@ -5,8 +5,9 @@ call, never holding more than a chunk of the logits.
 
 The C ABI takes bias and class weights in f32 and accumulates grad_weight
 and grad_bias in f32 (bf16 with bf16_grad_accumulation): the Python
-functions cast on the way in, the op rounds grad_weight to the weight's
-dtype once at the end, and autograd casts grad_bias back to the bias's.
+functions cast on the way in, the op rounds grad_weight of a bf16 weight to
+bf16 once at the end, and autograd casts the rest to the parameters'
+dtypes.
 reduction "mean"/"sum": the forward keeps the gradients and backward scales
 them by grad_output in place (scale_grad: on the device, and no work when
 grad_output is 1). reduction "none": the per-row gradients depend on
@@ -58,8 +59,8 @@ def _linear_ce(input: Tensor, weight: Tensor, target: Tensor,
                ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                           Tensor]:
     """(loss (2): loss and its z-loss part, row_loss (n), row_z_loss (n),
-    grad_input (n, d), grad_weight (v, d) in weight's dtype, grad_bias (v,
-    f32, or 0 without a bias), bad_target (1) int32) for input (n, d),
+    grad_input (n, d), grad_weight (v, d; bf16 for bf16 weights, else f32),
+    grad_bias (v, f32, or 0 without a bias), bad_target (1) int32) for input (n, d),
     weight (v, d). Reduction none: the gradients for per-row upstream
     grad_output (None: zeros)."""
     input, weight = c.row_major(input), c.row_major(weight)
@@ -108,15 +109,27 @@ def _linear_ce(input: Tensor, weight: Tensor, target: Tensor,
         _capi.check(lib.tilejit_linear_ce(ctypes.byref(a), ws.data_ptr(),
                                           nbytes.value, device, stream))
     c.call_on(input, run)
-    if grad_weight.dtype != weight.dtype:
-        # Accumulated in f32 over the chunks; one rounding to the weight's
-        # dtype here, so that the saved gradient and the one autograd
-        # passes on take half the memory.
-        grad_weight = grad_weight.to(weight.dtype)
+    if grad_weight.dtype != _grad_weight_dtype(weight.dtype,
+                                               bf16_grad_accumulation):
+        # Accumulated in f32 over the chunks; one rounding to bf16 here, so
+        # that the saved gradient and the one autograd passes on take half
+        # the memory (before backward's scaling by grad_output: a second
+        # rounding when that is not 1).
+        grad_weight = grad_weight.to(torch.bfloat16)
     if reduction != _capi.REDUCTION_NONE:
         for g in (grad_input, grad_weight, grad_bias):
             c.scale_kernel(dev, g.dtype)  # for the backward
     return loss, row_loss, row_z, grad_input, grad_weight, grad_bias, bad
+
+
+def _grad_weight_dtype(weight_dtype, bf16_grad_accumulation):
+    """grad_weight's dtype out of the op: bf16 for bf16 weights (rounded
+    once from the f32 sum) or bf16 accumulation; else f32, which autograd
+    casts after backward's scaling (an f16 sum could overflow before a
+    small grad_output brings it back into range)."""
+    if bf16_grad_accumulation or weight_dtype == torch.bfloat16:
+        return torch.bfloat16
+    return torch.float32
 
 
 def _linear_ce_fake(input, weight, target, bias, ce_weight, grad_output,
@@ -129,7 +142,8 @@ def _linear_ce_fake(input, weight, target, bias, ce_weight, grad_output,
     f32 = torch.float32
     return (input.new_empty((2,), dtype=f32), input.new_empty((n,), dtype=f32),
             input.new_empty((n,), dtype=f32), input.new_empty((n, d)),
-            weight.new_empty((v, d)),
+            weight.new_empty((v, d), dtype=_grad_weight_dtype(
+                weight.dtype, bf16_grad_accumulation)),
             input.new_empty((v if bias is not None else 0,), dtype=acc),
             input.new_empty((1,), dtype=torch.int32))
 
@@ -155,9 +169,11 @@ def _backward(ctx, grad_loss, grad_row, *_ignored):
         gi, gw, gb = out[3:6]
     elif grad_loss is None:
         gi = gw = gb = None
-    else:
+    else:  # only the gradients asked for are scaled
         g = grad_loss[0]
-        gi, gw, gb = (c.scale_saved(ctx, t, g) for t in ctx.saved_tensors)
+        wanted = [ctx.needs_input_grad[i] for i in (0, 1, 3)]
+        gi, gw, gb = (c.scale_saved(ctx, t, g) if want else None
+                      for t, want in zip(ctx.saved_tensors, wanted))
     return (gi, gw, None, gb if ctx.has_bias else None, None, None,
             *([None] * len(ctx.scalars)))
 
