@@ -3,7 +3,9 @@ fake implementations and autograd: opcheck-clean, no graph break under
 torch.compile). CUDA tensors run on torch's current stream; CPU tensors run
 tilejit's interpreter (slow: for tests)."""
 from .ce_tvd import FusedCETVDLoss, fused_ce_tvd
+from .cross_entropy import cross_entropy
 from .linear_ce import FusedLinearCrossEntropyLoss, linear_cross_entropy
 
-__all__ = ["fused_ce_tvd", "FusedCETVDLoss", "linear_cross_entropy",
+__all__ = ["cross_entropy", "fused_ce_tvd", "FusedCETVDLoss",
+           "linear_cross_entropy",
            "FusedLinearCrossEntropyLoss"]

@@ -160,28 +160,87 @@ class Op:
         return out
 
 
-# scale_grad by (device, dtype): the kernel, compiled (and on a GPU loaded)
-# by the forward of the op whose gradient it scales, so that a backward
-# captured in a CUDA graph never compiles; the programs of a launch (a few
-# per SM: the kernel walks any size with a stride of their count); its tile.
+# scale_grad by (device, dtype): the kernel (kernel_on: made ready by the
+# forward of the op whose gradient it scales), the programs of a launch (a
+# few per SM: the kernel walks any size with a stride of their count) and
+# its tile.
 _ScaleGrad = collections.namedtuple("_ScaleGrad", "kernel programs block")
 _scale_grads = {}
+_kernels = {}
+
+
+def kernel_on(device, name, dtype, **params):
+    """Registered kernel `name` compiled for dtype and params, and on a GPU
+    loaded there: made ready by a forward, so that a backward captured in a
+    CUDA graph never compiles. One per (device, name, dtype, params)."""
+    key = (device, name, dtype, tuple(sorted(params.items())))
+    k = _kernels.get(key)
+    if k is None:
+        from .._kernel import kernel
+        k = kernel(name, dtype, **params)
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                k.compile_gpu()
+        _kernels[key] = k
+    return k
 
 
 def scale_kernel(device, dtype):
     k = _scale_grads.get((device, dtype))
     if k is None:
-        from .._kernel import kernel
-        compiled = kernel("scale_grad", dtype)
+        compiled = kernel_on(device, "scale_grad", dtype)
         programs = 1
         if device.type == "cuda":
-            with torch.cuda.device(device):
-                compiled.compile_gpu()
             props = torch.cuda.get_device_properties(device)
             programs = 4 * props.multi_processor_count
         k = _ScaleGrad(compiled, programs, compiled.meta["BLOCK_SIZE"])
         _scale_grads[(device, dtype)] = k
     return k
+
+
+_ARG_CODES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.F16,
+              torch.float32: _capi.F32, torch.int32: _capi.I32,
+              torch.int64: _capi.I64}
+
+
+def tensor_arg(t):
+    """The tilejit_arg of a tensor: its data and the elements from there to
+    the end of its storage (the interpreter's bound)."""
+    elements = t.untyped_storage().nbytes() // t.element_size() - \
+        t.storage_offset()
+    return _capi.Arg(_capi.ARG_POINTER, _ARG_CODES[t.dtype], t.data_ptr(),
+                     elements, 0, 0.0)
+
+
+def i32_arg(v):
+    return _capi.Arg(_capi.ARG_I32, _capi.I32, None, 0, int(v), 0.0)
+
+
+def i64_arg(v):
+    return _capi.Arg(_capi.ARG_I64, _capi.I64, None, 0, int(v), 0.0)
+
+
+def f32_arg(v):
+    return _capi.Arg(_capi.ARG_F32, _capi.F32, None, 0, 0, float(v))
+
+
+def launch(kernel, programs, args, on):
+    """kernel (a tilejit.Kernel) over `programs` programs with the
+    tilejit_args `args`: on tensor `on`'s GPU on torch's current stream, or
+    in the interpreter for CPU tensors. The arguments were built from the
+    op's own tensors, so only the library checks them."""
+    arr = (_capi.Arg * len(args))(*args)
+    grid = (ctypes.c_int64 * 3)(programs, 1, 1)
+    lib = _capi.lib()
+
+    def run(device, stream):
+        if device == _capi.DEVICE_CPU:
+            _capi.check(lib.tilejit_kernel_run_cpu(kernel._handle, grid, arr,
+                                                   len(args)))
+        else:
+            _capi.check(lib.tilejit_kernel_launch(kernel._handle, grid, arr,
+                                                  len(args), stream))
+    call_on(on, run)
 
 
 def _scale_grad(grad: torch.Tensor, scale: torch.Tensor) -> None:
@@ -191,21 +250,8 @@ def _scale_grad(grad: torch.Tensor, scale: torch.Tensor) -> None:
     if n == 0:
         return
     k = scale_kernel(grad.device, grad.dtype)
-    arr = (_capi.Arg * 3)(
-        _capi.Arg(_capi.ARG_POINTER, DTYPES[grad.dtype], grad.data_ptr(), n,
-                  0, 0.0),
-        _capi.Arg(_capi.ARG_POINTER, _capi.F32, scale.data_ptr(), 1, 0, 0.0),
-        _capi.Arg(_capi.ARG_I64, _capi.I64, None, 0, n, 0.0))
-    grid = (ctypes.c_int64 * 3)(min(-(-n // k.block), k.programs), 1, 1)
-    handle, lib = k.kernel._handle, _capi.lib()
-
-    def run(device, stream):
-        if device == _capi.DEVICE_CPU:
-            _capi.check(lib.tilejit_kernel_run_cpu(handle, grid, arr, 3))
-        else:
-            _capi.check(lib.tilejit_kernel_launch(handle, grid, arr, 3,
-                                                  stream))
-    call_on(grad, run)
+    launch(k.kernel, min(-(-n // k.block), k.programs),
+           [tensor_arg(grad), tensor_arg(scale), i64_arg(n)], grad)
 
 
 def _scale_grad_fake(grad, scale):

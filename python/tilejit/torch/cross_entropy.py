@@ -1,0 +1,154 @@
+"""Cross-entropy over logits (docs/semantics.md §2 without the matmul) as a
+PyTorch operator, from three registered kernels: lce_row_weights (the
+mean's denominators and the class weights' sum, and the bad-target flag, on
+the device), cross_entropy (one program per row: its loss and gradient) and
+lce_loss_sum (the reduced loss).
+
+reduction "mean"/"sum": the forward computes the loss and its gradient;
+backward scales the saved gradient by grad_output (in place, nothing to do
+when it is 1). reduction "none": the forward saves the gradient of each
+row's own loss, and backward multiplies row r by grad_output[r].
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _common as c
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def _run(logits, grad, target, weight, ignore_index, label_smoothing,
+         lse_square_scale, softcap, reduction):
+    """(loss (2): the loss and its z-loss part, row_loss (BT), row_z_loss
+    (BT), bad_target (1)), the gradient written to grad."""
+    bt, v = logits.shape
+    dev = logits.device
+    f32 = dict(dtype=torch.float32, device=dev)
+    stats = torch.empty(5, **f32)
+    bad = torch.empty(1, dtype=torch.int32, device=dev)
+    row_loss = torch.empty(bt, **f32)
+    row_z = torch.empty(bt, **f32)
+    loss = torch.zeros(2, **f32)
+    has_weight = weight is not None
+    w = weight if has_weight else stats  # not read without weights
+    none = reduction == _REDUCTIONS["none"]
+    c.launch(c.kernel_on(dev, "lce_row_weights", torch.float32), 1,
+             [c.tensor_arg(target), c.tensor_arg(w), c.tensor_arg(stats),
+              c.tensor_arg(bad), c.i32_arg(bt), c.i32_arg(v),
+              c.i64_arg(ignore_index), c.i32_arg(has_weight),
+              c.i32_arg(reduction == _REDUCTIONS["mean"])], logits)
+    # Reduced: the factors lce_row_weights wrote; none: each row's own loss
+    # (upstream 1 per row).
+    upstream = torch.ones(bt, **f32) if none else stats
+    if bt:
+        c.launch(c.kernel_on(dev, "cross_entropy", logits.dtype,
+                             HAS_WEIGHT=int(has_weight)), bt,
+                 [c.tensor_arg(logits), c.tensor_arg(grad),
+                  c.tensor_arg(target), c.tensor_arg(w),
+                  c.tensor_arg(upstream), c.tensor_arg(row_loss),
+                  c.tensor_arg(row_z), c.i32_arg(v), c.i64_arg(ignore_index),
+                  c.f32_arg(label_smoothing), c.f32_arg(lse_square_scale),
+                  c.f32_arg(softcap), c.i32_arg(none)], logits)
+    if not none:
+        c.launch(c.kernel_on(dev, "lce_loss_sum", torch.float32), 1,
+                 [c.tensor_arg(row_loss), c.tensor_arg(row_z),
+                  c.tensor_arg(stats), c.tensor_arg(loss), c.i32_arg(bt)],
+                 logits)
+    c.scale_kernel(dev, grad.dtype)  # for the backward
+    return loss, row_loss, row_z, bad
+
+
+def _cross_entropy(logits: Tensor, target: Tensor, weight: Optional[Tensor],
+                   ignore_index: int, label_smoothing: float,
+                   lse_square_scale: float, softcap: float, reduction: int
+                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(loss (2), row_loss (BT), row_z_loss (BT), d loss / d logits,
+    bad_target (1)) of contiguous (BT, V) logits."""
+    logits = logits.contiguous()
+    grad = torch.empty_like(logits)
+    loss, row_loss, row_z, bad = _run(
+        logits, grad, target.contiguous(),
+        None if weight is None else weight.contiguous(), ignore_index,
+        label_smoothing, lse_square_scale, softcap, reduction)
+    return loss, row_loss, row_z, grad, bad
+
+
+def _fake(logits, target, weight, ignore_index, label_smoothing,
+          lse_square_scale, softcap, reduction):
+    bt = logits.size(0)
+    f32 = torch.float32
+    return (logits.new_empty((2,), dtype=f32),
+            logits.new_empty((bt,), dtype=f32),
+            logits.new_empty((bt,), dtype=f32),
+            logits.new_empty(logits.shape),
+            logits.new_empty((1,), dtype=torch.int32))
+
+
+def _setup(ctx, inputs, output):
+    ctx.none = inputs[-1] == _REDUCTIONS["none"]
+    ctx.save_for_backward(output[3])
+
+
+def _backward(ctx, grad_loss, grad_rows, *_ignored):
+    (grad,) = ctx.saved_tensors
+    if ctx.none:
+        if grad_rows is None:
+            return (None,) * 8
+        grad = (grad.float() * grad_rows.float()[:, None]).to(grad.dtype)
+    else:
+        grad = c.scale_saved(ctx, grad,
+                             None if grad_loss is None else grad_loss[0])
+    return (grad,) + (None,) * 7
+
+
+cross_entropy_op = c.Op("cross_entropy", _cross_entropy, _fake, _setup,
+                        _backward)
+
+
+def cross_entropy(input, target, weight=None, *, ignore_index=-100,
+                  reduction="mean", label_smoothing=0.0, lse_square_scale=0.0,
+                  softcap=None, return_z_loss=False):
+    """F.cross_entropy(softcap(input), target, weight=, ignore_index=,
+    reduction=, label_smoothing=) plus lse_square_scale * lse^2 per valid
+    row (Liger's z-loss, averaged over the valid rows for "mean"), its
+    gradient computed with the loss.
+
+    input (..., V) logits, bf16/f16/f32; target (...) class indices; weight
+    (V,) any float dtype. Returns the f32 loss (a scalar, or (BT,) for
+    "none"); with return_z_loss (loss, z_loss), z_loss for logging (no
+    gradient). A target outside [0, V) that is not ignore_index counts as
+    ignored (docs/semantics.md §5)."""
+    c.check_float("input", input)
+    c.check_device(input)
+    c.same_device(input=input, target=target, weight=weight)
+    if input.dim() < 1 or input.size(-1) < 1:
+        raise ValueError(f"input {tuple(input.shape)} must be (..., V), V >= 1")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', not "
+                         f"{reduction!r}")
+    if not 0.0 <= float(label_smoothing) <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], not "
+                         f"{label_smoothing}")
+    if float(lse_square_scale) < 0:
+        raise ValueError("lse_square_scale must be >= 0")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be None or > 0, not {softcap}")
+    v = input.size(-1)
+    if weight is not None:
+        c.check_float("weight", weight)
+        if weight.shape != (v,):
+            raise ValueError(f"weight {tuple(weight.shape)} must be (V,) = "
+                             f"({v},)")
+        weight = weight.detach().float()
+    x = input if input.dim() == 2 else input.reshape(-1, v)
+    tgt = c.as_target(target, x.size(0))
+    loss, row_loss, row_z, _, _ = cross_entropy_op(
+        x, tgt, weight, int(ignore_index), float(label_smoothing),
+        float(lse_square_scale), float(softcap or 0.0), _REDUCTIONS[reduction])
+    if reduction == "none":
+        out, z = row_loss.reshape(target.shape), row_z.detach()
+    else:
+        out, z = loss[0], loss[1].detach()
+    return (out, z) if return_z_loss else out
