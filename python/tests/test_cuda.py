@@ -156,3 +156,26 @@ def test_dump_dir_from_python(tmp_path):
     names = {p.name for p in entry.iterdir()}
     assert {"0-built.mlir", "3-kernel.cu", "4-kernel.ptx",
             "5-kernel.cubin"} <= names, names
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_cuda(reduction, no_sync):
+    from tilejit.torch import cross_entropy
+    bt, v = 64, 32000
+    x = (torch.randn(bt, v, device="cuda") * 2).to(torch.bfloat16)
+    y = torch.randint(0, v, (bt,), device="cuda")
+    y[::5] = -100
+    w = torch.rand(v, device="cuda") + 0.5
+    leaf = x.clone().requires_grad_()
+    kw = dict(weight=w, label_smoothing=0.1, reduction=reduction)
+    loss = cross_entropy(leaf, y, **kw)
+    loss.sum().backward()
+    torch.cuda.set_sync_debug_mode("default")
+    ref_leaf = x.double().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(ref_leaf, y, weight=w.double(),
+                                            **{k: kw[k] for k in kw
+                                               if k != "weight"})
+    ref.sum().backward()
+    torch.testing.assert_close(loss.double(), ref, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(leaf.grad.double(), ref_leaf.grad, rtol=2e-2,
+                               atol=1e-5)
