@@ -126,6 +126,7 @@ def test_in_place():
     leaf = buf.requires_grad_()
     loss = fused_ce_tvd(leaf, t, y, in_place=True)
     loss.backward()
+    assert leaf.grad.data_ptr() == leaf.data_ptr()  # over the student
     torch.testing.assert_close(loss.double(), ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(leaf.grad.double(), gref, rtol=1e-4, atol=1e-5)
 

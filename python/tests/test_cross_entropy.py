@@ -108,3 +108,22 @@ def test_opcheck_and_compile():
                       fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(f(x, y), cross_entropy(x, y,
                                                       label_smoothing=0.1))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_in_place(reduction):
+    x, y = make()
+    kw = dict(reduction=reduction, label_smoothing=0.1, softcap=6.0)
+    b = x.double().requires_grad_()
+    (reference(b, y, **kw) * 0.7).backward()
+    leaf = x.clone().requires_grad_()
+    loss = cross_entropy(leaf, y, in_place=True, **kw)
+    (loss * 0.7).backward()
+    torch.testing.assert_close(loss.double(),
+                               reference(x.double(), y, **kw), rtol=1e-5,
+                               atol=1e-6)
+    torch.testing.assert_close(leaf.grad.double(), b.grad, rtol=1e-4,
+                               atol=1e-6)
+    assert leaf.grad.data_ptr() == leaf.data_ptr()  # over the logits
+    with pytest.raises(ValueError, match="in_place"):
+        cross_entropy(x, y, reduction="none", in_place=True)

@@ -140,6 +140,9 @@ class _InPlace(torch.autograd.Function):
     def backward(ctx, grad_loss, _grad_bad):
         (grad,) = ctx.saved_tensors
         grad = c.scale_saved(ctx, grad, grad_loss)
+        # A new handle on the student's memory: autograd keeps it as the
+        # leaf's .grad instead of copying it.
+        grad = None if grad is None else grad.detach()
         return grad, None, None, None, None, None, None
 
 

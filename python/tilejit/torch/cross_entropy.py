@@ -107,9 +107,56 @@ cross_entropy_op = c.Op("cross_entropy", _cross_entropy, _fake, _setup,
                         _backward)
 
 
+def _cross_entropy_(logits: Tensor, target: Tensor, weight: Optional[Tensor],
+                    ignore_index: int, label_smoothing: float,
+                    lse_square_scale: float, softcap: float, reduction: int
+                    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """_cross_entropy writing the gradient over contiguous logits: (loss,
+    row_loss, row_z_loss, bad_target)."""
+    if not logits.is_contiguous():
+        raise ValueError("in place: the logits must be contiguous")
+    return _run(logits, logits, target.contiguous(),
+                None if weight is None else weight.contiguous(), ignore_index,
+                label_smoothing, lse_square_scale, softcap, reduction)
+
+
+def _inplace_fake(logits, target, weight, ignore_index, label_smoothing,
+                  lse_square_scale, softcap, reduction):
+    return _fake(logits, target, weight, ignore_index, label_smoothing,
+                 lse_square_scale, softcap, reduction)[:3] + (
+        logits.new_empty((1,), dtype=torch.int32),)
+
+
+cross_entropy_inplace_op = c.Op("cross_entropy_", _cross_entropy_,
+                                _inplace_fake, mutates=("logits",))
+
+
+class _InPlace(torch.autograd.Function):
+    """The reduced loss with its gradient written over the logits, whose
+    values are gone after the call (Liger's in-place cross-entropy)."""
+
+    @staticmethod
+    def forward(ctx, logits, *args):
+        loss, row_loss, row_z, bad = cross_entropy_inplace_op(logits, *args)
+        ctx.save_for_backward(logits)
+        ctx.mark_non_differentiable(row_loss, row_z, bad)
+        ctx.eager = not torch.compiler.is_compiling()  # scale_saved
+        return loss, row_loss, row_z, bad
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_loss, *_ignored):
+        (grad,) = ctx.saved_tensors
+        grad = c.scale_saved(ctx, grad,
+                             None if grad_loss is None else grad_loss[0])
+        # A new handle on the logits' memory: autograd keeps it as the
+        # leaf's .grad instead of copying it.
+        return (None if grad is None else grad.detach(),) + (None,) * 7
+
+
 def cross_entropy(input, target, weight=None, *, ignore_index=-100,
                   reduction="mean", label_smoothing=0.0, lse_square_scale=0.0,
-                  softcap=None, return_z_loss=False):
+                  softcap=None, return_z_loss=False, in_place=False):
     """F.cross_entropy(softcap(input), target, weight=, ignore_index=,
     reduction=, label_smoothing=) plus lse_square_scale * lse^2 per valid
     row (Liger's z-loss, averaged over the valid rows for "mean"), its
@@ -119,7 +166,8 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100,
     (V,) any float dtype. Returns the f32 loss (a scalar, or (BT,) for
     "none"); with return_z_loss (loss, z_loss), z_loss for logging (no
     gradient). A target outside [0, V) that is not ignore_index counts as
-    ignored (docs/semantics.md §5)."""
+    ignored (docs/semantics.md §5). in_place (mean/sum, contiguous input):
+    the gradient is written over the logits, which are lost (eager mode)."""
     c.check_float("input", input)
     c.check_device(input)
     c.same_device(input=input, target=target, weight=weight)
@@ -144,9 +192,15 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100,
         weight = weight.detach().float()
     x = input if input.dim() == 2 else input.reshape(-1, v)
     tgt = c.as_target(target, x.size(0))
-    loss, row_loss, row_z, _, _ = cross_entropy_op(
-        x, tgt, weight, int(ignore_index), float(label_smoothing),
-        float(lse_square_scale), float(softcap or 0.0), _REDUCTIONS[reduction])
+    args = (x, tgt, weight, int(ignore_index), float(label_smoothing),
+            float(lse_square_scale), float(softcap or 0.0),
+            _REDUCTIONS[reduction])
+    if in_place:
+        if reduction == "none":
+            raise ValueError("in_place is for reduction 'mean' or 'sum'")
+        loss, row_loss, row_z, _ = _InPlace.apply(*args)
+    else:
+        loss, row_loss, row_z, _, _ = cross_entropy_op(*args)
     if reduction == "none":
         out, z = row_loss.reshape(target.shape), row_z.detach()
     else:
