@@ -13,9 +13,11 @@
 
 namespace tilejit {
 
-KernelSpec jsdSpec();       // kernels_spec/Jsd.cpp
-KernelSpec scaleGradSpec(); // kernels_spec/ScaleGrad.cpp
+// Specs with a file of their own.
+KernelSpec jsdSpec();          // kernels_spec/Jsd.cpp
+KernelSpec scaleGradSpec();    // kernels_spec/ScaleGrad.cpp
 KernelSpec crossEntropySpec(); // kernels_spec/CrossEntropy.cpp
+KernelSpec klDivSpec();        // kernels_spec/KlDiv.cpp
 
 dsl::Config
 KernelSpec::config(DType dtype,
@@ -183,7 +185,8 @@ static std::deque<KernelSpec> &registry() {
       linearCeGemmSpec(),
       jsdSpec(),
       scaleGradSpec(),
-      crossEntropySpec()};
+      crossEntropySpec(),
+      klDivSpec()};
   return kernels;
 }
 

@@ -1,0 +1,172 @@
+//===- KlDiv.cpp - KL divergence between a student's and a teacher's rows -===//
+//
+// Distillation by Kullback-Leibler divergence on raw logits, as
+// F.kl_div(log_softmax(s / T), log_softmax(t / T), log_target=True) sums it
+// per row (forward KL) or with the roles swapped (reverse KL), one row of
+// BT at a time. With q = softmax(s / T) of the student, p = softmax(t / T)
+// of the teacher and T the temperature:
+//
+//   forward: KL(p || q) = sum_v p_v (log p_v - log q_v),
+//            d/ds_v = (q_v - p_v) / T;
+//   reverse: KL(q || p) = sum_v q_v (log q_v - log p_v),
+//            d/ds_v = q_v (log q_v - log p_v - KL(q || p)) / T.
+//
+// `loss` holds the per-row divergences and `grad` the gradient of their sum
+// with respect to the student's logits (the teacher gets none); Hinton's T^2
+// factor and the batch mean are the caller's. A row whose label is
+// ignore_index has loss 0 and a zero gradient; with HAS_LABEL = 0 the labels
+// are not read.
+//
+// One program per row, written the plain way: a pass for both rows' max and
+// sum-exp, a pass for the loss (forward KL: and the gradient), and for the
+// reverse KL a third for the gradient, which needs the row's whole sum.
+//
+//===----------------------------------------------------------------------===//
+#include "kernels_spec/SoftmaxParts.h"
+#include "kernels_spec/reference/KlDivReference.h"
+#include "tilejit/KernelSpec.h"
+
+using namespace tilejit::dsl;
+
+namespace tilejit {
+namespace {
+
+TileModule buildKlDiv(const Config &c) {
+  KernelBuilder k("kl_div", c);
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value S = k.pointerArg("student", c.dtype);
+  Value Tl = k.pointerArg("teacher", c.dtype);
+  Value label = k.pointerArg("label", DType::I64);
+  Value loss = k.pointerArg("loss", DType::F32);
+  Value grad = k.pointerArg("grad", c.dtype);
+  Value temperature = k.scalarArg("temperature", DType::F32);
+  Value reverse = k.scalarArg("reverse", DType::I32) != 0.0;
+  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  Value V = k.scalarArg("V", DType::I32);
+
+  Value row = k.programId(0);
+  Value rowOffset = row.to(DType::I64) * V.to(DType::I64);
+  Value s = S + rowOffset, t = Tl + rowOffset, g = grad + rowOffset;
+  Value invT = 1.0 / temperature;
+  auto scaled = [&](Value ptr, Value offs, Value mask) {
+    return where(mask, k.load(ptr, offs, mask, 0).to(DType::F32) * invT,
+                 kNegInf);
+  };
+  Value ignored = k.param("HAS_LABEL") ? k.load(label, row) == ignoreIndex
+                                       : k.constant(0, DType::I1);
+  Value f32Zero = k.constant(0, DType::F32);
+  k.ifThen(
+      ignored,
+      [&] {
+        k.store(loss, row, f32Zero);
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          k.store(g, offs, k.full(BLOCK, k.constant(0, c.dtype)), offs < V);
+        });
+      },
+      [&] {
+        // Pass 1: both rows' max and sum-exp.
+        Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+        Value zeros = k.full(BLOCK, f32Zero);
+        Var mq = negInf, dq = zeros, mp = negInf, dp = zeros;
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          Value mask = offs < V;
+          onlineUpdate(mq, dq, scaled(s, offs, mask));
+          onlineUpdate(mp, dp, scaled(t, offs, mask));
+        });
+        auto [maxQ, sumQ] = rowNormalizer(mq, dq);
+        auto [maxP, sumP] = rowNormalizer(mp, dp);
+        Value lseQ = safeShift(maxQ) + log(sumQ);
+        Value lseP = safeShift(maxP) + log(sumP);
+        // log q - log p at each element, and each distribution.
+        auto terms = [&](Value offs, Value mask) {
+          Value logQ = scaled(s, offs, mask) - lseQ;
+          Value logP = scaled(t, offs, mask) - lseP;
+          Value diff = where(mask, logQ - logP, 0.0);
+          return std::make_tuple(exp(logQ), exp(logP), diff);
+        };
+        // Pass 2: the divergence (forward KL: and its gradient).
+        Var kl = zeros;
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          Value mask = offs < V;
+          auto [q, p, diff] = terms(offs, mask);
+          kl = kl + where(reverse, q * diff, -p * diff);
+          k.ifThen(!reverse, [&] {
+            k.store(g, offs, ((q - p) * invT).to(c.dtype), mask);
+          });
+        });
+        Value rowKl = kl.sum();
+        k.store(loss, row, rowKl);
+        // Pass 3 (reverse KL): its gradient, which needs the whole sum.
+        k.ifThen(reverse, [&] {
+          k.forRange(0, V, BLOCK, [&](Value i) {
+            Value offs = i + k.arange(BLOCK);
+            Value mask = offs < V;
+            auto [q, p, diff] = terms(offs, mask);
+            k.store(g, offs, (q * (diff - rowKl) * invT).to(c.dtype), mask);
+          });
+        });
+      });
+  return k.finish();
+}
+
+/// The fp64 reference row by row (kernels_spec/reference/KlDivReference.h).
+void klDivReference(ReferenceArgs &a) {
+  const HostTensor &s = a.in("student"), &t = a.in("teacher"),
+                   &label = a.in("label");
+  int64_t BT = a.size("BT"), V = a.size("V");
+  double temperature = a.scalar("temperature");
+  bool reverse = a.scalar("reverse") != 0;
+  bool hasLabel = a.scalar("HAS_LABEL") != 0;
+  std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
+  std::vector<double> sr(V), tr(V);
+  for (int64_t r = 0; r < BT; ++r) {
+    if (hasLabel && label[r] == a.scalar("ignore_index"))
+      continue; // outputs start at 0
+    for (int64_t v = 0; v < V; ++v) {
+      sr[v] = s[r * V + v];
+      tr[v] = t[r * V + v];
+    }
+    loss[r] = ref::klDivRow(sr.data(), tr.data(), V, temperature, reverse,
+                            &grad[r * V]);
+  }
+}
+
+} // namespace
+
+KernelSpec klDivSpec() {
+  KernelSpec s;
+  s.name = "kl_div";
+  s.summary = "KL divergence, forward or reverse, between softmax(student / "
+              "T) and softmax(teacher / T): per-row loss and student gradient";
+  s.params = {
+      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
+      {"num_warps", {4, 8, 16}, 8, "warps per program"},
+      {"HAS_LABEL", {1, 0}, 1, "read labels, skip ignore_index rows", false}};
+  s.dtypes = {DType::BF16, DType::F16, DType::F32};
+  s.build = buildKlDiv;
+  s.tuneKey = {{"BT", true}, {"V", false}};
+  using A = ArgSpec;
+  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
+  s.run.grid = {"BT"};
+  // Loss: f32 sums of V terms of both signs with the GPU's approximate exp
+  // and log; gradient: elementwise, relative to q, p <= 1 (over T).
+  s.run.args = {A::input("student", {"BT", "V"}, ArgFill::normal(2)),
+                A::input("teacher", {"BT", "V"}, ArgFill::normal(2)),
+                A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
+                A::output("loss", {"BT"}, {1e-5, 1e-4}),
+                A::output("grad", {"BT", "V"}, {1e-7, 5e-4}),
+                A::scalar("temperature", 2, 1e-3),
+                A::scalar("reverse", 0, 0, 1),
+                A::scalar("ignore_index", -100),
+                A::sizeScalar("V", "V")};
+  // bytesMoved unset: the roofline reads both inputs and the labels and
+  // writes both outputs once, although this plain kernel reads the inputs
+  // two or three times.
+  s.run.reference = klDivReference;
+  return s;
+}
+
+} // namespace tilejit
