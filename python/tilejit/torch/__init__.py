@@ -4,8 +4,9 @@ torch.compile). CUDA tensors run on torch's current stream; CPU tensors run
 tilejit's interpreter (slow: for tests)."""
 from .ce_tvd import FusedCETVDLoss, fused_ce_tvd
 from .cross_entropy import cross_entropy
+from .jsd import jsd
 from .kl_div import kl_div
 from .linear_ce import FusedLinearCrossEntropyLoss, linear_cross_entropy
 
-__all__ = ["cross_entropy", "fused_ce_tvd", "FusedCETVDLoss", "kl_div",
+__all__ = ["cross_entropy", "fused_ce_tvd", "FusedCETVDLoss", "jsd", "kl_div",
            "linear_cross_entropy", "FusedLinearCrossEntropyLoss"]

@@ -64,21 +64,24 @@ kl_div_op = c.Op("kl_div", _kl_div, _fake, _setup, _backward)
 
 
 class _Reduced(torch.autograd.Function):
-    """The rows' sum times `scale` (a device scalar: 1, or 1 / n_valid),
-    its gradient the kernel's, scaled in backward in place."""
+    """The rows' sum times `scale` (a device scalar: 1, or 1 / n_valid)
+    for impl(student, teacher, target, *args) -> (rows, d sum / d
+    student); the gradient scaled in backward in place."""
 
     @staticmethod
-    def forward(ctx, student, teacher, target, scale, *args):
-        rows, grad = kl_div_op.impl(student, teacher, target, *args)
+    def forward(ctx, impl, student, teacher, target, scale, *args):
+        rows, grad = impl(student, teacher, target, *args)
         ctx.save_for_backward(grad, scale)
         ctx.eager = not torch.compiler.is_compiling()  # scale_saved
+        ctx.extra = len(args)
         return (rows.sum() * scale).reshape(())
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss):
         grad, scale = ctx.saved_tensors
-        return (c.scale_saved(ctx, grad, grad_loss * scale),) + (None,) * 6
+        return (None, c.scale_saved(ctx, grad, grad_loss * scale)) + \
+            (None,) * (3 + ctx.extra)
 
 
 def kl_div(student, teacher, target=None, *, temperature=1.0, reverse=False,
@@ -118,18 +121,18 @@ def kl_div(student, teacher, target=None, *, temperature=1.0, reverse=False,
         if reduction == "none":
             return rows.reshape(student.shape[:-1])
         total = rows.sum()
-        return total if reduction == "sum" else total / _count(tgt, s2, args)
+        return total if reduction == "sum" else \
+            total / _count(tgt, s2, ignore_index)
     scale = torch.ones((), device=s2.device) if reduction == "sum" else \
-        1.0 / _count(tgt, s2, args)
+        1.0 / _count(tgt, s2, ignore_index)
     if not c.needs_grad(s2):
-        rows = kl_div_op.impl(s2, t2, tgt, *args)[0]
-        return rows.sum() * scale
-    return _Reduced.apply(s2, t2, tgt, scale, *args)
+        return kl_div_op.impl(s2, t2, tgt, *args)[0].sum() * scale
+    return _Reduced.apply(kl_div_op.impl, s2, t2, tgt, scale, *args)
 
 
-def _count(target, s2, args):
+def _count(target, s2, ignore_index):
     """The rows not ignored, at least 1, as an f32 device scalar."""
     if target is None:
         return torch.full((), max(s2.size(0), 1), dtype=torch.float32,
                           device=s2.device)
-    return (target != args[2]).sum().clamp(min=1).to(torch.float32)
+    return (target != ignore_index).sum().clamp(min=1).to(torch.float32)
