@@ -1,0 +1,164 @@
+//===- CrossEntropy.cpp - cross-entropy on the caller's logits ------------===//
+#include "tilejit/ops/CrossEntropy.h"
+
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+#include "tilejit/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace tilejit {
+namespace ops {
+namespace {
+
+void validate(const CrossEntropyArgs &a) {
+  auto fail = [](const std::string &why) {
+    throw Error("cross_entropy: " + why);
+  };
+  if (!isFloat(a.dtype))
+    fail(std::string("the logits must be bf16, f16 or f32 (got ") +
+         dtypeName(a.dtype) + ")");
+  const int64_t most = std::numeric_limits<int32_t>::max();
+  if (a.BT < 0 || a.BT > most)
+    fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31)");
+  if (a.V < 1 || a.V > most)
+    fail("V = " + std::to_string(a.V) + " must be in [1, 2^31)");
+  bool reduced = a.reduction != Reduction::None;
+  if (a.BT > 0 && (!a.logits || !a.grad || !a.target || !a.rowLoss ||
+                   !a.rowZLoss))
+    fail("logits, grad, target, rowLoss and rowZLoss are required");
+  if (reduced && !a.loss)
+    fail("mean and sum write the loss: loss is required");
+  if (reduced && a.gradOutput)
+    fail("gradOutput is for reduction none (mean and sum scale afterwards)");
+  if (!(a.labelSmoothing >= 0 && a.labelSmoothing <= 1))
+    fail("label smoothing must be in [0, 1]");
+  if (!(a.zLoss >= 0) || !std::isfinite(a.zLoss))
+    fail("the z-loss scale must be finite and >= 0");
+  if (!(a.softcap >= 0) || !std::isfinite(a.softcap))
+    fail("the softcap must be finite and >= 0");
+}
+
+/// The workspace: the row weights' five statistics, the bad-target flag
+/// when the caller has none, and 1 per row for none without gradOutput.
+struct Layout {
+  size_t stats = 0, bad = 32, ones = 48, bytes = 48;
+};
+
+Layout layout(const CrossEntropyArgs &a) {
+  Layout l;
+  if (a.reduction == Reduction::None && !a.gradOutput)
+    l.bytes = l.ones + (size_t(a.BT) * 4 + 15) / 16 * 16;
+  return l;
+}
+
+struct Kernels {
+  Kernel weights, rows, sum;
+};
+
+const Kernels &kernelsFor(DType dtype, bool hasWeight) {
+  static std::mutex mutex;
+  static std::map<std::pair<DType, bool>, std::unique_ptr<Kernels>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Kernels> &slot = cache[{dtype, hasWeight}];
+  if (!slot) {
+    KernelOptions f32{DType::F32, {}, {}};
+    KernelOptions rows{dtype, {"HAS_WEIGHT=" + std::to_string(hasWeight)}, {}};
+    slot = std::make_unique<Kernels>(Kernels{
+        Kernel::compile("lce_row_weights", f32),
+        Kernel::compile("cross_entropy", rows),
+        Kernel::compile("lce_loss_sum", f32)});
+  }
+  return *slot;
+}
+
+KernelArg ptr(const void *p, DType t, int64_t n, bool cpu) {
+  return KernelArg::pointer(p, t, cpu ? n : -1);
+}
+
+} // namespace
+
+size_t crossEntropyWorkspaceBytes(const CrossEntropyArgs &args) {
+  validate(args);
+  return layout(args).bytes;
+}
+
+void prepareCrossEntropy(const CrossEntropyArgs &args, Device device) {
+  validate(args);
+  const Kernels &k = kernelsFor(args.dtype, args.classWeight != nullptr);
+  if (device == Device::Gpu)
+    Kernel::compileForGpu({&k.weights, &k.rows, &k.sum});
+}
+
+void crossEntropy(const CrossEntropyArgs &a, void *workspace,
+                  size_t workspaceBytes, Device device, CUstream stream) {
+  validate(a);
+  Layout l = layout(a);
+  if (!workspace || workspaceBytes < l.bytes)
+    throw Error("cross_entropy: the workspace has " +
+                std::to_string(workspaceBytes) + " bytes, " +
+                std::to_string(l.bytes) + " needed");
+  bool cpu = device == Device::Cpu;
+  bool hasWeight = a.classWeight != nullptr;
+  bool none = a.reduction == Reduction::None;
+  uint8_t *ws = static_cast<uint8_t *>(workspace);
+  float *stats = reinterpret_cast<float *>(ws + l.stats);
+  int32_t *bad = a.badTarget ? a.badTarget
+                             : reinterpret_cast<int32_t *>(ws + l.bad);
+  const float *upstream = stats;
+  if (none) {
+    upstream = a.gradOutput;
+    if (!upstream) {
+      float *ones = reinterpret_cast<float *>(ws + l.ones);
+      if (cpu)
+        std::fill(ones, ones + a.BT, 1.f);
+      else if (a.BT > 0)
+        cuda::fillAsync(reinterpret_cast<CUdeviceptr>(ones), 0x3f800000u, 4,
+                        size_t(a.BT), stream);
+      upstream = ones;
+    }
+  }
+  const Kernels &k = kernelsFor(a.dtype, hasWeight);
+  // Without class weights the kernels read none: any f32 pointer will do.
+  const float *w = hasWeight ? a.classWeight : stats;
+  int64_t nw = hasWeight ? a.V : 5, cells = a.BT * a.V;
+  auto run = [&](const Kernel &kernel, int64_t programs,
+                 const std::vector<KernelArg> &args) {
+    if (cpu)
+      kernel.runOnCpu({programs}, args);
+    else
+      kernel.launch({programs}, args, stream);
+  };
+  run(k.weights, 1,
+      {ptr(a.target, DType::I64, a.BT, cpu), ptr(w, DType::F32, nw, cpu),
+       ptr(stats, DType::F32, 5, cpu), ptr(bad, DType::I32, 1, cpu),
+       KernelArg::i32(int32_t(a.BT)), KernelArg::i32(int32_t(a.V)),
+       KernelArg::i64(a.ignoreIndex), KernelArg::i32(hasWeight),
+       KernelArg::i32(a.reduction == Reduction::Mean)});
+  if (a.BT > 0)
+    run(k.rows, a.BT,
+        {ptr(a.logits, a.dtype, cells, cpu), ptr(a.grad, a.dtype, cells, cpu),
+         ptr(a.target, DType::I64, a.BT, cpu), ptr(w, DType::F32, nw, cpu),
+         ptr(upstream, DType::F32, none ? a.BT : 5, cpu),
+         ptr(a.rowLoss, DType::F32, a.BT, cpu),
+         ptr(a.rowZLoss, DType::F32, a.BT, cpu), KernelArg::i32(int32_t(a.V)),
+         KernelArg::i64(a.ignoreIndex),
+         KernelArg::f32(float(a.labelSmoothing)),
+         KernelArg::f32(float(a.zLoss)), KernelArg::f32(float(a.softcap)),
+         KernelArg::i32(none)});
+  if (!none)
+    run(k.sum, 1,
+        {ptr(a.rowLoss, DType::F32, a.BT, cpu),
+         ptr(a.rowZLoss, DType::F32, a.BT, cpu), ptr(stats, DType::F32, 5, cpu),
+         ptr(a.loss, DType::F32, 2, cpu), KernelArg::i32(int32_t(a.BT))});
+}
+
+} // namespace ops
+} // namespace tilejit

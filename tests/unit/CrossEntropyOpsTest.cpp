@@ -1,0 +1,187 @@
+//===- CrossEntropyOpsTest.cpp - tilejit/ops/CrossEntropy.h ---------------===//
+//
+// The op on host memory in the interpreter against the fp64 row reference
+// (ref::crossEntropyRow) for each reduction: the loss, the rows and the
+// gradient, into a buffer and in place; an all-ignored batch; bad input.
+//
+//===----------------------------------------------------------------------===//
+#include "tilejit/ops/CrossEntropy.h"
+
+#include "kernels_spec/reference/LinearCeReference.h"
+
+#include "ExpectError.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace tilejit;
+using namespace tilejit::ops;
+
+namespace {
+
+constexpr int64_t BT = 6, V = 777;
+
+struct Problem {
+  std::vector<float> logits, weight, gradOutput;
+  std::vector<int64_t> target;
+  Problem() : logits(BT * V), weight(V), gradOutput(BT) {
+    std::mt19937 gen(11);
+    std::normal_distribution<float> normal(0.f, 2.f);
+    for (float &x : logits)
+      x = normal(gen);
+    for (int64_t v = 0; v < V; ++v)
+      weight[v] = 0.5f + float(v % 7) / 7;
+    for (int64_t r = 0; r < BT; ++r)
+      gradOutput[r] = 0.25f * float(r + 1);
+    target = {3, -100, V - 1, 0, 400, -100};
+  }
+};
+
+struct Outputs {
+  std::vector<float> loss = std::vector<float>(2), rowLoss, rowZ, grad;
+  int32_t bad = -1;
+};
+
+Outputs run(const Problem &p, Reduction reduction, bool inPlace,
+            bool perRow) {
+  Outputs o;
+  o.rowLoss.assign(BT, -1.f);
+  o.rowZ.assign(BT, -1.f);
+  o.grad = p.logits;
+  CrossEntropyArgs a;
+  a.dtype = DType::F32;
+  a.BT = BT;
+  a.V = V;
+  std::vector<float> logits = p.logits;
+  a.logits = inPlace ? o.grad.data() : logits.data();
+  a.grad = o.grad.data();
+  a.target = p.target.data();
+  a.classWeight = p.weight.data();
+  a.gradOutput = perRow ? p.gradOutput.data() : nullptr;
+  a.labelSmoothing = 0.1;
+  a.zLoss = 1e-3;
+  a.softcap = 9;
+  a.reduction = reduction;
+  a.loss = o.loss.data();
+  a.rowLoss = o.rowLoss.data();
+  a.rowZLoss = o.rowZ.data();
+  a.badTarget = &o.bad;
+  std::vector<uint8_t> ws(crossEntropyWorkspaceBytes(a));
+  crossEntropy(a, ws.data(), ws.size(), Device::Cpu, nullptr);
+  return o;
+}
+
+/// The reference's loss, rows and gradient for the same problem.
+Outputs reference(const Problem &p, Reduction reduction, bool perRow) {
+  ref::LinearCeParams params;
+  params.labelSmoothing = 0.1;
+  params.zLoss = 1e-3;
+  params.softcap = 9;
+  double wSum = 0, den = 0, n = 0;
+  for (float w : p.weight)
+    wSum += w;
+  for (int64_t y : p.target)
+    if (y != -100) {
+      den += p.weight[y];
+      n += 1;
+    }
+  double gCe = reduction == Reduction::Mean ? 1 / den : 1;
+  double gZ = reduction == Reduction::Mean ? 1 / n : 1;
+  Outputs o;
+  o.rowLoss.assign(BT, 0.f);
+  o.rowZ.assign(BT, 0.f);
+  o.grad.assign(BT * V, 0.f);
+  double ce = 0, zl = 0;
+  std::vector<double> r(V), dr(V);
+  for (int64_t row = 0; row < BT; ++row) {
+    if (p.target[row] == -100)
+      continue;
+    for (int64_t v = 0; v < V; ++v)
+      r[v] = p.logits[row * V + v];
+    double g = reduction == Reduction::None && perRow ? p.gradOutput[row] : 1;
+    ref::RowTerms t = ref::crossEntropyRow(
+        r.data(), V, p.target[row], p.weight.data(), wSum, params,
+        reduction == Reduction::None ? g : gCe,
+        reduction == Reduction::None ? g : gZ, dr.data());
+    o.rowLoss[row] = float(t.ce + t.zl);
+    o.rowZ[row] = float(t.zl);
+    ce += t.ce;
+    zl += t.zl;
+    for (int64_t v = 0; v < V; ++v)
+      o.grad[row * V + v] = float(dr[v]);
+  }
+  o.loss = {float(gCe * ce + gZ * zl), float(gZ * zl)};
+  return o;
+}
+
+void expectNear(const std::vector<float> &got, const std::vector<float> &want,
+                double rtol, double atol, const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i]))
+        << what << " " << i;
+}
+
+TEST(CrossEntropyOp, MatchesTheReferenceForEachReduction) {
+  Problem p;
+  for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None})
+    for (bool inPlace : {false, true})
+      for (bool perRow : {false, true}) {
+        if (perRow && red != Reduction::None)
+          continue;
+        SCOPED_TRACE(::testing::Message() << "reduction " << int(red)
+                                          << " in place " << inPlace
+                                          << " per row " << perRow);
+        Outputs got = run(p, red, inPlace, perRow);
+        Outputs want = reference(p, red, perRow);
+        expectNear(got.rowLoss, want.rowLoss, 1e-5, 1e-6, "row loss");
+        expectNear(got.rowZ, want.rowZ, 1e-5, 1e-7, "row z-loss");
+        expectNear(got.grad, want.grad, 1e-4, 1e-7, "grad");
+        if (red != Reduction::None)
+          expectNear(got.loss, want.loss, 1e-5, 1e-6, "loss");
+        EXPECT_EQ(got.bad, 0);
+      }
+}
+
+TEST(CrossEntropyOp, AllIgnoredAndOutOfRange) {
+  Problem p;
+  p.target = {-100, -100, V, -100, -7, -100};
+  Outputs got = run(p, Reduction::Mean, true, false);
+  EXPECT_EQ(got.loss[0], 0.f);
+  for (float g : got.grad)
+    ASSERT_EQ(g, 0.f);
+  EXPECT_EQ(got.bad, 5); // 1 + the last bad row
+}
+
+TEST(CrossEntropyOp, BadInputIsAClearError) {
+  Problem p;
+  CrossEntropyArgs a;
+  a.dtype = DType::I32;
+  a.BT = BT;
+  a.V = V;
+  expectError([&] { crossEntropyWorkspaceBytes(a); }, {"bf16, f16 or f32"});
+  a.dtype = DType::F32;
+  expectError([&] { crossEntropyWorkspaceBytes(a); }, {"are required"});
+  a.V = 0;
+  expectError([&] { crossEntropyWorkspaceBytes(a); }, {"V = 0"});
+  a.V = V;
+  std::vector<float> buf(BT * V), rows(BT), loss(2);
+  a.logits = a.grad = buf.data();
+  a.target = p.target.data();
+  a.rowLoss = a.rowZLoss = rows.data();
+  a.loss = loss.data();
+  a.gradOutput = p.gradOutput.data();
+  expectError([&] { crossEntropyWorkspaceBytes(a); }, {"reduction none"});
+  a.gradOutput = nullptr;
+  a.labelSmoothing = 2;
+  expectError([&] { crossEntropyWorkspaceBytes(a); }, {"label smoothing"});
+  a.labelSmoothing = 0;
+  char ws[8];
+  expectError([&] { crossEntropy(a, ws, sizeof ws, Device::Cpu, nullptr); },
+              {"the workspace has 8 bytes"});
+}
+
+} // namespace
