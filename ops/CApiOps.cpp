@@ -2,6 +2,7 @@
 #include "tilejit/tilejit.h"
 
 #include "ops/CApiGuard.h"
+#include "tilejit/ops/CrossEntropy.h"
 #include "tilejit/ops/FusedCeTvd.h"
 #include "tilejit/ops/LinearCe.h"
 
@@ -78,11 +79,39 @@ ops::CeTvdArgs argsOf(const tilejit_ce_tvd_args *c) {
   return a;
 }
 
+ops::Reduction reductionOf(int32_t r) {
+  require(r >= TILEJIT_REDUCTION_NONE && r <= TILEJIT_REDUCTION_SUM,
+          "unknown tilejit_reduction");
+  return r == TILEJIT_REDUCTION_NONE   ? ops::Reduction::None
+         : r == TILEJIT_REDUCTION_MEAN ? ops::Reduction::Mean
+                                       : ops::Reduction::Sum;
+}
+
+ops::CrossEntropyArgs argsOf(const tilejit_cross_entropy_args *c) {
+  require(c != nullptr, "null tilejit_cross_entropy_args");
+  ops::CrossEntropyArgs a;
+  a.dtype = dtypeOf(c->dtype);
+  a.BT = c->bt;
+  a.V = c->v;
+  a.logits = c->logits;
+  a.grad = c->grad;
+  a.target = c->target;
+  a.classWeight = c->class_weight;
+  a.gradOutput = c->grad_output;
+  a.ignoreIndex = c->ignore_index;
+  a.labelSmoothing = c->label_smoothing;
+  a.zLoss = c->z_loss;
+  a.softcap = c->softcap;
+  a.reduction = reductionOf(c->reduction);
+  a.loss = c->loss;
+  a.rowLoss = c->row_loss;
+  a.rowZLoss = c->row_z_loss;
+  a.badTarget = c->bad_target;
+  return a;
+}
+
 ops::LinearCeArgs argsOf(const tilejit_linear_ce_args *c) {
   require(c != nullptr, "null tilejit_linear_ce_args");
-  require(c->reduction >= TILEJIT_REDUCTION_NONE &&
-              c->reduction <= TILEJIT_REDUCTION_SUM,
-          "unknown tilejit_reduction");
   require(c->gemm_backend >= TILEJIT_GEMM_CUBLASLT &&
               c->gemm_backend <= TILEJIT_GEMM_AUTO,
           "unknown tilejit_gemm_backend");
@@ -103,9 +132,7 @@ ops::LinearCeArgs argsOf(const tilejit_linear_ce_args *c) {
   a.labelSmoothing = c->label_smoothing;
   a.zLoss = c->z_loss;
   a.softcap = c->softcap;
-  a.reduction = c->reduction == TILEJIT_REDUCTION_NONE   ? ops::Reduction::None
-                : c->reduction == TILEJIT_REDUCTION_MEAN ? ops::Reduction::Mean
-                                                         : ops::Reduction::Sum;
+  a.reduction = reductionOf(c->reduction);
   a.loss = c->loss;
   a.rowLoss = c->row_loss;
   a.rowZLoss = c->row_z_loss;
@@ -244,6 +271,38 @@ int tilejit_ce_tvd_reduced(const tilejit_ce_tvd_reduced_args *args,
                            int32_t device, void *stream) {
   return guarded([&] {
     ops::ceTvdReduced(argsOf(args), workspace, workspace_bytes,
+                      deviceOf(device), static_cast<CUstream>(stream));
+  });
+}
+
+void tilejit_cross_entropy_args_init(tilejit_cross_entropy_args *args) {
+  if (!args)
+    return;
+  std::memset(args, 0, sizeof(*args));
+  args->dtype = TILEJIT_BF16;
+  args->ignore_index = -100;
+  args->reduction = TILEJIT_REDUCTION_MEAN;
+}
+
+int tilejit_cross_entropy_workspace_bytes(
+    const tilejit_cross_entropy_args *args, size_t *bytes) {
+  return guarded([&] {
+    require(bytes != nullptr, "null output");
+    *bytes = ops::crossEntropyWorkspaceBytes(argsOf(args));
+  });
+}
+
+int tilejit_cross_entropy_prepare(const tilejit_cross_entropy_args *args,
+                                  int32_t device) {
+  return guarded(
+      [&] { ops::prepareCrossEntropy(argsOf(args), deviceOf(device)); });
+}
+
+int tilejit_cross_entropy(const tilejit_cross_entropy_args *args,
+                          void *workspace, size_t workspace_bytes,
+                          int32_t device, void *stream) {
+  return guarded([&] {
+    ops::crossEntropy(argsOf(args), workspace, workspace_bytes,
                       deviceOf(device), static_cast<CUstream>(stream));
   });
 }

@@ -328,6 +328,44 @@ TILEJIT_API int tilejit_linear_ce(const tilejit_linear_ce_args *args,
                                   void *workspace, size_t workspace_bytes,
                                   int32_t device, void *stream);
 
+/*===-- Cross-entropy over given logits (tilejit/ops/CrossEntropy.h) ------===*/
+typedef struct {
+  int32_t dtype;              /* tilejit_dtype of logits and grad */
+  int64_t bt, v;              /* rows, vocab */
+  const void *logits;         /* (bt, v), contiguous */
+  void *grad;                 /* (bt, v), contiguous; may be logits */
+  const int64_t *target;      /* (bt) */
+  const float *class_weight;  /* (v) f32, or NULL */
+  const float *grad_output;   /* (bt) f32: reduction none only; NULL: 1s */
+  int64_t ignore_index;       /* usually -100 */
+  double label_smoothing, z_loss, softcap; /* 0: off */
+  int32_t reduction;          /* tilejit_reduction */
+  float *loss;                /* (2): loss, z-loss part (mean, sum) */
+  float *row_loss, *row_z_loss; /* (bt) each */
+  int32_t *bad_target;        /* (1), or NULL */
+} tilejit_cross_entropy_args;
+
+/* The defaults: no pointers, ignore_index -100, no smoothing, z-loss or
+ * softcap, mean. */
+TILEJIT_API void
+tilejit_cross_entropy_args_init(tilejit_cross_entropy_args *args);
+
+/* Bytes of workspace tilejit_cross_entropy needs, into *bytes. */
+TILEJIT_API int
+tilejit_cross_entropy_workspace_bytes(const tilejit_cross_entropy_args *args,
+                                      size_t *bytes);
+
+/* Compiles and, on the GPU, loads the kernels (before graph capture). */
+TILEJIT_API int
+tilejit_cross_entropy_prepare(const tilejit_cross_entropy_args *args,
+                              int32_t device);
+
+/* The per-row losses, the reduced loss (mean, sum) and the gradient on
+ * `stream` (ignored on the CPU). */
+TILEJIT_API int tilejit_cross_entropy(const tilejit_cross_entropy_args *args,
+                                      void *workspace, size_t workspace_bytes,
+                                      int32_t device, void *stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

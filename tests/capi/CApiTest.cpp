@@ -12,6 +12,7 @@
 #include "tilejit/DSL.h"
 #include "tilejit/KernelSpec.h"
 #include "tilejit/ops/FusedCeTvd.h"
+#include "tilejit/ops/CrossEntropy.h"
 #include "tilejit/ops/LinearCe.h"
 
 #include <gtest/gtest.h>
@@ -454,3 +455,79 @@ TEST(CApi, LinearCeMatchesTheCxxOp) {
 }
 
 } // namespace
+
+TEST(CApi, CrossEntropyMatchesTheCxxOp) {
+  const int64_t BT = 5, V = 300;
+  std::vector<float> logits(BT * V), weight(V);
+  for (int64_t i = 0; i < BT * V; ++i)
+    logits[i] = float(std::sin(0.37 * i)) * 3;
+  for (int64_t v = 0; v < V; ++v)
+    weight[v] = 0.5f + float(v % 5) / 5;
+  std::vector<int64_t> target = {1, V - 1, -100, 0, V}; // V: outside
+  auto run = [&](bool viaC, std::vector<float> &grad, float *loss,
+                 int32_t *bad) {
+    std::vector<float> rows(BT), z(BT);
+    if (!viaC) {
+      ops::CrossEntropyArgs a;
+      a.dtype = DType::F32;
+      a.BT = BT;
+      a.V = V;
+      a.logits = logits.data();
+      a.grad = grad.data();
+      a.target = target.data();
+      a.classWeight = weight.data();
+      a.labelSmoothing = 0.1;
+      a.zLoss = 1e-3;
+      a.softcap = 7;
+      a.loss = loss;
+      a.rowLoss = rows.data();
+      a.rowZLoss = z.data();
+      a.badTarget = bad;
+      std::vector<char> ws(ops::crossEntropyWorkspaceBytes(a));
+      ops::crossEntropy(a, ws.data(), ws.size(), ops::Device::Cpu, nullptr);
+      return;
+    }
+    tilejit_cross_entropy_args c;
+    tilejit_cross_entropy_args_init(&c);
+    EXPECT_EQ(c.reduction, TILEJIT_REDUCTION_MEAN);
+    EXPECT_EQ(c.ignore_index, -100);
+    c.dtype = TILEJIT_F32;
+    c.bt = BT;
+    c.v = V;
+    c.logits = logits.data();
+    c.grad = grad.data();
+    c.target = target.data();
+    c.class_weight = weight.data();
+    c.label_smoothing = 0.1;
+    c.z_loss = 1e-3;
+    c.softcap = 7;
+    c.loss = loss;
+    c.row_loss = rows.data();
+    c.row_z_loss = z.data();
+    c.bad_target = bad;
+    size_t bytes = 0;
+    ASSERT_EQ(tilejit_cross_entropy_workspace_bytes(&c, &bytes), 0)
+        << tilejit_last_error();
+    std::vector<char> ws(bytes);
+    ASSERT_EQ(tilejit_cross_entropy(&c, ws.data(), bytes, TILEJIT_DEVICE_CPU,
+                                    nullptr),
+              0)
+        << tilejit_last_error();
+  };
+  std::vector<float> g1(BT * V), g2(BT * V);
+  float l1[2], l2[2];
+  int32_t b1 = -1, b2 = -1;
+  run(false, g1, l1, &b1);
+  run(true, g2, l2, &b2);
+  EXPECT_EQ(g1, g2);
+  EXPECT_EQ(l1[0], l2[0]);
+  EXPECT_GT(l1[0], 0.f);
+  EXPECT_EQ(b2, 5);
+  tilejit_cross_entropy_args bad;
+  tilejit_cross_entropy_args_init(&bad);
+  bad.reduction = 7;
+  size_t bytes = 0;
+  EXPECT_NE(tilejit_cross_entropy_workspace_bytes(&bad, &bytes), 0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("tilejit_reduction"),
+            std::string::npos);
+}
