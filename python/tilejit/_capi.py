@@ -81,14 +81,28 @@ class LinearCeArgs(Structure):
                 ("set", POINTER(c_char_p)), ("n_set", c_size_t)]
 
 
+class CrossEntropyArgs(Structure):
+    """tilejit_cross_entropy_args"""
+    _fields_ = [("dtype", c_int32), ("bt", c_int64), ("v", c_int64),
+                ("logits", c_void_p), ("grad", c_void_p),
+                ("target", c_void_p), ("class_weight", c_void_p),
+                ("grad_output", c_void_p), ("ignore_index", c_int64),
+                ("label_smoothing", c_double), ("z_loss", c_double),
+                ("softcap", c_double), ("reduction", c_int32),
+                ("loss", c_void_p), ("row_loss", c_void_p),
+                ("row_z_loss", c_void_p), ("bad_target", c_void_p)]
+
+
 STRUCTS = {"tilejit_arg": Arg, "tilejit_kernel_usage": KernelUsage,
            "tilejit_ce_tvd_reduced_args": CeTvdReducedArgs,
            "tilejit_ce_tvd_args": CeTvdArgs,
-           "tilejit_linear_ce_args": LinearCeArgs}
+           "tilejit_linear_ce_args": LinearCeArgs,
+           "tilejit_cross_entropy_args": CrossEntropyArgs}
 
 _R = POINTER(CeTvdReducedArgs)
 _U = POINTER(CeTvdArgs)
 _L = POINTER(LinearCeArgs)
+_X = POINTER(CrossEntropyArgs)
 _PROTOTYPES = {
     "tilejit_version": (c_char_p, []),
     "tilejit_kernel_count": (ctypes.c_int32, []),
@@ -134,6 +148,10 @@ _PROTOTYPES = {
     "tilejit_linear_ce_prepare": (c_int, [_L, c_void_p, c_size_t, c_int32,
                                           c_int32, c_void_p, POINTER(c_int64)]),
     "tilejit_linear_ce": (c_int, [_L, c_void_p, c_size_t, c_int32, c_void_p]),
+    "tilejit_cross_entropy_workspace_bytes": (c_int, [_X, POINTER(c_size_t)]),
+    "tilejit_cross_entropy_prepare": (c_int, [_X, c_int32]),
+    "tilejit_cross_entropy": (c_int, [_X, c_void_p, c_size_t, c_int32,
+                                      c_void_p]),
 }
 
 _PACKAGE_DIR = Path(__file__).resolve().parent

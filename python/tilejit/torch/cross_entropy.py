@@ -1,7 +1,7 @@
 """Cross-entropy over logits (docs/semantics.md §2 without the matmul) as a
-PyTorch operator, from three registered kernels: lce_row_weights (the
-mean's denominators and the class weights' sum, and the bad-target flag, on
-the device), cross_entropy (one program per row: its loss and gradient) and
+PyTorch operator over the C ABI's tilejit_cross_entropy: three kernels,
+lce_row_weights (the mean's denominators, and the bad-target flag, on the
+device), cross_entropy (one program per row: its loss and gradient) and
 lce_loss_sum (the reduced loss).
 
 reduction "mean"/"sum": the forward computes the loss and its gradient;
@@ -9,54 +9,47 @@ backward scales the saved gradient by grad_output (in place, nothing to do
 when it is 1). reduction "none": the forward saves the gradient of each
 row's own loss, and backward multiplies row r by grad_output[r].
 """
+import ctypes
 from typing import Optional
 
 import torch
 from torch import Tensor
 
+from .. import _capi
 from . import _common as c
 
-_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+_REDUCTIONS = {"none": _capi.REDUCTION_NONE, "mean": _capi.REDUCTION_MEAN,
+               "sum": _capi.REDUCTION_SUM}
 
 
 def _run(logits, grad, target, weight, ignore_index, label_smoothing,
          lse_square_scale, softcap, reduction):
     """(loss (2): the loss and its z-loss part, row_loss (BT), row_z_loss
-    (BT), bad_target (1)), the gradient written to grad."""
+    (BT), bad_target (1)), the gradient written to grad: one call of
+    tilejit_cross_entropy (tilejit/ops/CrossEntropy.h)."""
     bt, v = logits.shape
     dev = logits.device
     f32 = dict(dtype=torch.float32, device=dev)
-    stats = torch.empty(5, **f32)
-    bad = torch.empty(1, dtype=torch.int32, device=dev)
     row_loss = torch.empty(bt, **f32)
     row_z = torch.empty(bt, **f32)
     loss = torch.zeros(2, **f32)
-    has_weight = weight is not None
-    w = weight if has_weight else stats  # not read without weights
-    none = reduction == _REDUCTIONS["none"]
-    c.launch(c.kernel_on(dev, "lce_row_weights", torch.float32), 1,
-             [c.tensor_arg(target), c.tensor_arg(w), c.tensor_arg(stats),
-              c.tensor_arg(bad), c.i32_arg(bt), c.i32_arg(v),
-              c.i64_arg(ignore_index), c.i32_arg(has_weight),
-              c.i32_arg(reduction == _REDUCTIONS["mean"])], logits)
-    # Reduced: the factors lce_row_weights wrote; none: each row's own loss
-    # (upstream 1 per row).
-    upstream = torch.ones(bt, **f32) if none else stats
-    if bt:
-        c.launch(c.kernel_on(dev, "cross_entropy", logits.dtype,
-                             HAS_WEIGHT=int(has_weight)), bt,
-                 [c.tensor_arg(logits), c.tensor_arg(grad),
-                  c.tensor_arg(target), c.tensor_arg(w),
-                  c.tensor_arg(upstream), c.tensor_arg(row_loss),
-                  c.tensor_arg(row_z), c.i32_arg(v), c.i64_arg(ignore_index),
-                  c.f32_arg(label_smoothing), c.f32_arg(lse_square_scale),
-                  c.f32_arg(softcap), c.i32_arg(none)], logits)
-    if not none:
-        c.launch(c.kernel_on(dev, "lce_loss_sum", torch.float32), 1,
-                 [c.tensor_arg(row_loss), c.tensor_arg(row_z),
-                  c.tensor_arg(stats), c.tensor_arg(loss), c.i32_arg(bt)],
-                 logits)
+    bad = torch.zeros(1, dtype=torch.int32, device=dev)
+    # Positional, in the order of tilejit_cross_entropy_args.
+    a = _capi.CrossEntropyArgs(
+        c.DTYPES[logits.dtype], bt, v, logits.data_ptr(), grad.data_ptr(),
+        target.data_ptr(), c.ptr(weight), None, ignore_index,
+        label_smoothing, lse_square_scale, softcap, reduction,
+        loss.data_ptr(), row_loss.data_ptr(), row_z.data_ptr(),
+        bad.data_ptr())
+    lib = _capi.lib()
+    n = ctypes.c_size_t()
+    _capi.check(lib.tilejit_cross_entropy_workspace_bytes(ctypes.byref(a),
+                                                          ctypes.byref(n)))
+    ws = c.workspace(n.value, dev)
     c.scale_kernel(dev, grad.dtype)  # for the backward
+    c.call_on(logits, lambda device, stream: _capi.check(
+        lib.tilejit_cross_entropy(ctypes.byref(a), ws.data_ptr(), n.value,
+                                  device, stream)))
     return loss, row_loss, row_z, bad
 
 
