@@ -60,8 +60,11 @@ TileModule buildCrossEntropy(const Config &c) {
   auto softcap = [&](Value r) {
     return where(cap > 0.0, cap * tanh(r / cap), r);
   };
+  // Per-class weights enter only the smoothing term: without smoothing
+  // they are not read.
+  Value smoothing = eps > 0.0;
   auto weightAt = [&](Value offs, Value mask) {
-    return HAS_WEIGHT ? k.load(classWeight, offs, mask, 0)
+    return HAS_WEIGHT ? k.load(classWeight, offs, mask && smoothing, 0)
                       : where(mask, 1.0, k.full(BLOCK, k.constant(0, DType::F32)));
   };
   // Read before the first pass's reductions: past them, in place, another
@@ -120,7 +123,8 @@ TileModule buildCrossEntropy(const Config &c) {
           Value t = x / cap;
           dz = where(cap > 0.0, dz * (1.0 - t * t), dz);
           k.store(g, offs, dz.to(c.dtype), mask);
-          wzShifted = wzShifted + where(mask, w * (x - shift), 0.0);
+          // A class of weight 0 adds nothing, even at a logit of -inf.
+          wzShifted = wzShifted + where(mask && w != 0.0, w * (x - shift), 0.0);
         });
         Value ce = (1.0 - eps) * wy * (logSum - (zy - shift));
         // Without smoothing the term is skipped (0 * inf for -inf logits).

@@ -92,7 +92,10 @@ TileModule buildKlDiv(const Config &c) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
           auto [q, p, diff] = terms(offs, mask);
-          kl = kl + where(reverse, q * diff, -p * diff);
+          // A class the weighting distribution gives 0 adds nothing, even
+          // where the other gives it -inf (0 * inf).
+          kl = kl + where(reverse, where(q > 0.0, q * diff, 0.0),
+                          where(p > 0.0, -p * diff, 0.0));
           k.ifThen(!reverse, [&] {
             k.store(g, offs, ((q - p) * invT).to(c.dtype), mask);
           });
@@ -105,7 +108,8 @@ TileModule buildKlDiv(const Config &c) {
             Value offs = i + k.arange(BLOCK);
             Value mask = offs < V;
             auto [q, p, diff] = terms(offs, mask);
-            k.store(g, offs, (q * (diff - rowKl) * invT).to(c.dtype), mask);
+            Value d = where(q > 0.0, q * (diff - rowKl) * invT, 0.0);
+            k.store(g, offs, d.to(c.dtype), mask);
           });
         });
       });

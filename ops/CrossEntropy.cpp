@@ -28,8 +28,10 @@ void validate(const CrossEntropyArgs &a) {
   const int64_t most = std::numeric_limits<int32_t>::max();
   if (a.BT < 0 || a.BT > most)
     fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31)");
-  if (a.V < 1 || a.V > most)
-    fail("V = " + std::to_string(a.V) + " must be in [1, 2^31)");
+  // Offsets within a row are i32: a row's last tile must not wrap.
+  const int64_t mostV = most - 8192;
+  if (a.V < 1 || a.V > mostV)
+    fail("V = " + std::to_string(a.V) + " must be in [1, 2^31 - 8192]");
   bool reduced = a.reduction != Reduction::None;
   if (a.BT > 0 && (!a.logits || !a.grad || !a.target || !a.rowLoss ||
                    !a.rowZLoss))
@@ -108,6 +110,15 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
   bool cpu = device == Device::Cpu;
   bool hasWeight = a.classWeight != nullptr;
   bool none = a.reduction == Reduction::None;
+  if (a.BT == 0) { // the loss of nothing is 0; nothing is launched
+    for (void *p : {static_cast<void *>(a.loss), static_cast<void *>(a.badTarget)})
+      if (p && cpu)
+        std::memset(p, 0, p == a.loss ? 8 : 4);
+      else if (p)
+        cuda::memsetAsync(reinterpret_cast<CUdeviceptr>(p), 0,
+                          p == a.loss ? 8 : 4, stream);
+    return;
+  }
   uint8_t *ws = static_cast<uint8_t *>(workspace);
   float *stats = reinterpret_cast<float *>(ws + l.stats);
   int32_t *bad = a.badTarget ? a.badTarget
@@ -142,8 +153,7 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
        KernelArg::i32(int32_t(a.BT)), KernelArg::i32(int32_t(a.V)),
        KernelArg::i64(a.ignoreIndex), KernelArg::i32(hasWeight),
        KernelArg::i32(a.reduction == Reduction::Mean)});
-  if (a.BT > 0)
-    run(k.rows, a.BT,
+  run(k.rows, a.BT,
         {ptr(a.logits, a.dtype, cells, cpu), ptr(a.grad, a.dtype, cells, cpu),
          ptr(a.target, DType::I64, a.BT, cpu), ptr(w, DType::F32, nw, cpu),
          ptr(upstream, DType::F32, none ? a.BT : 5, cpu),

@@ -75,12 +75,15 @@ def test_bf16_leading_dims_and_v1():
 def test_all_ignored_and_out_of_range():
     x, _ = make()
     y = torch.full((7,), -100)
-    y[3] = V + 4  # outside [0, V): counted as ignored
+    y[3] = V + 4  # outside [0, V): counted as ignored, and flagged
     a = x.clone().requires_grad_()
-    loss = cross_entropy(a, y)
+    loss, bad = cross_entropy(a, y, return_bad_target=True)
     loss.backward()
     assert loss.item() == 0.0
     assert torch.count_nonzero(a.grad) == 0
+    assert bad.tolist() == [4]  # 1 + the row
+    empty = cross_entropy(torch.empty(0, V), torch.empty(0, dtype=torch.long))
+    assert empty.item() == 0.0
 
 
 def test_z_loss_and_errors():
@@ -127,3 +130,8 @@ def test_in_place(reduction):
     assert leaf.grad.data_ptr() == leaf.data_ptr()  # over the logits
     with pytest.raises(ValueError, match="in_place"):
         cross_entropy(x, y, reduction="none", in_place=True)
+    torch._dynamo.reset()
+    f = torch.compile(lambda a: cross_entropy(a, y, in_place=True),
+                      backend="aot_eager", fullgraph=True)
+    with pytest.raises(Exception, match="eager mode only"):
+        f(x.clone())

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -142,9 +143,15 @@ TEST(CApi, TuneStoresWhatTunedCompilesFind) {
             0);
   // The tuning database of this test alone.
   std::string dir = ::testing::TempDir() + "/capi-tune-cache";
+  const char *before = std::getenv("TILEJIT_CACHE_DIR");
+  std::string saved = before ? before : "";
   setenv("TILEJIT_CACHE_DIR", dir.c_str(), 1);
   int rc = tilejit_kernel_tune("jsd", TILEJIT_BF16, names, values, 2, beta, 1,
                                3, 0, best, sizeof best);
+  if (before)
+    setenv("TILEJIT_CACHE_DIR", saved.c_str(), 1);
+  else
+    unsetenv("TILEJIT_CACHE_DIR");
   if (rc != 0) { // no GPU
     EXPECT_NE(std::string(tilejit_last_error()).find("GPU"), std::string::npos)
         << tilejit_last_error();

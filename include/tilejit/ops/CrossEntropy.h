@@ -19,7 +19,7 @@
 // call, or prepareCrossEntropy()).
 //
 // Errors (tilejit::Error, before anything runs): a non-float dtype; BT
-// outside [0, 2^31) or V outside [1, 2^31); a null logits, grad, target,
+// outside [0, 2^31) or V outside [1, 2^31 - 8192]; a null logits, grad, target,
 // rowLoss or rowZLoss (or loss for mean/sum); gradOutput with mean/sum;
 // label smoothing outside [0, 1], a negative z-loss or softcap, or one
 // that is not finite; a workspace smaller than crossEntropyWorkspaceBytes.

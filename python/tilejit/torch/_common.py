@@ -282,3 +282,23 @@ def scale_saved(ctx, grad, upstream):
         return grad.mul_(g)
     scale_grad_op(grad, g.contiguous())
     return grad
+
+
+def scale_rows(ctx, grad, grad_rows):
+    """grad (BT, V) saved by a forward, row r times grad_rows[r]: the
+    backward of a reduction "none" whose forward wrote the gradient of each
+    row's own loss. Eager: in place (rounded once, the product in f32; the
+    version counter moves, as in scale_saved); traced: out of place."""
+    if grad_rows is None:
+        return None
+    g = grad_rows.detach().to(torch.float32).reshape(-1, 1)
+    if getattr(ctx, "eager", False):
+        return grad.mul_(g)
+    return (grad.float() * g).to(grad.dtype)
+
+
+def refuse_traced_in_place():
+    if _traced():
+        raise ValueError("in_place writes the gradient over its input: "
+                         "eager mode only (not under torch.compile or "
+                         "tracing)")

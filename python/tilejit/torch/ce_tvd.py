@@ -132,7 +132,7 @@ class _InPlace(torch.autograd.Function):
                                     ignore_index, mean)
         ctx.save_for_backward(student)
         ctx.mark_non_differentiable(bad)
-        ctx.eager = not torch.compiler.is_compiling()  # scale_saved
+        ctx.eager = True  # scale_saved: in place
         return loss, bad
 
     @staticmethod
@@ -276,6 +276,7 @@ def fused_ce_tvd(student, teacher, target, *, alpha=1.0, beta=1.0,
         bt = s2.size(0)
         bad = state[_bad_offset(bt):_bad_offset(bt) + 4].view(torch.int32)
     elif in_place:
+        c.refuse_traced_in_place()
         loss, bad = _InPlace.apply(s2, t2.detach(), tgt, alpha, beta,
                                    ignore_index, reduction == "mean")
         out = loss

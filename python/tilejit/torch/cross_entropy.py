@@ -46,7 +46,8 @@ def _run(logits, grad, target, weight, ignore_index, label_smoothing,
     _capi.check(lib.tilejit_cross_entropy_workspace_bytes(ctypes.byref(a),
                                                           ctypes.byref(n)))
     ws = c.workspace(n.value, dev)
-    c.scale_kernel(dev, grad.dtype)  # for the backward
+    if reduction != _REDUCTIONS["none"]:
+        c.scale_kernel(dev, grad.dtype)  # for the backward
     c.call_on(logits, lambda device, stream: _capi.check(
         lib.tilejit_cross_entropy(ctypes.byref(a), ws.data_ptr(), n.value,
                                   device, stream)))
@@ -87,9 +88,7 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad_loss, grad_rows, *_ignored):
     (grad,) = ctx.saved_tensors
     if ctx.none:
-        if grad_rows is None:
-            return (None,) * 8
-        grad = (grad.float() * grad_rows.float()[:, None]).to(grad.dtype)
+        grad = c.scale_rows(ctx, grad, grad_rows)
     else:
         grad = c.scale_saved(ctx, grad,
                              None if grad_loss is None else grad_loss[0])
@@ -133,7 +132,7 @@ class _InPlace(torch.autograd.Function):
         loss, row_loss, row_z, bad = cross_entropy_inplace_op(logits, *args)
         ctx.save_for_backward(logits)
         ctx.mark_non_differentiable(row_loss, row_z, bad)
-        ctx.eager = not torch.compiler.is_compiling()  # scale_saved
+        ctx.eager = True  # scale_saved: in place
         return loss, row_loss, row_z, bad
 
     @staticmethod
@@ -149,7 +148,8 @@ class _InPlace(torch.autograd.Function):
 
 def cross_entropy(input, target, weight=None, *, ignore_index=-100,
                   reduction="mean", label_smoothing=0.0, lse_square_scale=0.0,
-                  softcap=None, return_z_loss=False, in_place=False):
+                  softcap=None, return_z_loss=False, in_place=False,
+                  return_bad_target=False):
     """F.cross_entropy(softcap(input), target, weight=, ignore_index=,
     reduction=, label_smoothing=) plus lse_square_scale * lse^2 per valid
     row (Liger's z-loss, averaged over the valid rows for "mean"), its
@@ -160,7 +160,10 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100,
     "none"); with return_z_loss (loss, z_loss), z_loss for logging (no
     gradient). A target outside [0, V) that is not ignore_index counts as
     ignored (docs/semantics.md §5). in_place (mean/sum, contiguous input):
-    the gradient is written over the logits, which are lost (eager mode)."""
+    the gradient is written over the logits, which are lost (eager mode).
+    With return_bad_target, also the int32 (1,) flag: 0, or 1 + a row whose
+    target is outside [0, V) and not ignore_index; the op never reads it on
+    the host."""
     c.check_float("input", input)
     c.check_device(input)
     c.same_device(input=input, target=target, weight=weight)
@@ -191,11 +194,15 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100,
     if in_place:
         if reduction == "none":
             raise ValueError("in_place is for reduction 'mean' or 'sum'")
-        loss, row_loss, row_z, _ = _InPlace.apply(*args)
+        c.refuse_traced_in_place()
+        loss, row_loss, row_z, bad = _InPlace.apply(*args)
     else:
-        loss, row_loss, row_z, _, _ = cross_entropy_op(*args)
+        loss, row_loss, row_z, _, bad = cross_entropy_op(*args)
     if reduction == "none":
         out, z = row_loss.reshape(target.shape), row_z.detach()
     else:
         out, z = loss[0], loss[1].detach()
-    return (out, z) if return_z_loss else out
+    res = (out, z) if return_z_loss else out
+    if return_bad_target:
+        return (*res, bad) if return_z_loss else (res, bad)
+    return res

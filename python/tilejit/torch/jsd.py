@@ -36,7 +36,6 @@ def _jsd(student: Tensor, teacher: Tensor, target: Optional[Tensor],
                          c.tensor_arg(labels), c.tensor_arg(loss),
                          c.tensor_arg(grad), c.f32_arg(beta),
                          c.i64_arg(ignore_index), c.i32_arg(v)], student)
-    c.scale_kernel(dev, grad.dtype)  # for the backward
     return loss, grad
 
 
@@ -51,10 +50,7 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, grad_rows, _grad_grad):
     (grad,) = ctx.saved_tensors
-    if grad_rows is None:
-        return (None,) * 5
-    grad = (grad.float() * grad_rows.float()[:, None]).to(grad.dtype)
-    return (grad,) + (None,) * 4
+    return (c.scale_rows(ctx, grad, grad_rows),) + (None,) * 4
 
 
 jsd_op = c.Op("jsd", _jsd, _fake, _setup, _backward)

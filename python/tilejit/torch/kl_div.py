@@ -39,7 +39,6 @@ def _kl_div(student: Tensor, teacher: Tensor, target: Optional[Tensor],
                          c.tensor_arg(grad), c.f32_arg(temperature),
                          c.i32_arg(reverse), c.i64_arg(ignore_index),
                          c.i32_arg(v)], student)
-    c.scale_kernel(dev, grad.dtype)  # for the backward
     return loss, grad
 
 
@@ -54,10 +53,7 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, grad_rows, _grad_grad):
     (grad,) = ctx.saved_tensors
-    if grad_rows is None:
-        return (None,) * 6
-    grad = (grad.float() * grad_rows.float()[:, None]).to(grad.dtype)
-    return (grad,) + (None,) * 5
+    return (c.scale_rows(ctx, grad, grad_rows),) + (None,) * 5
 
 
 kl_div_op = c.Op("kl_div", _kl_div, _fake, _setup, _backward)
@@ -71,6 +67,7 @@ class _Reduced(torch.autograd.Function):
     @staticmethod
     def forward(ctx, impl, student, teacher, target, scale, *args):
         rows, grad = impl(student, teacher, target, *args)
+        c.scale_kernel(grad.device, grad.dtype)  # for the backward
         ctx.save_for_backward(grad, scale)
         ctx.eager = not torch.compiler.is_compiling()  # scale_saved
         ctx.extra = len(args)
