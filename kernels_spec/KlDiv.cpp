@@ -77,12 +77,14 @@ TileModule buildKlDiv(const Config &c) {
         });
         auto [maxQ, sumQ] = rowNormalizer(mq, dq);
         auto [maxP, sumP] = rowNormalizer(mp, dp);
-        Value lseQ = safeShift(maxQ) + log(sumQ);
-        Value lseP = safeShift(maxP) + log(sumP);
-        // log q - log p at each element, and each distribution.
+        Value shiftQ = safeShift(maxQ), logSumQ = log(sumQ);
+        Value shiftP = safeShift(maxP), logSumP = log(sumP);
+        // log q - log p at each element, and each distribution; the max
+        // comes off first, so that logits sharing a large offset keep their
+        // differences.
         auto terms = [&](Value offs, Value mask) {
-          Value logQ = scaled(s, offs, mask) - lseQ;
-          Value logP = scaled(t, offs, mask) - lseP;
+          Value logQ = (scaled(s, offs, mask) - shiftQ) - logSumQ;
+          Value logP = (scaled(t, offs, mask) - shiftP) - logSumP;
           Value diff = where(mask, logQ - logP, 0.0);
           return std::make_tuple(exp(logQ), exp(logP), diff);
         };

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -26,8 +27,9 @@ void validate(const CrossEntropyArgs &a) {
     fail(std::string("the logits must be bf16, f16 or f32 (got ") +
          dtypeName(a.dtype) + ")");
   const int64_t most = std::numeric_limits<int32_t>::max();
-  if (a.BT < 0 || a.BT > most)
-    fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31)");
+  // The row-weight and sum kernels walk rows in i32 tiles of 1024.
+  if (a.BT < 0 || a.BT > most - 1024)
+    fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31 - 1024]");
   // Offsets within a row are i32: a row's last tile must not wrap.
   const int64_t mostV = most - 8192;
   if (a.V < 1 || a.V > mostV)
@@ -107,6 +109,8 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
     throw Error("cross_entropy: the workspace has " +
                 std::to_string(workspaceBytes) + " bytes, " +
                 std::to_string(l.bytes) + " needed");
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    throw Error("cross_entropy: the workspace must be 16-byte aligned");
   bool cpu = device == Device::Cpu;
   bool hasWeight = a.classWeight != nullptr;
   bool none = a.reduction == Reduction::None;

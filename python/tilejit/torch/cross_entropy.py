@@ -163,7 +163,10 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100,
     the gradient is written over the logits, which are lost (eager mode).
     With return_bad_target, also the int32 (1,) flag: 0, or 1 + a row whose
     target is outside [0, V) and not ignore_index; the op never reads it on
-    the host."""
+    the host. f16 logits: the gradient is stored at the loss's scale (1/N
+    for mean) before grad_output multiplies it, so entries under f16's
+    smallest subnormal are lost even under a GradScaler; use bf16 (f32's
+    range) or reduction "sum" there."""
     c.check_float("input", input)
     c.check_device(input)
     c.same_device(input=input, target=target, weight=weight)
