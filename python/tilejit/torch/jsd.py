@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from . import _common as c
-from .kl_div import _Reduced, _count, _REDUCTIONS
+from . import _rows as rows
 
 
 def _jsd(student: Tensor, teacher: Tensor, target: Optional[Tensor],
@@ -39,21 +39,7 @@ def _jsd(student: Tensor, teacher: Tensor, target: Optional[Tensor],
     return loss, grad
 
 
-def _fake(student, teacher, target, beta, ignore_index):
-    return (student.new_empty((student.size(0),), dtype=torch.float32),
-            student.new_empty(student.shape))
-
-
-def _setup(ctx, inputs, output):
-    ctx.save_for_backward(output[1])
-
-
-def _backward(ctx, grad_rows, _grad_grad):
-    (grad,) = ctx.saved_tensors
-    return (c.scale_rows(ctx, grad, grad_rows),) + (None,) * 4
-
-
-jsd_op = c.Op("jsd", _jsd, _fake, _setup, _backward)
+jsd_op = c.Op("jsd", _jsd, rows.fake, rows.setup, rows.backward)
 
 
 def jsd(student_logp, teacher_logp, target=None, *, beta=0.5,
@@ -66,36 +52,10 @@ def jsd(student_logp, teacher_logp, target=None, *, beta=0.5,
     optional: rows whose target is ignore_index are left out and not
     counted by "batchmean". Returns an f32 scalar, or (...,) for "none".
     Only the student gets a gradient."""
-    c.check_float("student_logp", student_logp)
-    c.check_float("teacher_logp", teacher_logp)
-    c.check_device(student_logp)
-    c.same_device(student_logp=student_logp, teacher_logp=teacher_logp,
-                  target=target)
-    s, t = student_logp, teacher_logp
-    if s.dim() < 1 or s.shape != t.shape or s.size(-1) < 1:
-        raise ValueError(f"student_logp {tuple(s.shape)} and teacher_logp "
-                         f"{tuple(t.shape)} must be (..., V), alike, V >= 1")
-    if s.dtype != t.dtype:
-        raise TypeError(f"student_logp is {s.dtype}, teacher_logp {t.dtype}")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be 'batchmean', 'sum' or 'none', "
-                         f"not {reduction!r}")
     if not 0.0 <= float(beta) <= 1.0:
         raise ValueError(f"beta must be in [0, 1], not {beta}")
-    v = s.size(-1)
-    s2 = s if s.dim() == 2 else s.reshape(-1, v)
-    t2 = (t if t.dim() == 2 else t.reshape(-1, v)).detach()
-    tgt = None if target is None else c.as_target(target, s2.size(0))
-    args = (float(beta), int(ignore_index))
-    if reduction == "none" or c._traced():
-        rows = jsd_op(s2, t2, tgt, *args)[0]
-        if reduction == "none":
-            return rows.reshape(s.shape[:-1])
-        total = rows.sum()
-        return total if reduction == "sum" else \
-            total / _count(tgt, s2, ignore_index)
-    scale = torch.ones((), device=s2.device) if reduction == "sum" else \
-        1.0 / _count(tgt, s2, ignore_index)
-    if not c.needs_grad(s2):
-        return jsd_op.impl(s2, t2, tgt, *args)[0].sum() * scale
-    return _Reduced.apply(jsd_op.impl, s2, t2, tgt, scale, *args)
+    s2, t2, tgt = rows.flatten(student_logp, teacher_logp, target,
+                               ("student_logp", "teacher_logp"), reduction)
+    return rows.reduce(jsd_op, student_logp.shape[:-1], s2, t2, tgt,
+                       (float(beta), int(ignore_index)), reduction,
+                       ignore_index)

@@ -15,8 +15,7 @@ import torch
 from torch import Tensor
 
 from . import _common as c
-
-_REDUCTIONS = {"none": 0, "batchmean": 1, "sum": 2}
+from . import _rows as rows
 
 
 def _kl_div(student: Tensor, teacher: Tensor, target: Optional[Tensor],
@@ -42,43 +41,7 @@ def _kl_div(student: Tensor, teacher: Tensor, target: Optional[Tensor],
     return loss, grad
 
 
-def _fake(student, teacher, target, temperature, reverse, ignore_index):
-    return (student.new_empty((student.size(0),), dtype=torch.float32),
-            student.new_empty(student.shape))
-
-
-def _setup(ctx, inputs, output):
-    ctx.save_for_backward(output[1])
-
-
-def _backward(ctx, grad_rows, _grad_grad):
-    (grad,) = ctx.saved_tensors
-    return (c.scale_rows(ctx, grad, grad_rows),) + (None,) * 5
-
-
-kl_div_op = c.Op("kl_div", _kl_div, _fake, _setup, _backward)
-
-
-class _Reduced(torch.autograd.Function):
-    """The rows' sum times `scale` (a device scalar: 1, or 1 / n_valid)
-    for impl(student, teacher, target, *args) -> (rows, d sum / d
-    student); the gradient scaled in backward in place."""
-
-    @staticmethod
-    def forward(ctx, impl, student, teacher, target, scale, *args):
-        rows, grad = impl(student, teacher, target, *args)
-        c.scale_kernel(grad.device, grad.dtype)  # for the backward
-        ctx.save_for_backward(grad, scale)
-        ctx.eager = not torch.compiler.is_compiling()  # scale_saved
-        ctx.extra = len(args)
-        return (rows.sum() * scale).reshape(())
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_loss):
-        grad, scale = ctx.saved_tensors
-        return (None, c.scale_saved(ctx, grad, grad_loss * scale)) + \
-            (None,) * (3 + ctx.extra)
+kl_div_op = c.Op("kl_div", _kl_div, rows.fake, rows.setup, rows.backward)
 
 
 def kl_div(student, teacher, target=None, *, temperature=1.0, reverse=False,
@@ -90,46 +53,14 @@ def kl_div(student, teacher, target=None, *, temperature=1.0, reverse=False,
 
     student, teacher: (..., V) logits, bf16/f16/f32, alike; target (...)
     optional: rows whose target is ignore_index are left out (loss 0,
-    gradient 0) and not counted by "batchmean". Returns an f32 scalar, or
-    (...,) for "none". Only the student gets a gradient."""
-    c.check_float("student", student)
-    c.check_float("teacher", teacher)
-    c.check_device(student)
-    c.same_device(student=student, teacher=teacher, target=target)
-    if student.dim() < 1 or student.shape != teacher.shape or \
-            student.size(-1) < 1:
-        raise ValueError(f"student {tuple(student.shape)} and teacher "
-                         f"{tuple(teacher.shape)} must be (..., V), alike, "
-                         "V >= 1")
-    if student.dtype != teacher.dtype:
-        raise TypeError(f"student is {student.dtype}, teacher {teacher.dtype}")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be 'batchmean', 'sum' or 'none', "
-                         f"not {reduction!r}")
+    gradient 0) and not counted by "batchmean", which averages over every
+    leading position (all rows of BT = prod(...), as Liger does; F.kl_div
+    divides by input.size(0)). Returns an f32 scalar, or (...,) for
+    "none". Only the student gets a gradient."""
     if not float(temperature) > 0:
         raise ValueError(f"temperature must be > 0, not {temperature}")
-    v = student.size(-1)
-    s2 = student if student.dim() == 2 else student.reshape(-1, v)
-    t2 = (teacher if teacher.dim() == 2 else teacher.reshape(-1, v)).detach()
-    tgt = None if target is None else c.as_target(target, s2.size(0))
-    args = (float(temperature), bool(reverse), int(ignore_index))
-    if reduction == "none" or c._traced():
-        rows = kl_div_op(s2, t2, tgt, *args)[0]
-        if reduction == "none":
-            return rows.reshape(student.shape[:-1])
-        total = rows.sum()
-        return total if reduction == "sum" else \
-            total / _count(tgt, s2, ignore_index)
-    scale = torch.ones((), device=s2.device) if reduction == "sum" else \
-        1.0 / _count(tgt, s2, ignore_index)
-    if not c.needs_grad(s2):
-        return kl_div_op.impl(s2, t2, tgt, *args)[0].sum() * scale
-    return _Reduced.apply(kl_div_op.impl, s2, t2, tgt, scale, *args)
-
-
-def _count(target, s2, ignore_index):
-    """The rows not ignored, at least 1, as an f32 device scalar."""
-    if target is None:
-        return torch.full((), max(s2.size(0), 1), dtype=torch.float32,
-                          device=s2.device)
-    return (target != ignore_index).sum().clamp(min=1).to(torch.float32)
+    s2, t2, tgt = rows.flatten(student, teacher, target,
+                               ("student", "teacher"), reduction)
+    return rows.reduce(kl_div_op, student.shape[:-1], s2, t2, tgt,
+                       (float(temperature), bool(reverse), int(ignore_index)),
+                       reduction, ignore_index)
