@@ -15,7 +15,8 @@
 //                                + g_z 2 lse_square_scale lse p_v,
 //
 // times 1 - tanh^2(r_v / c) through the softcap. `loss` gets ce + zl per
-// row and `z_loss` zl. The upstream factors come from `upstream`: per row
+// row and `z_loss` zl; the gradient is stored times `grad_scale`. The
+// upstream factors come from `upstream`: per row
 // (g_ce = g_z = upstream[row], the backward of reduction none) or, with
 // per_row_upstream = 0, upstream[0] and upstream[1] for every row (mean:
 // 1 / sum of the valid rows' w_y and 1 / their count; sum: 1 and 1). A row
@@ -50,6 +51,10 @@ TileModule buildCrossEntropy(const Config &c) {
   Value lambda = k.scalarArg("lse_square_scale", DType::F32);
   Value cap = k.scalarArg("softcap", DType::F32);
   Value perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
+  // The gradient is stored times grad_scale: an f16 caller whose later
+  // factor is large (a GradScaler's) stores it larger, so that entries
+  // under f16's smallest subnormal keep their digits.
+  Value gradScale = k.scalarArg("grad_scale", DType::F32);
 
   Value row = k.programId(0);
   Value rowOffset = row.to(DType::I64) * V.to(DType::I64);
@@ -122,7 +127,7 @@ TileModule buildCrossEntropy(const Config &c) {
                      smoothFactor * (W * p - w) + zFactor * p;
           Value t = x / cap;
           dz = where(cap > 0.0, dz * (1.0 - t * t), dz);
-          k.store(g, offs, dz.to(c.dtype), mask);
+          k.store(g, offs, (gradScale * dz).to(c.dtype), mask);
           // A class of weight 0 adds nothing, even at a logit of -inf.
           wzShifted = wzShifted + where(mask && w != 0.0, w * (x - shift), 0.0);
         });
@@ -166,9 +171,10 @@ void crossEntropyReference(ReferenceArgs &a) {
     for (int64_t v = 0; v < V; ++v)
       r[v] = x[row * V + v];
     double gCe = perRow ? up[row] : up[0], gZ = perRow ? up[row] : up[1];
+    double scale = a.scalar("grad_scale");
     ref::RowTerms t =
         ref::crossEntropyRow(r.data(), V, int64_t(y), w.data(), weightSum, p,
-                             gCe, gZ, &grad[row * V]);
+                             scale * gCe, scale * gZ, &grad[row * V]);
     loss[row] = t.ce + t.zl;
     zLoss[row] = t.zl;
   }
@@ -207,7 +213,8 @@ KernelSpec crossEntropySpec() {
       A::scalar("label_smoothing", 0.1, 0, 1),
       A::scalar("lse_square_scale", 1e-4, 0),
       A::scalar("softcap", 0, 0),
-      A::scalar("per_row_upstream", 1, 0, 1)};
+      A::scalar("per_row_upstream", 1, 0, 1),
+      A::scalar("grad_scale", 1)};
   // Reads the logits and writes the gradient once (2 BT V elements): the
   // second pass re-reads the row, from L2 where it still is.
   s.run.bytesMoved = [](const std::map<std::string, int64_t> &sz, DType t) {

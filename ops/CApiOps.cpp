@@ -107,6 +107,7 @@ ops::CrossEntropyArgs argsOf(const tilejit_cross_entropy_args *c) {
   a.rowLoss = c->row_loss;
   a.rowZLoss = c->row_z_loss;
   a.badTarget = c->bad_target;
+  a.gradScale = c->grad_scale;
   return a;
 }
 
@@ -282,6 +283,7 @@ void tilejit_cross_entropy_args_init(tilejit_cross_entropy_args *args) {
   args->dtype = TILEJIT_BF16;
   args->ignore_index = -100;
   args->reduction = TILEJIT_REDUCTION_MEAN;
+  args->grad_scale = 1;
 }
 
 int tilejit_cross_entropy_workspace_bytes(

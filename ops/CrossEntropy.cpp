@@ -48,6 +48,8 @@ void validate(const CrossEntropyArgs &a) {
     fail("the z-loss scale must be finite and >= 0");
   if (!(a.softcap >= 0) || !std::isfinite(a.softcap))
     fail("the softcap must be finite and >= 0");
+  if (!(a.gradScale > 0) || !std::isfinite(a.gradScale))
+    fail("the gradient scale must be finite and > 0");
 }
 
 /// The workspace: the row weights' five statistics, the bad-target flag
@@ -166,7 +168,7 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
          KernelArg::i64(a.ignoreIndex),
          KernelArg::f32(float(a.labelSmoothing)),
          KernelArg::f32(float(a.zLoss)), KernelArg::f32(float(a.softcap)),
-         KernelArg::i32(none)});
+         KernelArg::i32(none), KernelArg::f32(float(a.gradScale))});
   if (!none)
     run(k.sum, 1,
         {ptr(a.rowLoss, DType::F32, a.BT, cpu),

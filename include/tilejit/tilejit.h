@@ -343,10 +343,11 @@ typedef struct {
   float *loss;                /* (2): loss, z-loss part (mean, sum) */
   float *row_loss, *row_z_loss; /* (bt) each */
   int32_t *bad_target;        /* (1), or NULL */
+  double grad_scale;          /* the gradient is stored times this (> 0) */
 } tilejit_cross_entropy_args;
 
 /* The defaults: no pointers, ignore_index -100, no smoothing, z-loss or
- * softcap, mean. */
+ * softcap, mean, grad_scale 1. */
 TILEJIT_API void
 tilejit_cross_entropy_args_init(tilejit_cross_entropy_args *args);
 

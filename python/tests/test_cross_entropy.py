@@ -137,3 +137,21 @@ def test_in_place(reduction):
     # the traced code raised.
     with pytest.raises(Exception, match="eager mode only|Observed exception"):
         f(x.clone())
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_f16_mean_keeps_small_entries_under_a_loss_scale(in_place):
+    # p / BT of many non-target classes is below f16's smallest
+    # subnormal; a GradScaler's factor (here 2^16) must still find them.
+    x = (torch.randn(64, V) * 3).half()
+    y = torch.randint(0, V, (64,))
+    leaf = x.clone().requires_grad_()
+    (cross_entropy(leaf, y, in_place=in_place) * 65536.0).backward()
+    b = x.double().requires_grad_()
+    (reference(b, y) * 65536.0).backward()
+    # Entries whose probability is at least 1e-4: stored at the mean's
+    # scale (p / 64) they would be f16 subnormals, a few digits at best.
+    kept = b.grad.abs() >= 65536.0 / 64 * 1e-4
+    torch.testing.assert_close(leaf.grad.double()[kept],
+                               b.grad.half().double()[kept], rtol=2e-3,
+                               atol=0)

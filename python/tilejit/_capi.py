@@ -90,7 +90,8 @@ class CrossEntropyArgs(Structure):
                 ("label_smoothing", c_double), ("z_loss", c_double),
                 ("softcap", c_double), ("reduction", c_int32),
                 ("loss", c_void_p), ("row_loss", c_void_p),
-                ("row_z_loss", c_void_p), ("bad_target", c_void_p)]
+                ("row_z_loss", c_void_p), ("bad_target", c_void_p),
+                ("grad_scale", c_double)]
 
 
 STRUCTS = {"tilejit_arg": Arg, "tilejit_kernel_usage": KernelUsage,

@@ -497,6 +497,7 @@ TEST(CApi, CrossEntropyMatchesTheCxxOp) {
     tilejit_cross_entropy_args c;
     tilejit_cross_entropy_args_init(&c);
     EXPECT_EQ(c.reduction, TILEJIT_REDUCTION_MEAN);
+    EXPECT_EQ(c.grad_scale, 1.0);
     EXPECT_EQ(c.ignore_index, -100);
     c.dtype = TILEJIT_F32;
     c.bt = BT;

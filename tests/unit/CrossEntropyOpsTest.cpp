@@ -146,6 +146,34 @@ TEST(CrossEntropyOp, MatchesTheReferenceForEachReduction) {
       }
 }
 
+TEST(CrossEntropyOp, GradScaleScalesTheStoredGradientOnly) {
+  Problem p;
+  Outputs plain = run(p, Reduction::Mean, false, false);
+  CrossEntropyArgs a;
+  a.dtype = DType::F32;
+  a.BT = BT;
+  a.V = V;
+  std::vector<float> grad(BT * V), rows(BT), z(BT), loss(2);
+  a.logits = p.logits.data();
+  a.grad = grad.data();
+  a.target = p.target.data();
+  a.classWeight = p.weight.data();
+  a.labelSmoothing = 0.1;
+  a.zLoss = 1e-3;
+  a.softcap = 9;
+  a.loss = loss.data();
+  a.rowLoss = rows.data();
+  a.rowZLoss = z.data();
+  a.gradScale = 4;
+  std::vector<uint8_t> ws(crossEntropyWorkspaceBytes(a));
+  crossEntropy(a, ws.data(), ws.size(), Device::Cpu, nullptr);
+  EXPECT_EQ(loss, plain.loss);
+  for (int64_t i = 0; i < BT * V; ++i)
+    ASSERT_EQ(grad[i], 4 * plain.grad[i]) << i;
+  a.gradScale = 0;
+  expectError([&] { crossEntropyWorkspaceBytes(a); }, {"gradient scale"});
+}
+
 TEST(CrossEntropyOp, AllIgnoredAndOutOfRange) {
   Problem p;
   p.target = {-100, -100, V, -100, -7, -100};

@@ -42,7 +42,8 @@ TEST(CrossEntropy, MatchesTheReferenceWithEachFeature) {
       {"HAS_WEIGHT=0", "label_smoothing=0", "lse_square_scale=0"}, // plain
       {"label_smoothing=1", "softcap=4"},              // smoothing only
       {"per_row_upstream=0", "lse_square_scale=0.01"}, // one factor each
-      {"BLOCK_SIZE=1024", "ignore_index=2"}};
+      {"BLOCK_SIZE=1024", "ignore_index=2"},
+      {"grad_scale=64"}};                              // stored 64x
   for (DType dtype : {DType::F32, DType::BF16})
     for (const auto &set : features)
       for (int64_t V : {int64_t(1), int64_t(3001)})
@@ -66,7 +67,8 @@ void run(std::vector<float> &logits, std::vector<float> &grad,
                     KernelArg::pointer(zLoss.data(), DType::F32, BT),
                     KernelArg::i32(int32_t(V)), KernelArg::i64(-100),
                     KernelArg::f32(0.1f), KernelArg::f32(1e-3f),
-                    KernelArg::f32(0.f), KernelArg::i32(1)});
+                    KernelArg::f32(0.f), KernelArg::i32(1),
+                    KernelArg::f32(1.f)});
   for (int64_t r = 0; r < BT; ++r)
     EXPECT_EQ(loss[r] == 0.f, zLoss[r] == 0.f) << r;
 }

@@ -27,8 +27,9 @@
 // or not 16-byte aligned.
 //
 // f16: the gradient is stored at the loss's own scale (1 / sum w_y for
-// mean), so entries below f16's smallest subnormal (6e-8) are 0 before a
-// later factor (a GradScaler's) could lift them; bf16 has f32's range.
+// mean) times gradScale: with gradScale 1, entries below f16's smallest
+// subnormal (6e-8) are 0 before a later factor (a GradScaler's) could lift
+// them; bf16 has f32's range.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_OPS_CROSSENTROPY_H
@@ -60,6 +61,10 @@ struct CrossEntropyArgs {
   float *rowLoss = nullptr;   ///< (BT): ce_i + zl_i, 0 for ignored rows
   float *rowZLoss = nullptr;  ///< (BT): zl_i
   int32_t *badTarget = nullptr; ///< (1), or null: 0, or 1 + a bad row
+  /// The gradient is stored times this (finite, > 0): an f16 caller that
+  /// multiplies it by a large factor later (a GradScaler's) stores it at a
+  /// larger scale, e.g. BT, so that small entries keep their digits.
+  double gradScale = 1;
 };
 
 /// Bytes of workspace (16-byte aligned) crossEntropy needs.

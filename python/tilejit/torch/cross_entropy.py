@@ -22,11 +22,23 @@ _REDUCTIONS = {"none": _capi.REDUCTION_NONE, "mean": _capi.REDUCTION_MEAN,
                "sum": _capi.REDUCTION_SUM}
 
 
+def _grad_scale(logits, reduction):
+    """What the gradient is stored times: BT for f16 with a reduced loss,
+    whose gradient is that of a mean (entries p / BT) and may yet meet a
+    GradScaler's factor: stored BT times larger, entries down to p = 6e-5
+    keep f16's full precision (at the mean's scale only those down to
+    6e-5 BT would); backward divides again. Else 1."""
+    if logits.dtype == torch.float16 and reduction != _REDUCTIONS["none"]:
+        return float(max(logits.size(0), 1))
+    return 1.0
+
+
 def _run(logits, grad, target, weight, ignore_index, label_smoothing,
          lse_square_scale, softcap, reduction):
     """(loss (2): the loss and its z-loss part, row_loss (BT), row_z_loss
-    (BT), bad_target (1)), the gradient written to grad: one call of
-    tilejit_cross_entropy (tilejit/ops/CrossEntropy.h)."""
+    (BT), bad_target (1)), the gradient written to grad (times
+    _grad_scale): one call of tilejit_cross_entropy
+    (tilejit/ops/CrossEntropy.h)."""
     bt, v = logits.shape
     dev = logits.device
     f32 = dict(dtype=torch.float32, device=dev)
@@ -40,7 +52,7 @@ def _run(logits, grad, target, weight, ignore_index, label_smoothing,
         target.data_ptr(), c.ptr(weight), None, ignore_index,
         label_smoothing, lse_square_scale, softcap, reduction,
         loss.data_ptr(), row_loss.data_ptr(), row_z.data_ptr(),
-        bad.data_ptr())
+        bad.data_ptr(), _grad_scale(logits, reduction))
     lib = _capi.lib()
     n = ctypes.c_size_t()
     _capi.check(lib.tilejit_cross_entropy_workspace_bytes(ctypes.byref(a),
@@ -82,7 +94,17 @@ def _fake(logits, target, weight, ignore_index, label_smoothing,
 
 def _setup(ctx, inputs, output):
     ctx.none = inputs[-1] == _REDUCTIONS["none"]
+    ctx.stored = _grad_scale(inputs[0], inputs[-1])
     ctx.save_for_backward(output[3])
+
+
+def _upstream(ctx, grad_loss):
+    """The factor the saved gradient still needs: grad_output over the
+    scale it was stored at."""
+    if grad_loss is None:
+        return None
+    g = grad_loss[0] if grad_loss.dim() else grad_loss
+    return g / ctx.stored if ctx.stored != 1.0 else g
 
 
 def _backward(ctx, grad_loss, grad_rows, *_ignored):
@@ -90,8 +112,7 @@ def _backward(ctx, grad_loss, grad_rows, *_ignored):
     if ctx.none:
         grad = c.scale_rows(ctx, grad, grad_rows)
     else:
-        grad = c.scale_saved(ctx, grad,
-                             None if grad_loss is None else grad_loss[0])
+        grad = c.scale_saved(ctx, grad, _upstream(ctx, grad_loss))
     return (grad,) + (None,) * 7
 
 
@@ -130,6 +151,7 @@ class _InPlace(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, *args):
         loss, row_loss, row_z, bad = cross_entropy_inplace_op(logits, *args)
+        ctx.stored = _grad_scale(logits, args[-1])
         ctx.save_for_backward(logits)
         ctx.mark_non_differentiable(row_loss, row_z, bad)
         ctx.eager = True  # scale_saved: in place
@@ -139,8 +161,7 @@ class _InPlace(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss, *_ignored):
         (grad,) = ctx.saved_tensors
-        grad = c.scale_saved(ctx, grad,
-                             None if grad_loss is None else grad_loss[0])
+        grad = c.scale_saved(ctx, grad, _upstream(ctx, grad_loss))
         # A new handle on the logits' memory: autograd keeps it as the
         # leaf's .grad instead of copying it.
         return (None if grad is None else grad.detach(),) + (None,) * 7
@@ -163,10 +184,10 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100,
     the gradient is written over the logits, which are lost (eager mode).
     With return_bad_target, also the int32 (1,) flag: 0, or 1 + a row whose
     target is outside [0, V) and not ignore_index; the op never reads it on
-    the host. f16 logits: the gradient is stored at the loss's scale (1/N
-    for mean) before grad_output multiplies it, so entries under f16's
-    smallest subnormal are lost even under a GradScaler; use bf16 (f32's
-    range) or reduction "sum" there."""
+    the host. f16 logits with mean or sum: the gradient is kept BT times
+    larger until backward, so that a GradScaler's factor still finds the
+    entries a mean makes small (those of p >= 6e-5 in full; PyTorch's
+    backward, which applies the factor before rounding, keeps more)."""
     c.check_float("input", input)
     c.check_device(input)
     c.same_device(input=input, target=target, weight=weight)
