@@ -87,14 +87,11 @@ ops::Reduction reductionOf(int32_t r) {
                                        : ops::Reduction::Sum;
 }
 
-ops::CrossEntropyArgs argsOf(const tilejit_cross_entropy_args *c) {
-  require(c != nullptr, "null tilejit_cross_entropy_args");
-  ops::CrossEntropyArgs a;
+/// The fields the cross-entropy and linear-CE structs share, under the same
+/// names on both sides of the ABI.
+template <typename C, typename A> void lossFieldsOf(const C *c, A &a) {
   a.dtype = dtypeOf(c->dtype);
-  a.BT = c->bt;
   a.V = c->v;
-  a.logits = c->logits;
-  a.grad = c->grad;
   a.target = c->target;
   a.classWeight = c->class_weight;
   a.gradOutput = c->grad_output;
@@ -107,6 +104,15 @@ ops::CrossEntropyArgs argsOf(const tilejit_cross_entropy_args *c) {
   a.rowLoss = c->row_loss;
   a.rowZLoss = c->row_z_loss;
   a.badTarget = c->bad_target;
+}
+
+ops::CrossEntropyArgs argsOf(const tilejit_cross_entropy_args *c) {
+  require(c != nullptr, "null tilejit_cross_entropy_args");
+  ops::CrossEntropyArgs a;
+  lossFieldsOf(c, a);
+  a.BT = c->bt;
+  a.logits = c->logits;
+  a.grad = c->grad;
   a.gradScale = c->grad_scale;
   return a;
 }
@@ -117,32 +123,19 @@ ops::LinearCeArgs argsOf(const tilejit_linear_ce_args *c) {
               c->gemm_backend <= TILEJIT_GEMM_AUTO,
           "unknown tilejit_gemm_backend");
   ops::LinearCeArgs a;
-  a.dtype = dtypeOf(c->dtype);
+  lossFieldsOf(c, a);
   a.N = c->n;
   a.d = c->d;
-  a.V = c->v;
   a.input = c->input;
   a.inputStride = c->input_stride;
   a.weight = c->weight;
   a.weightStride = c->weight_stride;
   a.bias = c->bias;
-  a.target = c->target;
-  a.classWeight = c->class_weight;
-  a.gradOutput = c->grad_output;
-  a.ignoreIndex = c->ignore_index;
-  a.labelSmoothing = c->label_smoothing;
-  a.zLoss = c->z_loss;
-  a.softcap = c->softcap;
-  a.reduction = reductionOf(c->reduction);
-  a.loss = c->loss;
-  a.rowLoss = c->row_loss;
-  a.rowZLoss = c->row_z_loss;
   a.lse = c->lse;
   a.gradInput = c->grad_input;
   a.gradInputStride = c->grad_input_stride;
   a.gradWeight = c->grad_weight;
   a.gradBias = c->grad_bias;
-  a.badTarget = c->bad_target;
   a.chunkRows = c->chunk_rows;
   a.memoryBudgetBytes = c->memory_budget_bytes;
   a.gemmWorkspaceBytes = c->gemm_workspace_bytes;

@@ -9,6 +9,27 @@ from . import _common as c
 REDUCTIONS = ("none", "batchmean", "sum")
 
 
+def run(name, student, teacher, target, scalar_args):
+    """Registered row kernel `name` (student, teacher, label, loss, grad,
+    *scalar_args; HAS_LABEL selects the labels) on contiguous (BT, V) rows:
+    (per-row loss (BT,) f32, d sum / d student); rows whose target is
+    ignore_index give 0."""
+    student, teacher = student.contiguous(), teacher.contiguous()
+    bt = student.size(0)
+    dev = student.device
+    loss = torch.empty(bt, dtype=torch.float32, device=dev)
+    grad = torch.empty_like(student)
+    labels = target.contiguous() if target is not None else \
+        torch.empty(1, dtype=torch.int64, device=dev)  # not read
+    if bt:
+        k = c.kernel_on(dev, name, student.dtype,
+                        HAS_LABEL=int(target is not None))
+        c.launch(k, bt, [c.tensor_arg(student), c.tensor_arg(teacher),
+                         c.tensor_arg(labels), c.tensor_arg(loss),
+                         c.tensor_arg(grad), *scalar_args], student)
+    return loss, grad
+
+
 def fake(student, teacher, target, *scalars):
     return (student.new_empty((student.size(0),), dtype=torch.float32),
             student.new_empty(student.shape))

@@ -22,21 +22,9 @@ def _jsd(student: Tensor, teacher: Tensor, target: Optional[Tensor],
          beta: float, ignore_index: int) -> tuple[Tensor, Tensor]:
     """(per-row divergence (BT,) f32, d sum / d student) of contiguous
     (BT, V) log-probabilities; rows whose target is ignore_index give 0."""
-    student, teacher = student.contiguous(), teacher.contiguous()
-    bt, v = student.shape
-    dev = student.device
-    loss = torch.empty(bt, dtype=torch.float32, device=dev)
-    grad = torch.empty_like(student)
-    labels = target.contiguous() if target is not None else \
-        torch.empty(1, dtype=torch.int64, device=dev)  # not read
-    if bt:
-        k = c.kernel_on(dev, "jsd", student.dtype,
-                        HAS_LABEL=int(target is not None))
-        c.launch(k, bt, [c.tensor_arg(student), c.tensor_arg(teacher),
-                         c.tensor_arg(labels), c.tensor_arg(loss),
-                         c.tensor_arg(grad), c.f32_arg(beta),
-                         c.i64_arg(ignore_index), c.i32_arg(v)], student)
-    return loss, grad
+    return rows.run("jsd", student, teacher, target,
+                    [c.f32_arg(beta), c.i64_arg(ignore_index),
+                     c.i32_arg(student.size(1))])
 
 
 jsd_op = c.Op("jsd", _jsd, rows.fake, rows.setup, rows.backward)
