@@ -29,6 +29,39 @@ def TileSpecialize : Pass<"tile-specialize", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def TileSplitRows : Pass<"tile-split-rows", "mlir::ModuleOp"> {
+  let summary = "Split each row of a row kernel over a thread-block cluster";
+  let description = [{
+    For a kernel with `tile.split_rows = C` (and tile.cluster_size = C):
+    program p handles row p / C; each walk over the row (an scf.for from 0
+    with a constant step B, inside no other loop) runs the slice of rank
+    r = p % C, [r * per, min(ub, (r + 1) * per)) with per = ceil(ub / (C B))
+    * B; what a walk carries (add, max or min reductions) is combined over
+    the cluster by tile.cluster_reduce after it (a carried tile, where it is
+    reduced); stores outside the walks are made by rank 0 only. Sums start
+    from their initial value on rank 0 and from 0 elsewhere. Errors: carried
+    values that are not such reductions, kernels that already use clusters
+    or num_programs(0), kernels without a walk.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def TileKeepRows : Pass<"tile-keep-rows", "mlir::ModuleOp"> {
+  let summary = "Keep a row in shared memory when a later walk reads it again";
+  let description = [{
+    For a kernel with `tile.keep_row = 1`: where a later walk over the same
+    range (same bounds and step, same block) loads a tile the first walk
+    loaded (same pointer, offsets %i + arange(B), mask and fill), the first
+    K elements of the range are stored into a tile.shared_alloc array by the
+    first walk and read from it by the later one; each walk is split at
+    mid = lb + min(K, ub - lb) and reads global memory past it. K fits a
+    200 KiB budget and, with `tile.row_extent`, the program's slice of such
+    a row. Loads whose memory may be written between the two reads are left
+    alone, except for the later walk's store of the element it just read.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def TileAssignLayout : Pass<"tile-assign-layout", "mlir::ModuleOp"> {
   let summary = "Choose how tiles are spread over the threads of a program";
   let description = [{

@@ -72,6 +72,12 @@ void optimizeTile(TileModule &module) {
   step(module, "cse", createCSEPass());
   step(module, "loop-invariant-code-motion",
        createLoopInvariantCodeMotionPass());
+  // The row schedules: a no-op for kernels that do not ask for them.
+  step(module, "cse", createCSEPass());
+  step(module, "tile-split-rows", createTileSplitRows());
+  step(module, "tile-keep-rows", createTileKeepRows());
+  step(module, "canonicalize", createCanonicalizerPass());
+  step(module, "cse", createCSEPass());
 }
 
 CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
@@ -98,6 +104,8 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
       out.threads = p.getInt();
     if (auto c = f->getAttrOfType<IntegerAttr>(attr::kClusterSize))
       out.clusterSize = c.getInt();
+    if (auto r = f->getAttrOfType<IntegerAttr>(attr::kSplitRows))
+      out.splitRows = std::max<int64_t>(1, r.getInt());
     if (auto s = f->getAttrOfType<IntegerAttr>(attr::kSharedBytes))
       out.dynamicSharedBytes = s.getInt();
   });

@@ -615,6 +615,26 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   k.func->setAttr(attr::kKernel, k.b.getUnitAttr());
   k.func->setAttr(attr::kNumWarps, k.b.getI64IntegerAttr(warps));
   k.func->setAttr(attr::kClusterSize, k.b.getI64IntegerAttr(clusterSize()));
+  // The row schedules the compiler applies (compiler/TileSplitRows.cpp,
+  // TileKeepRows.cpp), chosen like any parameter.
+  auto param = [&](const char *name) {
+    auto it = config.params.find(name);
+    return it == config.params.end() ? int64_t(0) : it->second;
+  };
+  if (int64_t split = param("SPLIT_ROWS"); split > 1) {
+    if (clusterSize() > 1)
+      throw Error(kernelName + ": SPLIT_ROWS and CLUSTER_SIZE both ask for "
+                               "a cluster; a kernel takes one of them");
+    if (split > 8)
+      throw Error(kernelName + ": SPLIT_ROWS = " + std::to_string(split) +
+                  " is more than the 8 programs of a portable cluster");
+    k.func->setAttr(attr::kClusterSize, k.b.getI64IntegerAttr(split));
+    k.func->setAttr(attr::kSplitRows, k.b.getI64IntegerAttr(split));
+  }
+  if (param("KEEP_ROW"))
+    k.func->setAttr(attr::kKeepRow, k.b.getI64IntegerAttr(1));
+  if (int64_t extent = param("ROW_EXTENT"); extent > 0)
+    k.func->setAttr(attr::kRowExtent, k.b.getI64IntegerAttr(extent));
   if (config.params.count("min_programs_per_sm")) {
     int64_t programs = config.get("min_programs_per_sm");
     if (programs < 0)

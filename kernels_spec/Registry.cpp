@@ -170,6 +170,30 @@ void applyAligned(dsl::KernelBuilder &k) {
     k.assumeAlignedVectors();
 }
 
+KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
+                            std::vector<int64_t> splits) {
+  spec.rowSize = std::move(rowSize);
+  spec.params.push_back({"KEEP_ROW",
+                         {0, 1},
+                         0,
+                         "compiler: keep a row walked again in shared memory"});
+  if (splits.size() > 1)
+    spec.params.push_back(
+        {"SPLIT_ROWS", std::move(splits), 1,
+         "compiler: programs of a thread-block cluster sharing each row"});
+  auto derive = std::move(spec.deriveParams);
+  std::string size = spec.rowSize;
+  spec.deriveParams = [derive, size](dsl::Config &c,
+                                     const std::map<std::string, int64_t> &shape) {
+    if (derive)
+      derive(c, shape);
+    auto it = shape.find(size);
+    if (it != shape.end())
+      c.params["ROW_EXTENT"] = it->second;
+  };
+  return spec;
+}
+
 /// A deque: registering a kernel keeps references to the others valid.
 static std::deque<KernelSpec> &registry() {
   static std::deque<KernelSpec> kernels = {
@@ -183,10 +207,10 @@ static std::deque<KernelSpec> &registry() {
       linearCeRowWeightsSpec(),
       linearCeLossSumSpec(),
       linearCeGemmSpec(),
-      jsdSpec(),
+      withRowSchedules(jsdSpec(), "V", {1, 2, 4, 8}),
       scaleGradSpec(),
-      crossEntropySpec(),
-      klDivSpec()};
+      withRowSchedules(crossEntropySpec(), "V", {1}),
+      withRowSchedules(klDivSpec(), "V", {1})};
   return kernels;
 }
 

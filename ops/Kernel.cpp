@@ -270,6 +270,8 @@ void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
     std::lock_guard<std::mutex> lock(S->mutex);
     function = S->gpus.at(cuda::Device::currentOrdinal())->function;
   }
+  // A row split over a cluster runs as splitRows programs.
+  grid.x *= k.splitRows;
   if (grid.x <= 0 || grid.y <= 0 || grid.z <= 0 || grid.x > INT32_MAX ||
       grid.y > 65535 || grid.z > 65535)
     throw Error("kernel '" + name() + "': grid " + std::to_string(grid.x) +

@@ -164,6 +164,7 @@ std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
   llvm::BLAKE3 h;
   h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":" +
            std::to_string(k.clusterSize) + ":" +
+           std::to_string(k.splitRows) + ":" +
            std::to_string(k.dynamicSharedBytes) + ":" + k.requestDigest + ":");
   for (const auto &[name, bytes] : payload(k)) {
     h.update(name + ":" + std::to_string(bytes.size()) + ":");
@@ -344,6 +345,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   k.name = str("kernel");
   k.threads = meta->getInteger("threads").value_or(0);
   k.clusterSize = meta->getInteger("cluster_size").value_or(0);
+  k.splitRows = meta->getInteger("split_rows").value_or(0);
   k.dynamicSharedBytes = meta->getInteger("dynamic_shared_bytes").value_or(0);
   k.requestDigest = str("request_digest");
   for (const PayloadFile &f : kTextFiles)
@@ -362,8 +364,10 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   }
   if (entryChecksum(key, k) != str("checksum"))
     return "checksum mismatch";
-  if (k.name.empty() || k.threads <= 0 || k.clusterSize <= 0)
-    return "meta.json lacks the kernel name, thread count or cluster size";
+  if (k.name.empty() || k.threads <= 0 || k.clusterSize <= 0 ||
+      k.splitRows <= 0)
+    return "meta.json lacks the kernel name, thread count, cluster size or "
+           "split rows";
   if (kernel)
     *kernel = std::move(k);
   return "";
@@ -482,6 +486,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"nvrtc_version", field("nvrtc_version")},
       {"threads", k.threads},
       {"cluster_size", k.clusterSize},
+      {"split_rows", k.splitRows},
       {"dynamic_shared_bytes", k.dynamicSharedBytes},
       {"request_digest", k.requestDigest},
       {"resources", cubinResources(k.cubin, k.name)},

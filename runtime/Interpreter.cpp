@@ -1825,6 +1825,16 @@ void interpret(mlir::Operation *module, const std::string &kernelName,
     throw Error("interpret: kernel '" + kernelName + "': bad grid (" +
                 std::to_string(grid.x) + ", " + std::to_string(grid.y) + ", " +
                 std::to_string(grid.z) + ")");
+  // A row split over a cluster runs as that many programs.
+  if (auto r = k.func->getAttrOfType<IntegerAttr>(attr::kSplitRows);
+      r && r.getInt() > 1) {
+    if (grid.x > INT32_MAX / r.getInt())
+      throw Error("interpret: kernel '" + kernelName + "': a grid of " +
+                  std::to_string(grid.x) + " rows split over " +
+                  std::to_string(r.getInt()) + " programs is too large");
+    grid.x *= r.getInt();
+    k.grid = grid;
+  }
   if (auto c = k.func->getAttrOfType<IntegerAttr>(attr::kClusterSize))
     k.clusterSize = c.getInt();
   if (k.clusterSize < 1 || grid.x % k.clusterSize != 0)

@@ -33,6 +33,9 @@ struct CompiledKernel {
   int64_t threads = 0; ///< threads per program (block size)
   /// Programs per thread-block cluster (grids must be a multiple along x).
   int64_t clusterSize = 1;
+  /// Programs each program along x of the caller's grid becomes (a row
+  /// split over a cluster, tile.split_rows): launches multiply grid.x by it.
+  int64_t splitRows = 1;
   /// Dynamic shared memory per program (its sharedArray()s), in bytes: the
   /// launch must pass it (cuda::launch then raises the 48 KiB default).
   int64_t dynamicSharedBytes = 0;

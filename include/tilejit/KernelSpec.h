@@ -168,6 +168,10 @@ struct KernelSpec {
   std::function<void(dsl::Config &, const std::map<std::string, int64_t> &,
                      const std::set<std::string> &)>
       shapeDefaults;
+  /// A row kernel's row length, as a size name ("V"): program p along x
+  /// walks row p in loops over [0, V). Such a kernel takes the compiler's
+  /// row schedules as parameters (see withRowSchedules). Empty for others.
+  std::string rowSize;
   /// How `tilejit run|bench|tune KERNEL --size ...` drive it; empty for
   /// kernels that only operations (fused_ce_tvd, ...) launch.
   RunSpec run;
@@ -224,6 +228,15 @@ void applyAligned(dsl::KernelBuilder &k);
 /// Every kernel in kernels_spec/, in a fixed order, then those added by
 /// registerKernel in the order they were added.
 const std::deque<KernelSpec> &kernelRegistry();
+
+/// `spec` as a row kernel over rows of size `rowSize`, with the compiler's
+/// row schedules among its parameters: KEEP_ROW (tile-keep-rows: a row
+/// walked again is read from shared memory) and, where `splits` lists
+/// more than 1, SPLIT_ROWS (tile-split-rows: each row shared by that many
+/// programs of a cluster; only for walks that carry add/max/min
+/// reductions). The longest row of the shape, ROW_EXTENT, is derived.
+KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
+                            std::vector<int64_t> splits);
 /// Adds a kernel (a user's own spec) to those findKernel(), Kernel::compile
 /// and the C ABI know by name. Throws tilejit::Error when the name is taken
 /// or the spec has no build function. Thread-safe, but register before

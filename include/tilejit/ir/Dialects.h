@@ -41,6 +41,15 @@ namespace attr {
 constexpr const char *kKernel = "tile.kernel";      // unit: this is a kernel
 constexpr const char *kNumWarps = "tile.num_warps"; // i64
 constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
+// Row schedules (tile-split-rows, tile-keep-rows). i64 C: each row (a
+// program along x as written) is split over C programs of a cluster, and
+// launches run C times as many programs along x.
+constexpr const char *kSplitRows = "tile.split_rows";
+// i64, 1: a row walked again is kept in shared memory instead of re-read.
+constexpr const char *kKeepRow = "tile.keep_row";
+// i64: the longest row the kernel is compiled for (0 or absent: unknown);
+// tile-keep-rows sizes its arrays to it.
+constexpr const char *kRowExtent = "tile.row_extent";
 // i64: __launch_bounds__'s minimum blocks per SM (registers are capped to
 // fit them); absent or 0 = no minimum.
 constexpr const char *kMinProgramsPerSm = "tile.min_programs_per_sm";

@@ -1,0 +1,102 @@
+//===- RowWalk.cpp - the loops of a row kernel ----------------------------===//
+#include "compiler/RowWalk.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+
+namespace tilejit {
+
+bool isRowWalk(scf::ForOp loop) {
+  if (loop->getParentOfType<scf::ForOp>())
+    return false;
+  APInt step;
+  return matchPattern(loop.getStep(), m_ConstantInt(&step)) &&
+         step.getSExtValue() > 0;
+}
+
+int64_t walkStep(scf::ForOp loop) {
+  APInt step;
+  (void)matchPattern(loop.getStep(), m_ConstantInt(&step));
+  return step.getSExtValue();
+}
+
+std::optional<ReduceKind> carriedCombine(scf::ForOp loop, unsigned i) {
+  BlockArgument carried = loop.getRegionIterArgs()[i];
+  if (!carried.hasOneUse())
+    return std::nullopt;
+  Value next = loop.getYieldedValues()[i];
+  Operation *op = next.getDefiningOp();
+  if (!op || op != *carried.getUsers().begin() || op->getNumOperands() != 2)
+    return std::nullopt;
+  if (isa<arith::AddFOp, arith::AddIOp>(op))
+    return ReduceKind::Sum;
+  if (isa<arith::MaximumFOp, arith::MaxNumFOp, arith::MaxSIOp>(op))
+    return ReduceKind::Max;
+  if (isa<arith::MinimumFOp, arith::MinNumFOp, arith::MinSIOp>(op))
+    return ReduceKind::Min;
+  return std::nullopt;
+}
+
+bool WalkEquivalence::equivalent(Value x, Value y) {
+  if (x == y)
+    return true;
+  if (x == a.getInductionVar() && y == b.getInductionVar())
+    return true;
+  auto key = std::make_pair(x, y);
+  if (auto it = memo.find(key); it != memo.end())
+    return it->second;
+  memo[key] = false; // a cycle (through a loop's own values) is no match
+  Operation *ox = x.getDefiningOp(), *oy = y.getDefiningOp();
+  bool same = ox && oy && ox->getName() == oy->getName() &&
+              ox->getAttrDictionary() == oy->getAttrDictionary() &&
+              ox->getNumRegions() == 0 && oy->getNumRegions() == 0 &&
+              isPure(ox) && isPure(oy) &&
+              ox->getResultTypes() == oy->getResultTypes() &&
+              ox->getNumOperands() == oy->getNumOperands() &&
+              cast<OpResult>(x).getResultNumber() ==
+                  cast<OpResult>(y).getResultNumber();
+  for (unsigned i = 0; same && i < ox->getNumOperands(); ++i)
+    same = equivalent(ox->getOperand(i), oy->getOperand(i));
+  memo[key] = same;
+  return same;
+}
+
+Value pointerBase(Value ptr) {
+  while (auto add = ptr.getDefiningOp<tile::AddPtrOp>())
+    ptr = add.getPtr();
+  return ptr;
+}
+
+static bool markedMayAlias(Value base) {
+  auto arg = dyn_cast<BlockArgument>(base);
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                  : func::FuncOp();
+  return func && func.getArgAttr(arg.getArgNumber(), attr::kMayAlias);
+}
+
+bool mayOverlap(Value x, Value y) {
+  Value bx = pointerBase(x), by = pointerBase(y);
+  if (bx == by)
+    return true;
+  return markedMayAlias(bx) && markedMayAlias(by);
+}
+
+bool isOwnTile(scf::ForOp loop, Value offsets) {
+  auto add = offsets.getDefiningOp<arith::AddIOp>();
+  auto tensor = dyn_cast<RankedTensorType>(offsets.getType());
+  if (!add || !tensor || tensor.getDimSize(0) != walkStep(loop))
+    return false;
+  auto isIv = [&](Value v) {
+    auto splat = v.getDefiningOp<tile::SplatOp>();
+    return splat && splat.getOperand() == loop.getInductionVar();
+  };
+  auto isRange = [&](Value v) { return v.getDefiningOp<tile::ArangeOp>(); };
+  return (isIv(add.getLhs()) && isRange(add.getRhs())) ||
+         (isRange(add.getLhs()) && isIv(add.getRhs()));
+}
+
+} // namespace tilejit

@@ -1,0 +1,63 @@
+//===- RowWalk.h - the loops of a row kernel, as the row schedules see them ===//
+//
+// A row kernel walks a row in tiles: `scf.for %i = lb to ub step B` whose
+// body reads and writes `ptr[%i + arange(B)]` under `offs < ub`. The row
+// schedules (tile-split-rows, tile-keep-rows) rewrite such walks; these are
+// the facts about them both passes need.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TILEJIT_COMPILER_ROWWALK_H
+#define TILEJIT_COMPILER_ROWWALK_H
+
+#include "tilejit/ir/Dialects.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <optional>
+
+namespace tilejit {
+
+/// A loop at the kernel's loop level 0 (inside no other scf.for) with a
+/// constant step: the walks the row schedules may split or keep.
+bool isRowWalk(mlir::scf::ForOp loop);
+
+/// The step of a row walk.
+int64_t walkStep(mlir::scf::ForOp loop);
+
+/// How the walk combines its carried value `i` across iterations, when the
+/// body's yield is `combine(iter_arg, x)` (arith add, max or min, in either
+/// order) and that is the iter_arg's only use; none otherwise.
+std::optional<ReduceKind> carriedCombine(mlir::scf::ForOp loop, unsigned i);
+
+/// Whether `a`, computed in or above walk A, and `b`, in or above walk B,
+/// are the same value once A's induction variable stands for B's: the same
+/// SSA value, or the same pure op (name, attributes, types) over equivalent
+/// operands. Loads are equivalent only through this check's caller.
+class WalkEquivalence {
+public:
+  WalkEquivalence(mlir::scf::ForOp a, mlir::scf::ForOp b) : a(a), b(b) {}
+  bool equivalent(mlir::Value x, mlir::Value y);
+
+private:
+  mlir::scf::ForOp a, b;
+  llvm::DenseMap<std::pair<mlir::Value, mlir::Value>, bool> memo;
+};
+
+/// The kernel argument (or shared array) a pointer is derived from through
+/// tile.addptr.
+mlir::Value pointerBase(mlir::Value ptr);
+
+/// Whether memory reached through `x` may overlap memory reached through
+/// `y`: the same base, or two arguments both marked tile.may_alias. Shared
+/// arrays and distinct non-aliasing arguments do not overlap.
+bool mayOverlap(mlir::Value x, mlir::Value y);
+
+/// Whether `offsets` is `%iv + arange(step)` (in either order, the scalar
+/// through a splat) for the walk's induction variable: the tile the
+/// iteration owns.
+bool isOwnTile(mlir::scf::ForOp loop, mlir::Value offsets);
+
+} // namespace tilejit
+
+#endif // TILEJIT_COMPILER_ROWWALK_H

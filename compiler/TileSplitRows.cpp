@@ -1,0 +1,265 @@
+//===- TileSplitRows.cpp - split each row over a thread-block cluster -----===//
+//
+// A kernel with `tile.split_rows = C` is a row kernel whose program p along
+// x handles row p. The pass makes C programs of a cluster share the row:
+// program p of the launch (C times as many along x) handles row p / C, and
+// each of its walks over the row, `scf.for %i = 0 to %ub step B`, runs its
+// own slice
+//
+//   per = ceil(ceil(ub / C) / B) * B,  [r * per, min(ub, (r + 1) * per))
+//
+// for rank r = p % C, so slices start on tile boundaries and the tiles'
+// masks stay as they were. What a walk carries across iterations is a
+// reduction over the row: its partial is combined over the cluster
+// (tile.cluster_reduce) right after the walk, so everything after it sees
+// the whole row's value on every program. A carried tile (one partial per
+// lane) is combined where it is reduced to a scalar. Stores outside the
+// walks (a row's loss) are made by rank 0 alone.
+//
+// What it assumes of a row kernel: a walk's iterations touch disjoint
+// elements and communicate only through what the walk carries. Carried
+// values must be add/max/min reductions; anything else is an error naming
+// the walk, as is a kernel that already uses clusters.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/RowWalk.h"
+#include "tilejit/compiler/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
+
+namespace tilejit {
+#define GEN_PASS_DEF_TILESPLITROWS
+#include "compiler/Passes.h.inc"
+} // namespace tilejit
+
+using namespace mlir;
+
+namespace tilejit {
+namespace {
+
+Value constantLike(OpBuilder &b, Location loc, Type t, int64_t v) {
+  return arith::ConstantOp::create(b, loc, IntegerAttr::get(t, v));
+}
+
+/// The identity of a sum, as a scalar or a tile of the carried type.
+Value zeroOf(OpBuilder &b, Location loc, Type t) {
+  auto tensor = dyn_cast<RankedTensorType>(t);
+  Type elem = tensor ? tensor.getElementType() : t;
+  Value zero = isa<FloatType>(elem)
+                   ? Value(arith::ConstantOp::create(b, loc, FloatAttr::get(elem, 0.0)))
+                   : constantLike(b, loc, elem, 0);
+  return tensor ? Value(tile::SplatOp::create(b, loc, t, zero)) : zero;
+}
+
+struct Splitter {
+  func::FuncOp kernel;
+  int64_t C;
+  Value rank, isFirst; // i32 rank in the cluster; rank == 0
+  // Slice bounds by (upper bound, step): every walk over the same range
+  // gets the same SSA values, which tile-keep-rows relies on.
+  DenseMap<std::pair<Value, int64_t>, std::pair<Value, Value>> slices;
+  DenseSet<Operation *> walks;
+
+  LogicalResult fail(Operation *op, const Twine &why) {
+    return op->emitOpError("in kernel '")
+           << kernel.getSymName() << "': tile.split_rows = " << C << ": "
+           << why;
+  }
+
+  std::pair<Value, Value> sliceOf(scf::ForOp loop) {
+    Value ub = loop.getUpperBound();
+    int64_t step = walkStep(loop);
+    auto &slot = slices[{ub, step}];
+    if (slot.first)
+      return slot;
+    OpBuilder b(kernel.getContext());
+    if (Operation *def = ub.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointAfter(rank.getDefiningOp());
+    Location loc = loop.getLoc();
+    Type t = ub.getType();
+    auto c = [&](int64_t v) { return constantLike(b, loc, t, v); };
+    // per = ceil(ub / (C B)) * B without forming ub + C B - 1 (ub may be
+    // near the type's maximum).
+    Value cb = c(C * step);
+    Value q = arith::DivSIOp::create(b, loc, ub, cb);
+    Value r = arith::RemSIOp::create(b, loc, ub, cb);
+    Value up = arith::ExtUIOp::create(
+        b, loc, t,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, c(0)));
+    Value per = arith::MulIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, q, up), c(step));
+    Value rk = t.isInteger(32) ? rank : arith::ExtSIOp::create(b, loc, t, rank);
+    Value lo = arith::MulIOp::create(b, loc, rk, per);
+    // hi = lo + per, or ub where the row ends first (ub - lo cannot
+    // overflow; lo + per is formed only where it stays below ub).
+    Value left = arith::SubIOp::create(b, loc, ub, lo);
+    Value ends = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, left,
+                                       per);
+    Value hi = arith::SelectOp::create(
+        b, loc, ends, ub, arith::AddIOp::create(b, loc, lo, per));
+    slot = {lo, hi};
+    return slot;
+  }
+
+  /// Combines the walk's partial reductions over the cluster.
+  LogicalResult combine(scf::ForOp loop) {
+    SmallVector<ReduceKind> kinds;
+    for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i) {
+      auto kind = carriedCombine(loop, i);
+      if (!kind)
+        return fail(loop, "value " + Twine(i) +
+                              " the walk carries is not an add, max or min "
+                              "reduction, so its partials cannot be combined");
+      Value result = loop.getResult(i);
+      if (isa<RankedTensorType>(result.getType()))
+        for (Operation *user : result.getUsers()) {
+          auto reduce = dyn_cast<tile::ReduceOp>(user);
+          if (!reduce || reduce.getKind() != *kind)
+            return fail(loop, "the per-lane partials it carries in value " +
+                                  Twine(i) +
+                                  " are used other than by a reduction of "
+                                  "the same kind");
+        }
+      kinds.push_back(*kind);
+    }
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    // A sum's start value is counted once: on rank 0.
+    for (unsigned i = 0; i < kinds.size(); ++i)
+      if (kinds[i] == ReduceKind::Sum) {
+        OpOperand &init = loop.getInitsMutable()[i];
+        Value zero = zeroOf(b, loc, init.get().getType());
+        Value first = isFirst;
+        if (auto t = dyn_cast<RankedTensorType>(zero.getType()))
+          first = tile::SplatOp::create(
+              b, loc, RankedTensorType::get(t.getShape(), b.getI1Type()),
+              isFirst);
+        init.set(arith::SelectOp::create(b, loc, first, init.get(), zero));
+      }
+    // Scalars: one cluster_reduce per kind and type, right after the walk.
+    b.setInsertionPointAfter(loop);
+    std::map<std::pair<int, std::string>, SmallVector<Value>> groups;
+    for (unsigned i = 0; i < kinds.size(); ++i) {
+      Value r = loop.getResult(i);
+      if (isa<RankedTensorType>(r.getType()) || r.use_empty())
+        continue;
+      std::string type;
+      llvm::raw_string_ostream os(type);
+      os << r.getType();
+      groups[{int(kinds[i]), type}].push_back(r);
+    }
+    for (auto &[key, values] : groups)
+      replaceByCombined(b, loc, ReduceKind(key.first), values);
+    // Tiles: each reduction of them is combined where it happens.
+    for (unsigned i = 0; i < kinds.size(); ++i) {
+      Value r = loop.getResult(i);
+      if (!isa<RankedTensorType>(r.getType()))
+        continue;
+      for (Operation *user : llvm::make_early_inc_range(r.getUsers())) {
+        OpBuilder after(user->getContext());
+        after.setInsertionPointAfter(user);
+        replaceByCombined(after, user->getLoc(), kinds[i],
+                          {user->getResult(0)});
+      }
+    }
+    return success();
+  }
+
+  void replaceByCombined(OpBuilder &b, Location loc, ReduceKind kind,
+                         ArrayRef<Value> values) {
+    SmallVector<Type> types;
+    for (Value v : values)
+      types.push_back(v.getType());
+    auto op = tile::ClusterReduceOp::create(
+        b, loc, types, ReduceKindAttr::get(b.getContext(), kind), values);
+    for (auto [v, combined] : llvm::zip(values, op.getResults()))
+      Value(v).replaceAllUsesExcept(combined, op);
+  }
+
+  LogicalResult run() {
+    if (kernel.walk([](tile::ClusterReduceOp) { return WalkResult::interrupt(); })
+            .wasInterrupted())
+      return fail(kernel, "the kernel already combines over a cluster");
+    auto cluster = kernel->getAttrOfType<IntegerAttr>(attr::kClusterSize);
+    if (!cluster || cluster.getInt() != C)
+      return fail(kernel, "needs tile.cluster_size = " + Twine(C));
+    if (kernel.walk([](tile::NumProgramsOp op) {
+                return op.getAxis() == 0 ? WalkResult::interrupt()
+                                         : WalkResult::advance();
+              }).wasInterrupted())
+      return fail(kernel, "num_programs(0) would count the split programs");
+
+    // The program's row and its rank among the row's programs.
+    Block &entry = kernel.getBody().front();
+    OpBuilder b = OpBuilder::atBlockBegin(&entry);
+    Location loc = kernel.getLoc();
+    Value pid = tile::ProgramIdOp::create(b, loc, b.getI32Type(), 0);
+    Value c = constantLike(b, loc, b.getI32Type(), C);
+    Value row = arith::DivSIOp::create(b, loc, pid, c);
+    rank = arith::RemSIOp::create(b, loc, pid, c);
+    isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rank,
+                                    constantLike(b, loc, b.getI32Type(), 0));
+    kernel.walk([&](tile::ProgramIdOp op) {
+      if (op.getAxis() == 0 && op.getResult() != pid)
+        op.getResult().replaceAllUsesWith(row);
+    });
+
+    SmallVector<scf::ForOp> loops;
+    kernel.walk([&](scf::ForOp loop) {
+      APInt lb;
+      if (isRowWalk(loop) &&
+          matchPattern(loop.getLowerBound(), m_ConstantInt(&lb)) &&
+          lb.isZero())
+        loops.push_back(loop);
+    });
+    if (loops.empty())
+      return fail(kernel, "the kernel has no walk over a row "
+                          "(scf.for from 0 with a constant step)");
+    for (scf::ForOp loop : loops) {
+      auto [lo, hi] = sliceOf(loop);
+      loop.getLowerBoundMutable().set(lo);
+      loop.getUpperBoundMutable().set(hi);
+      if (failed(combine(loop)))
+        return failure();
+      walks.insert(loop);
+    }
+
+    // Stores outside the walks write a row's values: rank 0 writes them.
+    kernel.walk([&](tile::StoreOp store) {
+      for (Operation *p = store->getParentOp(); p != kernel; p = p->getParentOp())
+        if (walks.contains(p))
+          return;
+      OpBuilder sb(store);
+      Value first = isFirst;
+      if (auto t = dyn_cast<RankedTensorType>(store.getOffsets().getType()))
+        first = tile::SplatOp::create(
+            sb, store.getLoc(),
+            RankedTensorType::get(t.getShape(), sb.getI1Type()), isFirst);
+      Value mask = store.getMask()
+                       ? Value(arith::AndIOp::create(sb, store.getLoc(),
+                                                     store.getMask(), first))
+                       : first;
+      store.getMaskMutable().assign(mask);
+    });
+    return success();
+  }
+};
+
+struct TileSplitRowsPass : public impl::TileSplitRowsBase<TileSplitRowsPass> {
+  void runOnOperation() override {
+    getOperation().walk([&](func::FuncOp kernel) {
+      auto split = kernel->getAttrOfType<IntegerAttr>(attr::kSplitRows);
+      if (!split || split.getInt() <= 1)
+        return;
+      Splitter s{kernel, split.getInt(), {}, {}, {}, {}};
+      if (failed(s.run()))
+        signalPassFailure();
+    });
+  }
+};
+
+} // namespace
+} // namespace tilejit
