@@ -59,8 +59,16 @@ bool WalkEquivalence::equivalent(Value x, Value y) {
               ox->getNumOperands() == oy->getNumOperands() &&
               cast<OpResult>(x).getResultNumber() ==
                   cast<OpResult>(y).getResultNumber();
-  for (unsigned i = 0; same && i < ox->getNumOperands(); ++i)
-    same = equivalent(ox->getOperand(i), oy->getOperand(i));
+  auto operandsMatch = [&](bool swap) {
+    for (unsigned i = 0; i < ox->getNumOperands(); ++i)
+      if (!equivalent(ox->getOperand(i),
+                      oy->getOperand(swap ? ox->getNumOperands() - 1 - i : i)))
+        return false;
+    return true;
+  };
+  same = same && (operandsMatch(false) ||
+                  (ox->getNumOperands() == 2 &&
+                   ox->hasTrait<OpTrait::IsCommutative>() && operandsMatch(true)));
   memo[key] = same;
   return same;
 }

@@ -168,14 +168,16 @@ struct Keeper {
     Value mid = arith::SelectOp::create(b, loc, fits, ub,
                                         arith::AddIOp::create(b, loc, lb, k));
 
-    // Offsets in the array: the tile's offsets less lb.
+    // Offsets in the array: (%i - lb) + arange(B), the tile's own offsets
+    // (isOwnTile) less lb, in the form the access vectorizer follows.
     auto localOffsets = [&](OpBuilder &at, tile::LoadOp load) -> Value {
-      auto type = cast<RankedTensorType>(load.getOffsets().getType());
-      Value base = lb;
-      if (base.getType() != type.getElementType())
-        base = arith::TruncIOp::create(at, loc, type.getElementType(), base);
-      Value splat = tile::SplatOp::create(at, loc, type, base);
-      return arith::SubIOp::create(at, loc, load.getOffsets(), splat);
+      auto add = load.getOffsets().getDefiningOp<arith::AddIOp>();
+      Value range = add.getLhs().getDefiningOp<tile::ArangeOp>() ? add.getLhs()
+                                                                  : add.getRhs();
+      auto loop = load->getParentOfType<scf::ForOp>();
+      Value local = arith::SubIOp::create(at, loc, loop.getInductionVar(), lb);
+      Value splat = tile::SplatOp::create(at, loc, range.getType(), local);
+      return arith::AddIOp::create(at, loc, splat, range);
     };
 
     // The first walk: its head also fills the arrays.

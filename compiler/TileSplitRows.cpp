@@ -203,8 +203,10 @@ struct Splitter {
     isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rank,
                                     constantLike(b, loc, b.getI32Type(), 0));
     kernel.walk([&](tile::ProgramIdOp op) {
-      if (op.getAxis() == 0 && op.getResult() != pid)
+      if (op.getAxis() == 0 && op.getResult() != pid) {
         op.getResult().replaceAllUsesWith(row);
+        op.erase();
+      }
     });
 
     SmallVector<scf::ForOp> loops;

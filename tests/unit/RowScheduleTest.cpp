@@ -1,0 +1,92 @@
+//===- RowScheduleTest.cpp - the compiler's row schedules, run ------------===//
+//
+// tile-split-rows and tile-keep-rows rewrite kernels written one program per
+// row; these run the rewritten kernels in the interpreter (each program of
+// a cluster in step with the others, shared arrays per program) against the
+// kernels' fp64 references: every split and keep of jsd, keep for
+// cross_entropy and kl_div, rows shorter than a cluster's tiles (programs
+// with nothing to walk), a row longer than the shared-memory budget (kept in
+// part, the rest re-read), and every 7th row ignored.
+//
+//===----------------------------------------------------------------------===//
+#include "ops/SpecRun.h"
+#include "tilejit/Compiler.h"
+
+#include <gtest/gtest.h>
+
+using namespace tilejit;
+
+namespace {
+
+void expectMatches(const std::string &kernel, DType dtype, int64_t BT,
+                   int64_t V, std::vector<std::string> set) {
+  SpecRunOptions o;
+  o.dtype = dtype;
+  o.sizes = {{"BT", BT}, {"V", V}};
+  o.set = set;
+  SpecRun run(findKernel(kernel), o);
+  run.runOnCpu();
+  bool passed = false;
+  std::string report = describeChecks(run.check(), &passed);
+  std::string config;
+  for (const std::string &s : set)
+    config += " " + s;
+  EXPECT_TRUE(passed) << kernel << " " << dtypeName(dtype) << " V=" << V
+                      << config << "\n"
+                      << report;
+}
+
+TEST(RowSchedules, JsdEverySplitAndKeep) {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const char *split :
+         {"SPLIT_ROWS=1", "SPLIT_ROWS=2", "SPLIT_ROWS=4", "SPLIT_ROWS=8"})
+      for (const char *keep : {"KEEP_ROW=0", "KEEP_ROW=1"})
+        for (int64_t V : {int64_t(1), int64_t(3001)})
+          expectMatches("jsd", dtype, 8, V,
+                        {split, keep, "BLOCK_SIZE=1024", "num_warps=4"});
+}
+
+TEST(RowSchedules, JsdForwardAndReverseKlEndsSplit) {
+  for (const char *beta : {"beta=0", "beta=1"})
+    expectMatches("jsd", DType::BF16, 8, 2500,
+                  {"SPLIT_ROWS=4", "KEEP_ROW=1", "BLOCK_SIZE=1024",
+                   "num_warps=4", beta});
+}
+
+TEST(RowSchedules, KeptRowsOfTheOtherLosses) {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int64_t V : {int64_t(1), int64_t(3001)}) {
+      expectMatches("cross_entropy", dtype, 8, V,
+                    {"KEEP_ROW=1", "BLOCK_SIZE=1024", "label_smoothing=0.1",
+                     "lse_square_scale=0.01"});
+      for (const char *reverse : {"reverse=0", "reverse=1"})
+        expectMatches("kl_div", dtype, 8, V,
+                      {"KEEP_ROW=1", "BLOCK_SIZE=1024", reverse});
+    }
+}
+
+TEST(RowSchedules, RowLongerThanTheBudgetIsKeptInPart) {
+  // Two f32 inputs take 8 bytes per element: 200 KiB keep 25600 of them.
+  const KernelSpec &jsd = findKernel("jsd");
+  dsl::Config c = jsd.config(DType::F32, {"KEEP_ROW=1", "BLOCK_SIZE=1024"},
+                             {{"BT", 3}, {"V", 30000}});
+  CompileOptions o;
+  o.upTo = Stage::Tile;
+  std::string ir = compile(jsd.build(c), o).tileIR;
+  EXPECT_NE(ir.find("tile.shared_alloc {offset = 0 : i64, size = 25600 : i64}"),
+            std::string::npos)
+      << ir;
+  expectMatches("jsd", DType::F32, 3, 30000, {"KEEP_ROW=1", "BLOCK_SIZE=1024"});
+}
+
+TEST(RowSchedules, SplitRowsGrowTheLaunch) {
+  const KernelSpec &jsd = findKernel("jsd");
+  dsl::Config c = jsd.config(DType::BF16, {"SPLIT_ROWS=4"}, {{"V", 4096}});
+  CompileOptions o;
+  o.upTo = Stage::Simt;
+  CompiledKernel k = compile(jsd.build(c), o);
+  EXPECT_EQ(k.splitRows, 4);
+  EXPECT_EQ(k.clusterSize, 4);
+}
+
+} // namespace
