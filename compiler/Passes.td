@@ -38,12 +38,15 @@ def TileSplitRows : Pass<"tile-split-rows", "mlir::ModuleOp"> {
     r = p % C, [r * per, min(ub, (r + 1) * per)) with per = ceil(ub / (C B))
     * B; what a walk carries (add, max or min reductions) is combined over
     the cluster by tile.cluster_reduce after it (a carried tile, where it is
-    reduced); stores outside the walks are made by rank 0 only. Sums start
-    from their initial value on rank 0 and from 0 elsewhere. Errors: carried
+    reduced; an online-softmax state (m, d) of tile.softmax_fold, after its
+    tile.softmax_total, as M = max M_r, S = sum S_r exp(M_r - M)); stores
+    outside the walks are made by rank 0 only. Sums and states start from
+    their initial value on rank 0 and from the identity elsewhere. Errors: carried
     values that are not such reductions, kernels that already use clusters
     or num_programs(0), kernels without a walk.
   }];
-  let dependentDialects = ["mlir::arith::ArithDialect"];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect"];
 }
 
 def TileKeepRows : Pass<"tile-keep-rows", "mlir::ModuleOp"> {
@@ -60,6 +63,20 @@ def TileKeepRows : Pass<"tile-keep-rows", "mlir::ModuleOp"> {
     alone, except for the later walk's store of the element it just read.
   }];
   let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def TileExpandSoftmax : Pass<"tile-expand-softmax", "mlir::ModuleOp"> {
+  let summary = "Write out tile.softmax_fold and tile.softmax_total";
+  let description = [{
+    Replaces each online-softmax op, once the row schedules have seen it,
+    by arith, math and tile.reduce: fold (m, d) with x as
+    m' = max(m, x), d' = x > m ? d e + 1 : d + e with
+    e = x == -inf ? 0 : exp(x > m ? m - x : x - m); total as
+    M = max(m), S = sum(d exp(m - (M == -inf ? 0 : M))). The exps are
+    approximate (fastmath afn).
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect"];
 }
 
 def TileAssignLayout : Pass<"tile-assign-layout", "mlir::ModuleOp"> {

@@ -26,7 +26,10 @@
 #include "tilejit/compiler/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
+
+#include <limits>
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILESPLITROWS
@@ -89,8 +92,8 @@ struct Splitter {
     Value up = arith::ExtUIOp::create(
         b, loc, t,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, c(0)));
-    Value per = arith::MulIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, q, up), c(step));
+    Value tiles = arith::AddIOp::create(b, loc, q, up);
+    Value per = arith::MulIOp::create(b, loc, tiles, c(step));
     Value rk = t.isInteger(32) ? rank : arith::ExtSIOp::create(b, loc, t, rank);
     Value lo = arith::MulIOp::create(b, loc, rk, per);
     // hi = lo + per, or ub where the row ends first (ub - lo cannot
@@ -98,70 +101,154 @@ struct Splitter {
     Value left = arith::SubIOp::create(b, loc, ub, lo);
     Value ends = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, left,
                                        per);
-    Value hi = arith::SelectOp::create(
-        b, loc, ends, ub, arith::AddIOp::create(b, loc, lo, per));
+    Value full = arith::AddIOp::create(b, loc, lo, per);
+    Value hi = arith::SelectOp::create(b, loc, ends, ub, full);
     slot = {lo, hi};
     return slot;
   }
 
+  /// The carried (m, d) pairs of online-softmax states: m yielded as
+  /// m_next and d as d_next of one tile.softmax_fold over the two iter_args
+  /// (each used by it alone), the results used only by tile.softmax_total.
+  std::optional<std::pair<unsigned, unsigned>> softmaxPair(scf::ForOp loop,
+                                                           unsigned i) {
+    auto fold =
+        loop.getYieldedValues()[i].getDefiningOp<tile::SoftmaxFoldOp>();
+    auto args = loop.getRegionIterArgs();
+    if (!fold || fold.getMNext() != loop.getYieldedValues()[i] ||
+        fold.getM() != args[i] || !args[i].hasOneUse())
+      return std::nullopt;
+    for (unsigned j = 0; j < args.size(); ++j)
+      if (loop.getYieldedValues()[j] == fold.getDNext() &&
+          fold.getD() == args[j] && args[j].hasOneUse()) {
+        for (Value r : {loop.getResult(i), loop.getResult(j)})
+          for (Operation *user : r.getUsers()) {
+            auto total = dyn_cast<tile::SoftmaxTotalOp>(user);
+            if (!total || total.getM() != loop.getResult(i) ||
+                total.getD() != loop.getResult(j))
+              return std::nullopt;
+          }
+        return std::make_pair(i, j);
+      }
+    return std::nullopt;
+  }
+
+  /// The start value of a carried value: its own on rank 0, `identity`
+  /// elsewhere, so that the cluster counts it once.
+  void startOnFirst(OpBuilder &b, Location loc, OpOperand &init, Value identity) {
+    Value first = isFirst;
+    if (auto t = dyn_cast<RankedTensorType>(identity.getType()))
+      first = tile::SplatOp::create(
+          b, loc, RankedTensorType::get(t.getShape(), b.getI1Type()), isFirst);
+    init.set(arith::SelectOp::create(b, loc, first, init.get(), identity));
+  }
+
+  /// After each tile.softmax_total of a split state: the programs' maxes
+  /// M_r and sums S_r become M = max M_r and S = sum S_r exp(M_r - M') over
+  /// the cluster (M' = M, or 0 when the row is empty).
+  void combineSoftmax(tile::SoftmaxTotalOp total) {
+    OpBuilder b(total->getContext());
+    b.setInsertionPointAfter(total);
+    Location loc = total.getLoc();
+    auto f32 = b.getF32Type();
+    auto kind = [&](ReduceKind k) {
+      return ReduceKindAttr::get(b.getContext(), k);
+    };
+    Value own = total.getMax(), sum = total.getSum();
+    auto rowMax = tile::ClusterReduceOp::create(
+        b, loc, TypeRange{f32}, kind(ReduceKind::Max), ValueRange{own});
+    Value all = rowMax.getResult(0);
+    Value negInf = arith::ConstantOp::create(
+        b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+    Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, all,
+                                        negInf);
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+    Value shift = arith::SelectOp::create(b, loc, empty, zero, all);
+    auto diff = arith::SubFOp::create(b, loc, own, shift);
+    Value scale = math::ExpOp::create(b, loc, diff, arith::FastMathFlags::afn);
+    auto mine = arith::MulFOp::create(b, loc, sum, scale);
+    auto rowSum = tile::ClusterReduceOp::create(
+        b, loc, TypeRange{f32}, kind(ReduceKind::Sum), ValueRange{mine});
+    own.replaceAllUsesExcept(
+        all, SmallPtrSet<Operation *, 2>{rowMax.getOperation(),
+                                         diff.getOperation()});
+    sum.replaceAllUsesExcept(rowSum.getResult(0), mine.getOperation());
+  }
+
   /// Combines the walk's partial reductions over the cluster.
   LogicalResult combine(scf::ForOp loop) {
-    SmallVector<ReduceKind> kinds;
-    for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i) {
-      auto kind = carriedCombine(loop, i);
-      if (!kind)
+    unsigned n = loop.getNumRegionIterArgs();
+    SmallVector<std::optional<ReduceKind>> kinds(n);
+    SmallVector<std::pair<unsigned, unsigned>> pairs;
+    DenseSet<unsigned> inPair;
+    for (unsigned i = 0; i < n; ++i)
+      if (auto p = softmaxPair(loop, i)) {
+        pairs.push_back(*p);
+        inPair.insert(p->first);
+        inPair.insert(p->second);
+      }
+    for (unsigned i = 0; i < n; ++i) {
+      if (inPair.contains(i))
+        continue;
+      kinds[i] = carriedCombine(loop, i);
+      if (!kinds[i])
         return fail(loop, "value " + Twine(i) +
                               " the walk carries is not an add, max or min "
-                              "reduction, so its partials cannot be combined");
+                              "reduction or an online-softmax state, so its "
+                              "partials cannot be combined");
       Value result = loop.getResult(i);
       if (isa<RankedTensorType>(result.getType()))
         for (Operation *user : result.getUsers()) {
           auto reduce = dyn_cast<tile::ReduceOp>(user);
-          if (!reduce || reduce.getKind() != *kind)
+          if (!reduce || reduce.getKind() != *kinds[i])
             return fail(loop, "the per-lane partials it carries in value " +
                                   Twine(i) +
                                   " are used other than by a reduction of "
                                   "the same kind");
         }
-      kinds.push_back(*kind);
     }
     OpBuilder b(loop);
     Location loc = loop.getLoc();
-    // A sum's start value is counted once: on rank 0.
-    for (unsigned i = 0; i < kinds.size(); ++i)
+    // A sum's start value (and a softmax state's) is counted once: on rank 0.
+    for (unsigned i = 0; i < n; ++i)
       if (kinds[i] == ReduceKind::Sum) {
         OpOperand &init = loop.getInitsMutable()[i];
-        Value zero = zeroOf(b, loc, init.get().getType());
-        Value first = isFirst;
-        if (auto t = dyn_cast<RankedTensorType>(zero.getType()))
-          first = tile::SplatOp::create(
-              b, loc, RankedTensorType::get(t.getShape(), b.getI1Type()),
-              isFirst);
-        init.set(arith::SelectOp::create(b, loc, first, init.get(), zero));
+        startOnFirst(b, loc, init, zeroOf(b, loc, init.get().getType()));
       }
+    for (auto [mi, di] : pairs) {
+      OpOperand &m = loop.getInitsMutable()[mi], &d = loop.getInitsMutable()[di];
+      Type t = m.get().getType();
+      Value negInf = arith::ConstantOp::create(
+          b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+      startOnFirst(b, loc, m, tile::SplatOp::create(b, loc, t, negInf));
+      startOnFirst(b, loc, d, zeroOf(b, loc, t));
+      for (Operation *user :
+           llvm::make_early_inc_range(loop.getResult(mi).getUsers()))
+        combineSoftmax(cast<tile::SoftmaxTotalOp>(user));
+    }
     // Scalars: one cluster_reduce per kind and type, right after the walk.
     b.setInsertionPointAfter(loop);
     std::map<std::pair<int, std::string>, SmallVector<Value>> groups;
-    for (unsigned i = 0; i < kinds.size(); ++i) {
+    for (unsigned i = 0; i < n; ++i) {
       Value r = loop.getResult(i);
-      if (isa<RankedTensorType>(r.getType()) || r.use_empty())
+      if (!kinds[i] || isa<RankedTensorType>(r.getType()) || r.use_empty())
         continue;
       std::string type;
       llvm::raw_string_ostream os(type);
       os << r.getType();
-      groups[{int(kinds[i]), type}].push_back(r);
+      groups[{int(*kinds[i]), type}].push_back(r);
     }
     for (auto &[key, values] : groups)
       replaceByCombined(b, loc, ReduceKind(key.first), values);
     // Tiles: each reduction of them is combined where it happens.
-    for (unsigned i = 0; i < kinds.size(); ++i) {
+    for (unsigned i = 0; i < n; ++i) {
       Value r = loop.getResult(i);
-      if (!isa<RankedTensorType>(r.getType()))
+      if (!kinds[i] || !isa<RankedTensorType>(r.getType()))
         continue;
       for (Operation *user : llvm::make_early_inc_range(r.getUsers())) {
         OpBuilder after(user->getContext());
         after.setInsertionPointAfter(user);
-        replaceByCombined(after, user->getLoc(), kinds[i],
+        replaceByCombined(after, user->getLoc(), *kinds[i],
                           {user->getResult(0)});
       }
     }

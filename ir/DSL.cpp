@@ -746,6 +746,36 @@ std::vector<Value> KernelBuilder::clusterReduce(ClusterOp combine,
   return out;
 }
 
+std::pair<Value, Value> KernelBuilder::softmaxFold(Value m, Value d, Value x,
+                                                   SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue vm = k.use(m), vd = k.use(d), vx = k.use(x);
+  if (!isTileType(vm.getType()) || vm.getType() != vd.getType() ||
+      vm.getType() != vx.getType() ||
+      !mlir::cast<mlir::RankedTensorType>(vm.getType()).getElementType().isF32())
+    k.fail("softmaxFold needs three f32 tiles of one size, got " +
+           typeStr(vm.getType()) + ", " + typeStr(vd.getType()) + " and " +
+           typeStr(vx.getType()));
+  auto op = tile::SoftmaxFoldOp::create(k.b, k.loc, vm.getType(), vm.getType(),
+                                        vm, vd, vx);
+  return {k.wrap(this, op.getMNext()), k.wrap(this, op.getDNext())};
+}
+
+std::pair<Value, Value> KernelBuilder::softmaxTotal(Value m, Value d,
+                                                    SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue vm = k.use(m), vd = k.use(d);
+  if (!isTileType(vm.getType()) || vm.getType() != vd.getType() ||
+      !mlir::cast<mlir::RankedTensorType>(vm.getType()).getElementType().isF32())
+    k.fail("softmaxTotal needs two f32 tiles of one size, got " +
+           typeStr(vm.getType()) + " and " + typeStr(vd.getType()));
+  auto f32 = k.b.getF32Type();
+  auto op = tile::SoftmaxTotalOp::create(k.b, k.loc, f32, f32, vm, vd);
+  return {k.wrap(this, op.getMax()), k.wrap(this, op.getSum())};
+}
+
 Value KernelBuilder::dot(Value a, Value b, Value acc, int64_t M, int64_t N,
                          int64_t K, SourceLoc loc) {
   auto &k = *impl_;

@@ -115,6 +115,36 @@ def Tile_ReduceOp : Tile_Op<"reduce", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tile_SoftmaxFoldOp : Tile_Op<"softmax_fold", [Pure,
+    AllTypesMatch<["m", "d", "x", "m_next", "d_next"]>]> {
+  let summary = "fold a tile into a per-lane online-softmax state (m, d)";
+  let description = [{
+    Per lane: m' = max(m, x) and d' = d exp(m - m') + exp(x - m'), with one
+    exp per element (the smaller of m and x is the one rescaled) and
+    exp(-inf - m') = 0. A state starts at (-inf, 0). The compiler knows
+    the state for what it is (a row split over a cluster combines the
+    programs' states on chip); tile-expand-softmax lowers it to arith and
+    math.
+  }];
+  let arguments = (ins 1DTensorOf<[F32]>:$m, 1DTensorOf<[F32]>:$d,
+                   1DTensorOf<[F32]>:$x);
+  let results = (outs 1DTensorOf<[F32]>:$m_next, 1DTensorOf<[F32]>:$d_next);
+  let assemblyFormat = "$m `,` $d `,` $x attr-dict `:` type($m)";
+}
+
+def Tile_SoftmaxTotalOp : Tile_Op<"softmax_total", [Pure,
+    AllTypesMatch<["m", "d"]>]> {
+  let summary = "a per-lane online-softmax state's row max and sum";
+  let description = [{
+    M = max over lanes of m, S = sum over lanes of d exp(m - M') with
+    M' = M, or 0 when M = -inf (an empty row: S = 0). S is the row's
+    sum-exp against its max: lse = M' + log S.
+  }];
+  let arguments = (ins 1DTensorOf<[F32]>:$m, 1DTensorOf<[F32]>:$d);
+  let results = (outs F32:$max, F32:$sum);
+  let assemblyFormat = "$m `,` $d attr-dict `:` type($m)";
+}
+
 def Tile_DotOp : Tile_Op<"dot", [Pure]> {
   let summary = "matrix product of row-major tiles, on tensor cores";
   let description = [{

@@ -28,6 +28,8 @@
 #include "kernels_spec/reference/LinearCeReference.h"
 #include "tilejit/KernelSpec.h"
 
+#include <tuple>
+
 using namespace tilejit::dsl;
 
 namespace tilejit {
@@ -97,10 +99,10 @@ TileModule buildCrossEntropy(const Config &c) {
           Value mask = offs < V;
           Value x = where(mask, softcap(k.load(z, offs, mask, 0).to(DType::F32)),
                           kNegInf);
-          onlineUpdate(m, d, x);
+          std::tie(m, d) = k.softmaxFold(m, d, x);
           wSum = wSum + weightAt(offs, mask);
         });
-        auto [rowMax, sumExp] = rowNormalizer(m, d);
+        auto [rowMax, sumExp] = k.softmaxTotal(m, d);
         Value shift = safeShift(rowMax), logSum = log(sumExp);
         Value lse = shift + logSum;
         Value W = wSum.sum();

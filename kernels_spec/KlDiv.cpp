@@ -26,6 +26,8 @@
 #include "kernels_spec/reference/KlDivReference.h"
 #include "tilejit/KernelSpec.h"
 
+#include <tuple>
+
 using namespace tilejit::dsl;
 
 namespace tilejit {
@@ -72,11 +74,11 @@ TileModule buildKlDiv(const Config &c) {
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
-          onlineUpdate(mq, dq, scaled(s, offs, mask));
-          onlineUpdate(mp, dp, scaled(t, offs, mask));
+          std::tie(mq, dq) = k.softmaxFold(mq, dq, scaled(s, offs, mask));
+          std::tie(mp, dp) = k.softmaxFold(mp, dp, scaled(t, offs, mask));
         });
-        auto [maxQ, sumQ] = rowNormalizer(mq, dq);
-        auto [maxP, sumP] = rowNormalizer(mp, dp);
+        auto [maxQ, sumQ] = k.softmaxTotal(mq, dq);
+        auto [maxP, sumP] = k.softmaxTotal(mp, dp);
         Value shiftQ = safeShift(maxQ), logSumQ = log(sumQ);
         Value shiftP = safeShift(maxP), logSumP = log(sumP);
         // log q - log p at each element, and each distribution; the max

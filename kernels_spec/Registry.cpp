@@ -187,8 +187,10 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                                      const std::map<std::string, int64_t> &shape) {
     if (derive)
       derive(c, shape);
+    // Only a kept row is sized by it: the other schedules compile once for
+    // every row length.
     auto it = shape.find(size);
-    if (it != shape.end())
+    if (it != shape.end() && c.params["KEEP_ROW"] != 0)
       c.params["ROW_EXTENT"] = it->second;
   };
   return spec;
@@ -209,8 +211,8 @@ static std::deque<KernelSpec> &registry() {
       linearCeGemmSpec(),
       withRowSchedules(jsdSpec(), "V", {1, 2, 4, 8}),
       scaleGradSpec(),
-      withRowSchedules(crossEntropySpec(), "V", {1}),
-      withRowSchedules(klDivSpec(), "V", {1})};
+      withRowSchedules(crossEntropySpec(), "V", {1, 2, 4, 8}),
+      withRowSchedules(klDivSpec(), "V", {1, 2, 4, 8})};
   return kernels;
 }
 

@@ -69,14 +69,18 @@ struct Kernels {
   Kernel weights, rows, sum;
 };
 
-const Kernels &kernelsFor(DType dtype, bool hasWeight) {
+/// The kernels for one dtype, weighting and row length V (the spec's
+/// defaults by V pick the row kernel's schedule and size what it keeps).
+const Kernels &kernelsFor(DType dtype, bool hasWeight, int64_t V) {
   static std::mutex mutex;
-  static std::map<std::pair<DType, bool>, std::unique_ptr<Kernels>> cache;
+  static std::map<std::tuple<DType, bool, int64_t>, std::unique_ptr<Kernels>>
+      cache;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Kernels> &slot = cache[{dtype, hasWeight}];
+  std::unique_ptr<Kernels> &slot = cache[{dtype, hasWeight, V}];
   if (!slot) {
     KernelOptions f32{DType::F32, {}, {}};
-    KernelOptions rows{dtype, {"HAS_WEIGHT=" + std::to_string(hasWeight)}, {}};
+    KernelOptions rows{
+        dtype, {"HAS_WEIGHT=" + std::to_string(hasWeight)}, {{"V", V}}};
     slot = std::make_unique<Kernels>(Kernels{
         Kernel::compile("lce_row_weights", f32),
         Kernel::compile("cross_entropy", rows),
@@ -98,7 +102,7 @@ size_t crossEntropyWorkspaceBytes(const CrossEntropyArgs &args) {
 
 void prepareCrossEntropy(const CrossEntropyArgs &args, Device device) {
   validate(args);
-  const Kernels &k = kernelsFor(args.dtype, args.classWeight != nullptr);
+  const Kernels &k = kernelsFor(args.dtype, args.classWeight != nullptr, args.V);
   if (device == Device::Gpu)
     Kernel::compileForGpu({&k.weights, &k.rows, &k.sum});
 }
@@ -142,7 +146,7 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
       upstream = ones;
     }
   }
-  const Kernels &k = kernelsFor(a.dtype, hasWeight);
+  const Kernels &k = kernelsFor(a.dtype, hasWeight, a.V);
   // Without class weights the kernels read none: any f32 pointer will do.
   const float *w = hasWeight ? a.classWeight : stats;
   int64_t nw = hasWeight ? a.V : 5, cells = a.BT * a.V;

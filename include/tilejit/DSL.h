@@ -226,6 +226,17 @@ public:
   /// promise is a misaligned-address fault, so set it only from what the
   /// caller has checked (the ALIGNED switch of the kernel specs).
   void assumeAlignedVectors();
+  /// Online softmax, per lane: folds tile x (f32) into the running state
+  /// (m, d) of the row's max and sum-exp, m' = max(m, x) and
+  /// d' = d exp(m - m') + exp(x - m'); a state starts at (-inf, 0). Returns
+  /// (m', d'). The compiler knows it for a per-row reduction: a row split
+  /// over a cluster (SPLIT_ROWS) combines the programs' states on chip.
+  std::pair<Value, Value> softmaxFold(Value m, Value d, Value x,
+                                      SourceLoc loc = SourceLoc::here());
+  /// A state's row max M and sum S = sum over lanes of d exp(m - M) (M = -inf:
+  /// an empty row, S = 0); lse = M + log S.
+  std::pair<Value, Value> softmaxTotal(Value m, Value d,
+                                       SourceLoc loc = SourceLoc::here());
   enum class ClusterOp { Sum, Max, Min };
   /// Combines each scalar of `xs` (one type, f32/i32/i64; bf16/f16 widen to
   /// f32) over the programs of this program's cluster, in program order:

@@ -77,9 +77,9 @@ def test_params_and_config(jsd):
 
 
 def test_tuned_on_cpu_gives_defaults_and_says_why():
-    k = tilejit.kernel("jsd", torch.float32, tuned=True,
-                       shape={"BT": 4096, "V": 151936})
-    assert k.config == tilejit.kernel("jsd", torch.float32).config
+    shape = {"BT": 4096, "V": 151936}
+    k = tilejit.kernel("jsd", torch.float32, tuned=True, shape=shape)
+    assert k.config == tilejit.kernel("jsd", torch.float32, shape=shape).config
     assert k.config_source.startswith("default; ")
     assert "GPU" in k.config_source
     with pytest.raises(tilejit.TilejitError, match="shape 'BT'"):

@@ -94,3 +94,44 @@ func.func @hand_split(%out: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, ti
   tile.store %out[%row], %s : !tile.ptr<f32>[i32], f32
   return
 }
+
+// -----
+
+// An online-softmax state: both halves start from the identity (-inf, 0)
+// off rank 0, and after its total the programs' maxes and rescaled sums
+// are combined: M = max M_r, S = sum S_r exp(M_r - M).
+// CHECK-LABEL: func.func @softmax_state(
+// CHECK:         %[[M0:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<256xi1>, tensor<256xf32>
+// CHECK:         %[[D0:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<256xi1>, tensor<256xf32>
+// CHECK:         %[[S:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[M0]], %{{.*}} = %[[D0]])
+// CHECK:           tile.softmax_fold
+// CHECK:         %[[MAX:.*]], %[[SUM:.*]] = tile.softmax_total %[[S]]#0, %[[S]]#1
+// CHECK:         %[[ALLMAX:.*]] = tile.cluster_reduce max %[[MAX]]
+// CHECK:         %[[SHIFT:.*]] = arith.select %{{.*}}, %{{.*}}, %[[ALLMAX]] : f32
+// CHECK:         %[[DIFF:.*]] = arith.subf %[[MAX]], %[[SHIFT]]
+// CHECK:         %[[SCALE:.*]] = math.exp %[[DIFF]] fastmath<afn>
+// CHECK:         %[[MINE:.*]] = arith.mulf %[[SUM]], %[[SCALE]]
+// CHECK:         %[[ALLSUM:.*]] = tile.cluster_reduce sum %[[MINE]]
+// CHECK:         tile.store %arg1[%{{.*}}], %[[ALLMAX]] mask
+// CHECK:         tile.store %arg2[%{{.*}}], %[[ALLSUM]] mask
+func.func @softmax_state(%x: !tile.ptr<f32>, %outM: !tile.ptr<f32>, %outS: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.cluster_size = 2 : i64, tile.split_rows = 2 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %row = tile.program_id 0 : i32
+  %r = tile.arange : tensor<256xi32>
+  %m0 = tile.splat %ninf : f32 -> tensor<256xf32>
+  %d0 = tile.splat %zero : f32 -> tensor<256xf32>
+  %s:2 = scf.for %i = %c0 to %V step %c256 iter_args(%m = %m0, %d = %d0) -> (tensor<256xf32>, tensor<256xf32>) : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %mn, %dn = tile.softmax_fold %m, %d, %t : tensor<256xf32>
+    scf.yield %mn, %dn : tensor<256xf32>, tensor<256xf32>
+  }
+  %mx, %sm = tile.softmax_total %s#0, %s#1 : tensor<256xf32>
+  tile.store %outM[%row], %mx : !tile.ptr<f32>[i32], f32
+  tile.store %outS[%row], %sm : !tile.ptr<f32>[i32], f32
+  return
+}

@@ -3,8 +3,8 @@
 // tile-split-rows and tile-keep-rows rewrite kernels written one program per
 // row; these run the rewritten kernels in the interpreter (each program of
 // a cluster in step with the others, shared arrays per program) against the
-// kernels' fp64 references: every split and keep of jsd, keep for
-// cross_entropy and kl_div, rows shorter than a cluster's tiles (programs
+// kernels' fp64 references: every split and keep of jsd, cross_entropy and
+// kl_div, rows shorter than a cluster's tiles (programs
 // with nothing to walk), a row longer than the shared-memory budget (kept in
 // part, the rest re-read), and every 7th row ignored.
 //
@@ -53,15 +53,26 @@ TEST(RowSchedules, JsdForwardAndReverseKlEndsSplit) {
                    "num_warps=4", beta});
 }
 
-TEST(RowSchedules, KeptRowsOfTheOtherLosses) {
+TEST(RowSchedules, OtherLossesSplitAndKept) {
+  // Their first walks carry online-softmax states (tile.softmax_fold).
   for (DType dtype : {DType::F32, DType::BF16})
-    for (int64_t V : {int64_t(1), int64_t(3001)}) {
-      expectMatches("cross_entropy", dtype, 8, V,
-                    {"KEEP_ROW=1", "BLOCK_SIZE=1024", "label_smoothing=0.1",
-                     "lse_square_scale=0.01"});
-      for (const char *reverse : {"reverse=0", "reverse=1"})
-        expectMatches("kl_div", dtype, 8, V,
-                      {"KEEP_ROW=1", "BLOCK_SIZE=1024", reverse});
+    for (const char *schedule :
+         {"SPLIT_ROWS=1,KEEP_ROW=1", "SPLIT_ROWS=2,KEEP_ROW=0",
+          "SPLIT_ROWS=4,KEEP_ROW=1", "SPLIT_ROWS=8,KEEP_ROW=1"}) {
+      std::string sched = schedule;
+      std::string split = sched.substr(0, sched.find(','));
+      std::string keep = sched.substr(sched.find(',') + 1);
+      for (int64_t V : {int64_t(1), int64_t(3001)}) {
+        expectMatches("cross_entropy", dtype, 8, V,
+                      {split, keep, "BLOCK_SIZE=1024", "label_smoothing=0.1",
+                       "lse_square_scale=0.01"});
+        expectMatches("cross_entropy", dtype, 8, V,
+                      {split, keep, "BLOCK_SIZE=1024", "HAS_WEIGHT=1",
+                       "softcap=15"});
+        for (const char *reverse : {"reverse=0", "reverse=1"})
+          expectMatches("kl_div", dtype, 8, V,
+                        {split, keep, "BLOCK_SIZE=1024", reverse});
+      }
     }
 }
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine from the repo root: the row losses (jsd, kl_div,
+# cross_entropy) and the compiler's row schedules, with the carried
+# binaries (scripts/package-gpu.sh). PARTS (default "tune bench peers")
+# picks what runs; logs go to $OUT (default ./out).
+#   tune   `tilejit tune` of each loss at BT = 4096, V = 151936, bf16 (every
+#          candidate's time, checked against the fp64 reference)
+#   bench  `tilejit bench` + `run --check` of the plain schedule, the
+#          defaults and the tuned winner, at the main shape and SHAPES
+#   peers  scripts/bench/row_losses.py: the PyTorch ops beside Liger-Kernel
+#          (.peers/liger if carried), torch.compile and eager
+set -uo pipefail
+out=${OUT:-out}; mkdir -p "$out"
+bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
+export TILEJIT_CACHE_DIR=/tmp/tilejit-cache
+export TILEJIT_LIBRARY=$PWD/gpu-bin/libtilejit.so.0
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+[ -d .peers/liger ] && export PYTHONPATH=$PYTHONPATH:$PWD/.peers/liger
+parts=${PARTS:-tune bench peers}
+losses=${LOSSES:-jsd kl_div cross_entropy}
+main="--size BT=4096 --size V=151936 --dtype bf16"
+tj="timeout 280 ./gpu-bin/tilejit"
+has() { [[ " $parts " == *" $1 "* ]]; }
+if has tune; then
+  for k in $losses; do
+    $tj tune "$k" $main --reps 10 ${TUNE_SET:-} 2>&1 | tee "$out/tune-$k.log"
+  done
+fi
+if has bench; then
+  for k in $losses; do
+    for set in "--set=KEEP_ROW=0" "" ${BENCH_SETS:-}; do
+      echo "== $k $set"
+      $tj bench "$k" $main ${set//,/ } --iters 30
+      $tj run "$k" $main ${set//,/ } --check --check-rows 64 | tail -4
+    done
+  done 2>&1 | tee "$out/bench.log"
+fi
+if has peers; then
+  timeout 500 python3 scripts/bench/row_losses.py ${PEER_ARGS:-} 2>&1 |
+    grep -v Warning | tee "$out/row_losses.jsonl"
+fi
