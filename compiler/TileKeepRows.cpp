@@ -21,7 +21,9 @@
 // a load whose memory may be written after the first walk reads it (a store
 // in the first walk or between the walks to memory that may overlap), except
 // for the later walk's own store of the element it read (a gradient written
-// in place over its input).
+// in place over its input). Only rows are kept: loads at an offset from
+// their argument (a vector every row reads, such as class weights, stays in
+// L2).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/RowWalk.h"
@@ -115,7 +117,11 @@ struct Keeper {
     for (scf::ForOp walk : later) {
       WalkEquivalence eq(first, walk);
       for (auto load : walk.getBody()->getOps<tile::LoadOp>()) {
-        if (!isOwnTile(walk, load.getOffsets()) ||
+        // A row of the batch is addressed from an offset into its argument;
+        // what every row reads at the argument itself (class weights, one
+        // vector for all rows) stays in L2 and is not worth shared memory.
+        if (!load.getPtr().getDefiningOp<tile::AddPtrOp>() ||
+            !isOwnTile(walk, load.getOffsets()) ||
             !laterWalkKeepsElements(walk, load))
           continue;
         for (auto source : first.getBody()->getOps<tile::LoadOp>()) {

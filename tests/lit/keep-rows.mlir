@@ -10,7 +10,7 @@
 // CHECK:         %[[FITS:.*]] = arith.cmpi slt, %[[LEFT]], %c1024
 // CHECK:         %[[MID:.*]] = arith.select %[[FITS]], %arg2, %{{.*}} : i32
 // CHECK:         %[[HEAD:.*]] = scf.for %{{.*}} = %c0{{.*}} to %[[MID]]
-// CHECK:           %[[X:.*]] = tile.load %arg0
+// CHECK:           %[[X:.*]] = tile.load %[[XR:.*]][
 // CHECK:           tile.store %[[KEEP]][%{{.*}}], %[[X]] mask
 // CHECK:         %[[SUM:.*]] = scf.for %{{.*}} = %[[MID]] to %arg2 {{.*}} iter_args(%{{.*}} = %[[HEAD]])
 // CHECK-NOT:       tile.store %[[KEEP]]
@@ -19,18 +19,21 @@
 // CHECK:           tile.load %[[KEEP]][%{{.*}}] mask
 // CHECK:           tile.store %arg1
 // CHECK:         scf.for %{{.*}} = %[[MID]] to %arg2
-// CHECK:           tile.load %arg0
+// CHECK:           tile.load %[[XR]][
 func.func @two_walks(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.keep_row = 1 : i64, tile.row_extent = 1000 : i64} {
   %c0 = arith.constant 0 : i32
   %c256 = arith.constant 256 : i32
   %zero = arith.constant 0.0 : f32
+  %row = tile.program_id 0 : i32
+  %base = arith.muli %row, %V : i32
+  %xr = tile.addptr %x, %base : !tile.ptr<f32>, i32
   %r = tile.arange : tensor<256xi32>
   %vs = tile.splat %V : i32 -> tensor<256xi32>
   %s = scf.for %i = %c0 to %V step %c256 iter_args(%acc = %zero) -> (f32) : i32 {
     %si = tile.splat %i : i32 -> tensor<256xi32>
     %offs = arith.addi %si, %r : tensor<256xi32>
     %m = arith.cmpi slt, %offs, %vs : tensor<256xi32>
-    %t = tile.load %x[%offs] mask %m : !tile.ptr<f32>[tensor<256xi32>] mask tensor<256xi1> -> tensor<256xf32>
+    %t = tile.load %xr[%offs] mask %m : !tile.ptr<f32>[tensor<256xi32>] mask tensor<256xi1> -> tensor<256xf32>
     %ts = tile.reduce sum %t : tensor<256xf32> -> f32
     %n = arith.addf %acc, %ts : f32
     scf.yield %n : f32
@@ -40,7 +43,7 @@ func.func @two_walks(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %V: i32) attributes
     %si = tile.splat %i : i32 -> tensor<256xi32>
     %offs = arith.addi %r, %si : tensor<256xi32>
     %m = arith.cmpi slt, %offs, %vs : tensor<256xi32>
-    %t = tile.load %x[%offs] mask %m : !tile.ptr<f32>[tensor<256xi32>] mask tensor<256xi1> -> tensor<256xf32>
+    %t = tile.load %xr[%offs] mask %m : !tile.ptr<f32>[tensor<256xi32>] mask tensor<256xi1> -> tensor<256xf32>
     %q = arith.divf %t, %ss : tensor<256xf32>
     tile.store %y[%offs], %q mask %m : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32> mask tensor<256xi1>
   }
@@ -92,11 +95,14 @@ func.func @written_between(%x: !tile.ptr<f32>, %V: i32) attributes {tile.kernel,
   %c0 = arith.constant 0 : i32
   %c256 = arith.constant 256 : i32
   %zero = arith.constant 0.0 : f32
+  %row = tile.program_id 0 : i32
+  %base = arith.muli %row, %V : i32
+  %xr = tile.addptr %x, %base : !tile.ptr<f32>, i32
   %r = tile.arange : tensor<256xi32>
   %s = scf.for %i = %c0 to %V step %c256 iter_args(%acc = %zero) -> (f32) : i32 {
     %si = tile.splat %i : i32 -> tensor<256xi32>
     %offs = arith.addi %si, %r : tensor<256xi32>
-    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %t = tile.load %xr[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
     %ts = tile.reduce sum %t : tensor<256xf32> -> f32
     %n = arith.addf %acc, %ts : f32
     scf.yield %n : f32
@@ -105,8 +111,38 @@ func.func @written_between(%x: !tile.ptr<f32>, %V: i32) attributes {tile.kernel,
   scf.for %i = %c0 to %V step %c256 : i32 {
     %si = tile.splat %i : i32 -> tensor<256xi32>
     %offs = arith.addi %si, %r : tensor<256xi32>
-    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
-    tile.store %x[%offs], %t : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+    %t = tile.load %xr[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    tile.store %xr[%offs], %t : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  }
+  return
+}
+
+// -----
+
+// A vector every row reads at its argument (class weights) stays in L2.
+// CHECK-LABEL: func.func @shared_vector(
+// CHECK-NOT:     tile.shared_alloc
+// CHECK:         return
+func.func @shared_vector(%w: !tile.ptr<f32>, %y: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.keep_row = 1 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %zero = arith.constant 0.0 : f32
+  %r = tile.arange : tensor<256xi32>
+  %s = scf.for %i = %c0 to %V step %c256 iter_args(%acc = %zero) -> (f32) : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %w[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %ts = tile.reduce sum %t : tensor<256xf32> -> f32
+    %n = arith.addf %acc, %ts : f32
+    scf.yield %n : f32
+  }
+  %ss = tile.splat %s : f32 -> tensor<256xf32>
+  scf.for %i = %c0 to %V step %c256 : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %w[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %q = arith.divf %t, %ss : tensor<256xf32>
+    tile.store %y[%offs], %q : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
   }
   return
 }
