@@ -65,6 +65,20 @@ def TileKeepRows : Pass<"tile-keep-rows", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def TileLoadAhead : Pass<"tile-load-ahead", "mlir::ModuleOp"> {
+  let summary = "Issue each row walk's loads one tile ahead of their use";
+  let description = [{
+    For a kernel with `tile.load_ahead = 1`: in each row walk, the global
+    loads of the iteration's own tile (offsets %i + arange(B)) whose
+    operands follow from %i alone are issued for tile %i + B at the top of
+    the body (masked off past the walk's end) and carried into the next
+    iteration; the first tile's loads move before the walk. The thread then
+    has the next tile in flight while it computes, and across the body's
+    barriers.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def TileExpandSoftmax : Pass<"tile-expand-softmax", "mlir::ModuleOp"> {
   let summary = "Write out tile.softmax_fold and tile.softmax_total";
   let description = [{

@@ -633,6 +633,8 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   }
   if (param("KEEP_ROW"))
     k.func->setAttr(attr::kKeepRow, k.b.getI64IntegerAttr(1));
+  if (param("LOAD_AHEAD"))
+    k.func->setAttr(attr::kLoadAhead, k.b.getI64IntegerAttr(1));
   if (int64_t extent = param("ROW_EXTENT"); extent > 0)
     k.func->setAttr(attr::kRowExtent, k.b.getI64IntegerAttr(extent));
   if (config.params.count("min_programs_per_sm")) {

@@ -39,6 +39,8 @@ TileModule buildCrossEntropy(const Config &c) {
   KernelBuilder k("cross_entropy", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
   const bool HAS_WEIGHT = k.param("HAS_WEIGHT");
+  // Without it the softcap argument is not read (no tanh per element).
+  const bool HAS_SOFTCAP = k.param("HAS_SOFTCAP");
   // In place, grad is logits: the same element is read, then written.
   Value logits = k.aliasedPointerArg("logits", c.dtype);
   Value grad = k.aliasedPointerArg("grad", c.dtype);
@@ -65,7 +67,7 @@ TileModule buildCrossEntropy(const Config &c) {
   Value valid = y != ignoreIndex && y >= 0.0 && y < V.to(DType::I64);
   Value yIdx = where(valid, y, k.constant(0, DType::I64)).to(DType::I32);
   auto softcap = [&](Value r) {
-    return where(cap > 0.0, cap * tanh(r / cap), r);
+    return HAS_SOFTCAP ? where(cap > 0.0, cap * tanh(r / cap), r) : r;
   };
   // Per-class weights enter only the smoothing term: without smoothing
   // they are not read.
@@ -127,8 +129,10 @@ TileModule buildCrossEntropy(const Config &c) {
           Value w = weightAt(offs, mask);
           Value dz = nllFactor * (p - (offs == yIdx).to(DType::F32)) +
                      smoothFactor * (W * p - w) + zFactor * p;
-          Value t = x / cap;
-          dz = where(cap > 0.0, dz * (1.0 - t * t), dz);
+          if (HAS_SOFTCAP) {
+            Value t = x / cap;
+            dz = where(cap > 0.0, dz * (1.0 - t * t), dz);
+          }
           k.store(g, offs, (gradScale * dz).to(c.dtype), mask);
           // A class of weight 0 adds nothing, even at a logit of -inf.
           wzShifted = wzShifted + where(mask && w != 0.0, w * (x - shift), 0.0);
@@ -193,7 +197,8 @@ KernelSpec crossEntropySpec() {
   s.params = {
       {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
       {"num_warps", {4, 8, 16}, 8, "warps per program"},
-      {"HAS_WEIGHT", {0, 1}, 1, "read class weights", false}};
+      {"HAS_WEIGHT", {0, 1}, 1, "read class weights", false},
+      {"HAS_SOFTCAP", {0, 1}, 1, "apply the softcap argument", false}};
   s.dtypes = {DType::BF16, DType::F16, DType::F32};
   s.build = buildCrossEntropy;
   s.tuneKey = {{"BT", true}, {"V", false}};

@@ -177,6 +177,10 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                          {0, 1},
                          0,
                          "compiler: keep a row walked again in shared memory"});
+  spec.params.push_back({"LOAD_AHEAD",
+                         {0, 1},
+                         0,
+                         "compiler: issue each walk's loads one tile ahead"});
   if (splits.size() > 1)
     spec.params.push_back(
         {"SPLIT_ROWS", std::move(splits), 1,

@@ -69,18 +69,24 @@ struct Kernels {
   Kernel weights, rows, sum;
 };
 
-/// The kernels for one dtype, weighting and row length V (the spec's
-/// defaults by V pick the row kernel's schedule and size what it keeps).
-const Kernels &kernelsFor(DType dtype, bool hasWeight, int64_t V) {
+/// The kernels for one dtype, weighting, softcapping and row length V (the
+/// spec's defaults by V pick the row kernel's schedule and size what it
+/// keeps).
+const Kernels &kernelsFor(const CrossEntropyArgs &a) {
   static std::mutex mutex;
-  static std::map<std::tuple<DType, bool, int64_t>, std::unique_ptr<Kernels>>
+  static std::map<std::tuple<DType, bool, bool, int64_t>,
+                  std::unique_ptr<Kernels>>
       cache;
+  bool hasWeight = a.classWeight != nullptr, hasSoftcap = a.softcap > 0;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Kernels> &slot = cache[{dtype, hasWeight, V}];
+  std::unique_ptr<Kernels> &slot =
+      cache[{a.dtype, hasWeight, hasSoftcap, a.V}];
   if (!slot) {
     KernelOptions f32{DType::F32, {}, {}};
-    KernelOptions rows{
-        dtype, {"HAS_WEIGHT=" + std::to_string(hasWeight)}, {{"V", V}}};
+    KernelOptions rows{a.dtype,
+                       {"HAS_WEIGHT=" + std::to_string(hasWeight),
+                        "HAS_SOFTCAP=" + std::to_string(hasSoftcap)},
+                       {{"V", a.V}}};
     slot = std::make_unique<Kernels>(Kernels{
         Kernel::compile("lce_row_weights", f32),
         Kernel::compile("cross_entropy", rows),
@@ -102,7 +108,7 @@ size_t crossEntropyWorkspaceBytes(const CrossEntropyArgs &args) {
 
 void prepareCrossEntropy(const CrossEntropyArgs &args, Device device) {
   validate(args);
-  const Kernels &k = kernelsFor(args.dtype, args.classWeight != nullptr, args.V);
+  const Kernels &k = kernelsFor(args);
   if (device == Device::Gpu)
     Kernel::compileForGpu({&k.weights, &k.rows, &k.sum});
 }
@@ -146,7 +152,7 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
       upstream = ones;
     }
   }
-  const Kernels &k = kernelsFor(a.dtype, hasWeight, a.V);
+  const Kernels &k = kernelsFor(a);
   // Without class weights the kernels read none: any f32 pointer will do.
   const float *w = hasWeight ? a.classWeight : stats;
   int64_t nw = hasWeight ? a.V : 5, cells = a.BT * a.V;

@@ -4,7 +4,7 @@
 // row; these run the rewritten kernels in the interpreter (each program of
 // a cluster in step with the others, shared arrays per program) against the
 // kernels' fp64 references: every split and keep of jsd, cross_entropy and
-// kl_div, rows shorter than a cluster's tiles (programs
+// kl_div, with and without loads ahead, rows shorter than a cluster's tiles (programs
 // with nothing to walk), a row longer than the shared-memory budget (kept in
 // part, the rest re-read), and every 7th row ignored.
 //
@@ -41,9 +41,11 @@ TEST(RowSchedules, JsdEverySplitAndKeep) {
     for (const char *split :
          {"SPLIT_ROWS=1", "SPLIT_ROWS=2", "SPLIT_ROWS=4", "SPLIT_ROWS=8"})
       for (const char *keep : {"KEEP_ROW=0", "KEEP_ROW=1"})
-        for (int64_t V : {int64_t(1), int64_t(3001)})
-          expectMatches("jsd", dtype, 8, V,
-                        {split, keep, "BLOCK_SIZE=1024", "num_warps=4"});
+        for (const char *ahead : {"LOAD_AHEAD=0", "LOAD_AHEAD=1"})
+          for (int64_t V : {int64_t(1), int64_t(3001)})
+            expectMatches("jsd", dtype, 8, V,
+                          {split, keep, ahead, "BLOCK_SIZE=1024",
+                           "num_warps=4"});
 }
 
 TEST(RowSchedules, JsdForwardAndReverseKlEndsSplit) {
@@ -56,22 +58,26 @@ TEST(RowSchedules, JsdForwardAndReverseKlEndsSplit) {
 TEST(RowSchedules, OtherLossesSplitAndKept) {
   // Their first walks carry online-softmax states (tile.softmax_fold).
   for (DType dtype : {DType::F32, DType::BF16})
-    for (const char *schedule :
-         {"SPLIT_ROWS=1,KEEP_ROW=1", "SPLIT_ROWS=2,KEEP_ROW=0",
-          "SPLIT_ROWS=4,KEEP_ROW=1", "SPLIT_ROWS=8,KEEP_ROW=1"}) {
-      std::string sched = schedule;
-      std::string split = sched.substr(0, sched.find(','));
-      std::string keep = sched.substr(sched.find(',') + 1);
+    for (std::vector<std::string> schedule :
+         {std::vector<std::string>{"SPLIT_ROWS=1", "KEEP_ROW=1", "LOAD_AHEAD=1"},
+          {"SPLIT_ROWS=2", "KEEP_ROW=0", "LOAD_AHEAD=0"},
+          {"SPLIT_ROWS=4", "KEEP_ROW=1", "LOAD_AHEAD=0"},
+          {"SPLIT_ROWS=8", "KEEP_ROW=1", "LOAD_AHEAD=1"}}) {
+      const std::string &split = schedule[0], &keep = schedule[1],
+                        &ahead = schedule[2];
       for (int64_t V : {int64_t(1), int64_t(3001)}) {
         expectMatches("cross_entropy", dtype, 8, V,
-                      {split, keep, "BLOCK_SIZE=1024", "label_smoothing=0.1",
-                       "lse_square_scale=0.01"});
+                      {split, keep, ahead, "BLOCK_SIZE=1024",
+                       "label_smoothing=0.1", "lse_square_scale=0.01"});
         expectMatches("cross_entropy", dtype, 8, V,
-                      {split, keep, "BLOCK_SIZE=1024", "HAS_WEIGHT=1",
-                       "softcap=15"});
+                      {split, keep, ahead, "BLOCK_SIZE=1024", "HAS_WEIGHT=0",
+                       "HAS_SOFTCAP=1", "softcap=15"});
+        expectMatches("cross_entropy", dtype, 8, V,
+                      {split, keep, ahead, "BLOCK_SIZE=1024", "HAS_SOFTCAP=0",
+                       "softcap=0", "label_smoothing=0"});
         for (const char *reverse : {"reverse=0", "reverse=1"})
           expectMatches("kl_div", dtype, 8, V,
-                        {split, keep, "BLOCK_SIZE=1024", reverse});
+                        {split, keep, ahead, "BLOCK_SIZE=1024", reverse});
       }
     }
 }

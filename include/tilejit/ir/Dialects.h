@@ -47,6 +47,8 @@ constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
 constexpr const char *kSplitRows = "tile.split_rows";
 // i64, 1: a row walked again is kept in shared memory instead of re-read.
 constexpr const char *kKeepRow = "tile.keep_row";
+// i64, 1: a walk's loads are issued one tile ahead (tile-load-ahead).
+constexpr const char *kLoadAhead = "tile.load_ahead";
 // i64: the longest row the kernel is compiled for (0 or absent: unknown);
 // tile-keep-rows sizes its arrays to it.
 constexpr const char *kRowExtent = "tile.row_extent";

@@ -1,0 +1,161 @@
+//===- TileLoadAhead.cpp - issue a walk's loads one tile ahead -------------===//
+//
+// A kernel with `tile.load_ahead = 1`: in each row walk, the loads of the
+// tile the iteration owns (offsets %i + arange(B), from global memory) are
+// issued one iteration early. The walk carries the loaded tiles:
+//
+//   x0 = load(tile at lb)                      (masked off when lb >= ub)
+//   for i: x_next = load(tile at i + B)        (masked off when i + B >= ub)
+//          ... the body, on x ...
+//          yield x_next
+//
+// so each thread has the next tile's loads in flight while it computes on
+// the current one and waits at the body's barriers (block reductions). The
+// loads keep their masks and fills; the extra mask keeps them inside the
+// walk's range, so a split row's program never reads its neighbour's slice.
+// Loads whose operands depend on what the iteration computes, or that read
+// shared memory, stay where they are.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/RowWalk.h"
+#include "tilejit/compiler/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace tilejit {
+#define GEN_PASS_DEF_TILELOADAHEAD
+#include "compiler/Passes.h.inc"
+} // namespace tilejit
+
+using namespace mlir;
+
+namespace tilejit {
+namespace {
+
+/// Where a walk's body is: its block and induction variable.
+struct Body {
+  Block *block;
+  Value iv;
+  bool inside(Operation *op) const {
+    return block->getParentOp()->isAncestor(op);
+  }
+};
+
+/// Whether `v`, used in the body, can be recomputed for another value of
+/// the induction variable: defined outside the walk, the induction
+/// variable itself, or pure ops over such values.
+bool recomputable(const Body &body, Value v) {
+  if (v == body.iv)
+    return true;
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return v.getParentBlock() != body.block; // not an iter_arg
+  if (!body.inside(def))
+    return true;
+  if (!isPure(def) || def->getNumRegions() != 0)
+    return false;
+  return llvm::all_of(def->getOperands(),
+                      [&](Value o) { return recomputable(body, o); });
+}
+
+/// `v` recomputed under `map` (which maps the induction variable); the ops
+/// of the body it needs are cloned at the builder's position.
+Value recompute(OpBuilder &b, const Body &body, Value v, IRMapping &map) {
+  if (Value known = map.lookupOrNull(v))
+    return known;
+  Operation *def = v.getDefiningOp();
+  if (!def || !body.inside(def))
+    return v;
+  for (Value o : def->getOperands())
+    recompute(b, body, o, map);
+  Operation *copy = b.clone(*def, map);
+  return copy->getResult(cast<OpResult>(v).getResultNumber());
+}
+
+/// The load of the tile at `iv` (masked off unless iv < ub), cloned at `b`.
+Value loadAt(OpBuilder &b, const Body &body, tile::LoadOp load, Value iv,
+             Value ub) {
+  Location loc = load.getLoc();
+  IRMapping map;
+  map.map(body.iv, iv);
+  Value offsets = recompute(b, body, load.getOffsets(), map);
+  auto shape = cast<RankedTensorType>(offsets.getType()).getShape();
+  Value inRange =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, iv, ub);
+  Value mask = tile::SplatOp::create(
+      b, loc, RankedTensorType::get(shape, b.getI1Type()), inRange);
+  if (load.getMask()) {
+    Value own = recompute(b, body, load.getMask(), map);
+    mask = arith::AndIOp::create(b, loc, own, mask);
+  }
+  Value other =
+      load.getOther() ? recompute(b, body, load.getOther(), map) : Value();
+  Value ptr = recompute(b, body, load.getPtr(), map);
+  return tile::LoadOp::create(b, loc, load.getType(), ptr, offsets, mask,
+                              other);
+}
+
+void loadAhead(scf::ForOp loop) {
+  Body body{loop.getBody(), loop.getInductionVar()};
+  SmallVector<tile::LoadOp> loads;
+  for (auto load : loop.getBody()->getOps<tile::LoadOp>())
+    if (isOwnTile(loop, load.getOffsets()) &&
+        !pointerBase(load.getPtr()).getDefiningOp<tile::SharedAllocOp>() &&
+        recomputable(body, load.getPtr()) &&
+        (!load.getMask() || recomputable(body, load.getMask())) &&
+        (!load.getOther() || recomputable(body, load.getOther())))
+      loads.push_back(load);
+  if (loads.empty())
+    return;
+
+  Value lb = loop.getLowerBound(), ub = loop.getUpperBound(),
+        step = loop.getStep();
+  OpBuilder b(loop);
+  SmallVector<Value> first;
+  for (tile::LoadOp load : loads)
+    first.push_back(loadAt(b, body, load, lb, ub));
+
+  // The next tile's loads, first in the body; then the walk carries them
+  // and the body's own loads become the tiles carried in.
+  OpBuilder top = OpBuilder::atBlockBegin(loop.getBody());
+  Value next = arith::AddIOp::create(top, loop.getLoc(), body.iv, step);
+  SmallVector<Value> ahead;
+  for (tile::LoadOp load : loads)
+    ahead.push_back(loadAt(top, body, load, next, ub));
+  IRRewriter rewriter(loop->getContext());
+  auto grown = loop.replaceWithAdditionalYields(
+      rewriter, first, /*replaceInitOperandUsesInLoop=*/false,
+      [&](OpBuilder &, Location, ArrayRef<BlockArgument>) { return ahead; });
+  if (failed(grown))
+    return;
+  auto carried = cast<scf::ForOp>(grown->getOperation())
+                     .getRegionIterArgs()
+                     .take_back(loads.size());
+  for (auto [load, value] : llvm::zip(loads, carried)) {
+    load.getResult().replaceAllUsesWith(value);
+    load.erase();
+  }
+}
+
+struct TileLoadAheadPass : public impl::TileLoadAheadBase<TileLoadAheadPass> {
+  void runOnOperation() override {
+    getOperation().walk([&](func::FuncOp kernel) {
+      auto ahead = kernel->getAttrOfType<IntegerAttr>(attr::kLoadAhead);
+      if (!ahead || ahead.getInt() == 0)
+        return;
+      SmallVector<scf::ForOp> walks;
+      kernel.walk([&](scf::ForOp loop) {
+        if (isRowWalk(loop))
+          walks.push_back(loop);
+      });
+      for (scf::ForOp loop : walks)
+        loadAhead(loop);
+    });
+  }
+};
+
+} // namespace
+} // namespace tilejit
