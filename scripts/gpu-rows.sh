@@ -5,8 +5,8 @@
 # picks what runs; logs go to $OUT (default ./out).
 #   tune   `tilejit tune` of each loss at BT = 4096, V = 151936, bf16 (every
 #          candidate's time, checked against the fp64 reference)
-#   bench  `tilejit bench` + `run --check` of the plain schedule, the
-#          defaults and the tuned winner, at the main shape and SHAPES
+#   bench  `tilejit bench` + `run --check` of each of SCHEDULES at the main
+#          shape (cross_entropy without weights, smoothing, z-loss, softcap)
 #   peers  scripts/bench/row_losses.py: the PyTorch ops beside Liger-Kernel
 #          (.peers/liger if carried), torch.compile and eager
 set -uo pipefail
@@ -26,12 +26,22 @@ if has tune; then
     $tj tune "$k" $main --reps 10 ${TUNE_SET:-} 2>&1 | tee "$out/tune-$k.log"
   done
 fi
+# Schedules benched (and checked) for each loss: comma-separated --set's.
+schedules=${SCHEDULES:-"KEEP_ROW=0 LOAD_AHEAD=1 LOAD_AHEAD=1,num_warps=4
+  SPLIT_ROWS=2,LOAD_AHEAD=1 SPLIT_ROWS=4,LOAD_AHEAD=1
+  SPLIT_ROWS=2,KEEP_ROW=1,LOAD_AHEAD=1 SPLIT_ROWS=4,KEEP_ROW=1,LOAD_AHEAD=1
+  SPLIT_ROWS=8,KEEP_ROW=1,LOAD_AHEAD=1 SPLIT_ROWS=4,KEEP_ROW=1,LOAD_AHEAD=1,num_warps=16
+  SPLIT_ROWS=8,KEEP_ROW=1,LOAD_AHEAD=1,num_warps=16 SPLIT_ROWS=4,KEEP_ROW=1"}
+# The plain cross-entropy: no class weights, smoothing, z-loss or softcap.
+plain_ce="--set=HAS_WEIGHT=0 --set=HAS_SOFTCAP=0 --set=label_smoothing=0 --set=lse_square_scale=0"
 if has bench; then
   for k in $losses; do
-    for set in "--set=KEEP_ROW=0" "" ${BENCH_SETS:-}; do
-      echo "== $k $set"
-      $tj bench "$k" $main ${set//,/ } --iters 30
-      $tj run "$k" $main ${set//,/ } --check --check-rows 64 | tail -4
+    extra=""; [ "$k" = cross_entropy ] && extra=$plain_ce
+    for sched in $schedules; do
+      sets=""; for s in ${sched//,/ }; do sets="$sets --set=$s"; done
+      echo "== $k $sched"
+      $tj bench "$k" $main $extra $sets --iters 20 | grep -E " ms |error"
+      $tj run "$k" $main $extra $sets --check --check-rows 32 | grep -E "check:|error"
     done
   done 2>&1 | tee "$out/bench.log"
 fi
