@@ -41,7 +41,8 @@ if has bench; then
       sets=""; for s in ${sched//,/ }; do sets="$sets --set=$s"; done
       echo "== $k $sched"
       $tj bench "$k" $main $extra $sets --iters 20 | grep -E " ms |error"
-      $tj run "$k" $main $extra $sets --check --check-rows 32 | grep -E "check:|error"
+      $tj run "$k" --size BT=64 --size V=151936 --dtype bf16 $extra $sets \
+        --check | grep -E "check:|error"
     done
   done 2>&1 | tee "$out/bench.log"
 fi
