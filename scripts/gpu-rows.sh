@@ -10,17 +10,11 @@
 #   peers  scripts/bench/row_losses.py: the PyTorch ops beside Liger-Kernel
 #          (.peers/liger if carried), torch.compile and eager
 set -uo pipefail
-out=${OUT:-out}; mkdir -p "$out"
-bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
-export TILEJIT_CACHE_DIR=/tmp/tilejit-cache
-export TILEJIT_LIBRARY=$PWD/gpu-bin/libtilejit.so.0
-export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
-[ -d .peers/liger ] && export PYTHONPATH=$PYTHONPATH:$PWD/.peers/liger
 parts=${PARTS:-tune bench peers}
+source scripts/gpu-env.sh
 losses=${LOSSES:-jsd kl_div cross_entropy}
 main="--size BT=4096 --size V=151936 --dtype bf16"
 tj="timeout 280 ./gpu-bin/tilejit"
-has() { [[ " $parts " == *" $1 "* ]]; }
 if has tune; then
   for k in $losses; do
     $tj tune "$k" $main --reps 10 ${TUNE_SET:-} 2>&1 | tee "$out/tune-$k.log"

@@ -8,14 +8,8 @@
 #          peers; Liger-Kernel's source from .peers/liger if carried)
 #   train  scripts/bench/train_lm.py (TRAIN_ARGS adds to its arguments)
 set -uo pipefail
-out=${OUT:-out}; mkdir -p "$out"
-bash scripts/gpu-unpack.sh > "$out/unpack.log" 2>&1 || { cat "$out/unpack.log"; exit 1; }
-export TILEJIT_CACHE_DIR=/tmp/tilejit-cache
-export TILEJIT_LIBRARY=$PWD/gpu-bin/libtilejit.so.0
-export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
-[ -d .peers/liger ] && export PYTHONPATH=$PYTHONPATH:$PWD/.peers/liger
 parts=${PARTS:-tests bench train}
-has() { [[ " $parts " == *" $1 "* ]]; }
+source scripts/gpu-env.sh
 if has tests; then
   timeout 400 python3 -m pytest -q -p no:cacheprovider python/tests 2>&1 |
     tail -15 | tee "$out/pytest.log"
