@@ -106,7 +106,7 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
       out.threads = p.getInt();
     if (auto c = f->getAttrOfType<IntegerAttr>(attr::kClusterSize))
       out.clusterSize = c.getInt();
-    if (auto r = f->getAttrOfType<IntegerAttr>(attr::kSplitRows))
+    if (auto r = f->getAttrOfType<IntegerAttr>(attr::kRowsSplit))
       out.splitRows = std::max<int64_t>(1, r.getInt());
     if (auto s = f->getAttrOfType<IntegerAttr>(attr::kSharedBytes))
       out.dynamicSharedBytes = s.getInt();

@@ -30,13 +30,18 @@ std::optional<ReduceKind> carriedCombine(scf::ForOp loop, unsigned i) {
     return std::nullopt;
   Value next = loop.getYieldedValues()[i];
   Operation *op = next.getDefiningOp();
-  if (!op || op != *carried.getUsers().begin() || op->getNumOperands() != 2)
+  // The running value must not be used inside the walk (a prefix sum is no
+  // reduction: split, each program would see its own slice's part only).
+  if (!op || op != *carried.getUsers().begin() || op->getNumOperands() != 2 ||
+      !next.hasOneUse())
     return std::nullopt;
   if (isa<arith::AddFOp, arith::AddIOp>(op))
     return ReduceKind::Sum;
-  if (isa<arith::MaximumFOp, arith::MaxNumFOp, arith::MaxSIOp>(op))
+  // maximumf/minimumf propagate NaN as the cluster combine does; the
+  // NaN-ignoring maxnumf/minnumf would not combine alike.
+  if (isa<arith::MaximumFOp, arith::MaxSIOp>(op))
     return ReduceKind::Max;
-  if (isa<arith::MinimumFOp, arith::MinNumFOp, arith::MinSIOp>(op))
+  if (isa<arith::MinimumFOp, arith::MinSIOp>(op))
     return ReduceKind::Min;
   return std::nullopt;
 }
@@ -106,5 +111,24 @@ bool isOwnTile(scf::ForOp loop, Value offsets) {
   return (isIv(add.getLhs()) && isRange(add.getRhs())) ||
          (isRange(add.getLhs()) && isIv(add.getRhs()));
 }
+
+bool storesKeepElements(scf::ForOp walk, tile::LoadOp load) {
+  bool ok = true;
+  walk->walk([&](tile::StoreOp store) {
+    if (!mayOverlap(store.getPtr(), load.getPtr()))
+      return;
+    auto sp = store.getPtr().getDefiningOp<tile::AddPtrOp>();
+    auto lp = load.getPtr().getDefiningOp<tile::AddPtrOp>();
+    bool sameElement = store.getOffsets() == load.getOffsets() &&
+                       (store.getPtr() == load.getPtr() ||
+                        (sp && lp && sp.getOffset() == lp.getOffset() &&
+                         !sp.getPtr().getDefiningOp() &&
+                         !lp.getPtr().getDefiningOp()));
+    ok &= sameElement && store->getBlock() == load->getBlock() &&
+          load->isBeforeInBlock(store);
+  });
+  return ok;
+}
+
 
 } // namespace tilejit

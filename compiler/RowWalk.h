@@ -26,8 +26,9 @@ bool isRowWalk(mlir::scf::ForOp loop);
 int64_t walkStep(mlir::scf::ForOp loop);
 
 /// How the walk combines its carried value `i` across iterations, when the
-/// body's yield is `combine(iter_arg, x)` (arith add, max or min, in either
-/// order) and that is the iter_arg's only use; none otherwise.
+/// body's yield is `combine(iter_arg, x)` (arith add, maximumf/maxsi or
+/// minimumf/minsi, in either order), that is the iter_arg's only use and the
+/// yield its result's only use; none otherwise.
 std::optional<ReduceKind> carriedCombine(mlir::scf::ForOp loop, unsigned i);
 
 /// Whether `a`, computed in or above walk A, and `b`, in or above walk B,
@@ -57,6 +58,12 @@ bool mayOverlap(mlir::Value x, mlir::Value y);
 /// through a splat) for the walk's induction variable: the tile the
 /// iteration owns.
 bool isOwnTile(mlir::scf::ForOp loop, mlir::Value offsets);
+
+/// Whether no store in `walk` changes what `load` (in its body) reads
+/// before it reads it: every store that may overlap writes the element the
+/// load read, after it, in the same block (same offsets from the same base
+/// offset: a gradient written in place over its input).
+bool storesKeepElements(mlir::scf::ForOp walk, tile::LoadOp load);
 
 } // namespace tilejit
 

@@ -31,6 +31,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILEKEEPROWS
@@ -56,28 +57,6 @@ bool writesUnder(Operation *op, tile::LoadOp load) {
                    : WalkResult::advance();
       })
       .wasInterrupted();
-}
-
-/// Whether the later walk's stores leave `load`'s elements as the first
-/// walk read them until `load` reads them: each store that may overlap
-/// writes the element it read, after reading it (the same offsets from the
-/// same base offset).
-bool laterWalkKeepsElements(scf::ForOp walk, tile::LoadOp load) {
-  bool ok = true;
-  walk->walk([&](tile::StoreOp store) {
-    if (!mayOverlap(store.getPtr(), load.getPtr()))
-      return;
-    auto sp = store.getPtr().getDefiningOp<tile::AddPtrOp>();
-    auto lp = load.getPtr().getDefiningOp<tile::AddPtrOp>();
-    bool sameElement = store.getOffsets() == load.getOffsets() &&
-                       (store.getPtr() == load.getPtr() ||
-                        (sp && lp && sp.getOffset() == lp.getOffset() &&
-                         !sp.getPtr().getDefiningOp() &&
-                         !lp.getPtr().getDefiningOp()));
-    ok &= sameElement && store->getBlock() == load->getBlock() &&
-          load->isBeforeInBlock(store);
-  });
-  return ok;
 }
 
 struct Keeper {
@@ -121,8 +100,9 @@ struct Keeper {
         // what every row reads at the argument itself (class weights, one
         // vector for all rows) stays in L2 and is not worth shared memory.
         if (!load.getPtr().getDefiningOp<tile::AddPtrOp>() ||
+            getElementTypeOrSelf(load.getType()).isInteger(1) ||
             !isOwnTile(walk, load.getOffsets()) ||
-            !laterWalkKeepsElements(walk, load))
+            !storesKeepElements(walk, load))
           continue;
         for (auto source : first.getBody()->getOps<tile::LoadOp>()) {
           auto both = [&](Value x, Value y) {
@@ -241,7 +221,7 @@ struct Keeper {
 
   void run() {
     // Walks by block, in order; the first of each range is the source.
-    DenseMap<Block *, SmallVector<scf::ForOp>> byBlock;
+    llvm::MapVector<Block *, SmallVector<scf::ForOp>> byBlock; // walk order
     kernel.walk([&](scf::ForOp loop) {
       if (isRowWalk(loop))
         byBlock[loop->getBlock()].push_back(loop);

@@ -13,8 +13,9 @@
 // the current one and waits at the body's barriers (block reductions). The
 // loads keep their masks and fills; the extra mask keeps them inside the
 // walk's range, so a split row's program never reads its neighbour's slice.
-// Loads whose operands depend on what the iteration computes, or that read
-// shared memory, stay where they are.
+// Loads whose operands depend on what the iteration computes, that read
+// shared memory, or whose memory the body may write (other than each
+// element it read, after reading it) stay where they are.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/RowWalk.h"
@@ -75,16 +76,15 @@ Value recompute(OpBuilder &b, const Body &body, Value v, IRMapping &map) {
   return copy->getResult(cast<OpResult>(v).getResultNumber());
 }
 
-/// The load of the tile at `iv` (masked off unless iv < ub), cloned at `b`.
+/// The load of the tile at `iv` (masked off unless `inRange`), cloned at
+/// `b`.
 Value loadAt(OpBuilder &b, const Body &body, tile::LoadOp load, Value iv,
-             Value ub) {
+             Value inRange) {
   Location loc = load.getLoc();
   IRMapping map;
   map.map(body.iv, iv);
   Value offsets = recompute(b, body, load.getOffsets(), map);
   auto shape = cast<RankedTensorType>(offsets.getType()).getShape();
-  Value inRange =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, iv, ub);
   Value mask = tile::SplatOp::create(
       b, loc, RankedTensorType::get(shape, b.getI1Type()), inRange);
   if (load.getMask()) {
@@ -102,7 +102,7 @@ void loadAhead(scf::ForOp loop) {
   Body body{loop.getBody(), loop.getInductionVar()};
   SmallVector<tile::LoadOp> loads;
   for (auto load : loop.getBody()->getOps<tile::LoadOp>())
-    if (isOwnTile(loop, load.getOffsets()) &&
+    if (isOwnTile(loop, load.getOffsets()) && storesKeepElements(loop, load) &&
         !pointerBase(load.getPtr()).getDefiningOp<tile::SharedAllocOp>() &&
         recomputable(body, load.getPtr()) &&
         (!load.getMask() || recomputable(body, load.getMask())) &&
@@ -114,17 +114,23 @@ void loadAhead(scf::ForOp loop) {
   Value lb = loop.getLowerBound(), ub = loop.getUpperBound(),
         step = loop.getStep();
   OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, lb, ub);
   SmallVector<Value> first;
   for (tile::LoadOp load : loads)
-    first.push_back(loadAt(b, body, load, lb, ub));
+    first.push_back(loadAt(b, body, load, lb, any));
 
   // The next tile's loads, first in the body; then the walk carries them
   // and the body's own loads become the tiles carried in.
+  // A next tile exists where ub - i > step (i + step could overflow).
   OpBuilder top = OpBuilder::atBlockBegin(loop.getBody());
-  Value next = arith::AddIOp::create(top, loop.getLoc(), body.iv, step);
+  Value next = arith::AddIOp::create(top, loc, body.iv, step);
+  Value left = arith::SubIOp::create(top, loc, ub, body.iv);
+  Value more =
+      arith::CmpIOp::create(top, loc, arith::CmpIPredicate::sgt, left, step);
   SmallVector<Value> ahead;
   for (tile::LoadOp load : loads)
-    ahead.push_back(loadAt(top, body, load, next, ub));
+    ahead.push_back(loadAt(top, body, load, next, more));
   IRRewriter rewriter(loop->getContext());
   auto grown = loop.replaceWithAdditionalYields(
       rewriter, first, /*replaceInitOperandUsesInLoop=*/false,

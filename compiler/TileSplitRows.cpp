@@ -96,13 +96,13 @@ struct Splitter {
     Value per = arith::MulIOp::create(b, loc, tiles, c(step));
     Value rk = t.isInteger(32) ? rank : arith::ExtSIOp::create(b, loc, t, rank);
     Value lo = arith::MulIOp::create(b, loc, rk, per);
-    // hi = lo + per, or ub where the row ends first (ub - lo cannot
-    // overflow; lo + per is formed only where it stays below ub).
+    // hi = lo + min(per, ub - lo): ub - lo cannot overflow, nor can the sum,
+    // which is at most ub.
     Value left = arith::SubIOp::create(b, loc, ub, lo);
     Value ends = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, left,
                                        per);
-    Value full = arith::AddIOp::create(b, loc, lo, per);
-    Value hi = arith::SelectOp::create(b, loc, ends, ub, full);
+    Value count = arith::SelectOp::create(b, loc, ends, left, per);
+    Value hi = arith::AddIOp::create(b, loc, lo, count);
     slot = {lo, hi};
     return slot;
   }
@@ -116,7 +116,8 @@ struct Splitter {
         loop.getYieldedValues()[i].getDefiningOp<tile::SoftmaxFoldOp>();
     auto args = loop.getRegionIterArgs();
     if (!fold || fold.getMNext() != loop.getYieldedValues()[i] ||
-        fold.getM() != args[i] || !args[i].hasOneUse())
+        fold.getM() != args[i] || !args[i].hasOneUse() ||
+        !fold.getMNext().hasOneUse() || !fold.getDNext().hasOneUse())
       return std::nullopt;
     for (unsigned j = 0; j < args.size(); ++j)
       if (loop.getYieldedValues()[j] == fold.getDNext() &&
@@ -207,6 +208,25 @@ struct Splitter {
                                   "the same kind");
         }
     }
+    // Every program of the cluster must reach each combine: none may sit in
+    // a loop (another walk runs a different number of times per program).
+    for (unsigned i = 0; i < n; ++i)
+      for (Operation *user : loop.getResult(i).getUsers())
+        if (isa<RankedTensorType>(loop.getResult(i).getType()) &&
+            (user->getParentOfType<scf::ForOp>() ||
+             user->getParentOfType<scf::WhileOp>()))
+          return fail(user, "a reduction of what a walk carries is inside a "
+                            "loop, where the programs of a cluster cannot all "
+                            "meet to combine it");
+    for (unsigned i = 0; i < n; ++i) {
+      Type t = loop.getResult(i).getType();
+      if (!kinds[i] || isa<RankedTensorType>(t))
+        continue;
+      if (!t.isF32() && !t.isInteger(32) && !t.isInteger(64))
+        return fail(loop, "value " + Twine(i) + " the walk carries is a " +
+                              "scalar of a type the cluster cannot combine "
+                              "(it takes f32, i32 and i64)");
+    }
     OpBuilder b(loop);
     Location loc = loop.getLoc();
     // A sum's start value (and a softmax state's) is counted once: on rank 0.
@@ -239,7 +259,10 @@ struct Splitter {
       groups[{int(*kinds[i]), type}].push_back(r);
     }
     for (auto &[key, values] : groups)
-      replaceByCombined(b, loc, ReduceKind(key.first), values);
+      for (size_t at = 0; at < values.size(); at += 16) // 16 per combine
+        replaceByCombined(
+            b, loc, ReduceKind(key.first),
+            ArrayRef<Value>(values).slice(at, std::min<size_t>(16, values.size() - at)));
     // Tiles: each reduction of them is combined where it happens.
     for (unsigned i = 0; i < n; ++i) {
       Value r = loop.getResult(i);
@@ -308,6 +331,12 @@ struct Splitter {
       return fail(kernel, "the kernel has no walk over a row "
                           "(scf.for from 0 with a constant step)");
     for (scf::ForOp loop : loops) {
+      Value ub = loop.getUpperBound();
+      if (!ub.getType().isInteger(32) && !ub.getType().isInteger(64))
+        return fail(loop, "a walk's bound must be i32 or i64");
+      if (isa<BlockArgument>(ub) && ub.getParentBlock() != &entry)
+        return fail(loop, "a walk's bound must be a kernel argument or "
+                          "computed in the kernel");
       auto [lo, hi] = sliceOf(loop);
       loop.getLowerBoundMutable().set(lo);
       loop.getUpperBoundMutable().set(hi);
@@ -315,6 +344,7 @@ struct Splitter {
         return failure();
       walks.insert(loop);
     }
+    kernel->setAttr(attr::kRowsSplit, b.getI64IntegerAttr(C));
 
     // Stores outside the walks write a row's values: rank 0 writes them.
     kernel.walk([&](tile::StoreOp store) {
@@ -343,7 +373,9 @@ struct TileSplitRowsPass : public impl::TileSplitRowsBase<TileSplitRowsPass> {
       auto split = kernel->getAttrOfType<IntegerAttr>(attr::kSplitRows);
       if (!split || split.getInt() <= 1)
         return;
-      Splitter s{kernel, split.getInt(), {}, {}, {}, {}};
+      Splitter s;
+      s.kernel = kernel;
+      s.C = split.getInt();
       if (failed(s.run()))
         signalPassFailure();
     });

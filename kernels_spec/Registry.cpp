@@ -172,7 +172,6 @@ void applyAligned(dsl::KernelBuilder &k) {
 
 KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                             std::vector<int64_t> splits) {
-  spec.rowSize = std::move(rowSize);
   spec.params.push_back({"KEEP_ROW",
                          {0, 1},
                          0,
@@ -189,7 +188,7 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
         {"SPLIT_ROWS", std::move(splits), 1,
          "compiler: programs of a thread-block cluster sharing each row"});
   auto derive = std::move(spec.deriveParams);
-  std::string size = spec.rowSize;
+  std::string size = std::move(rowSize);
   spec.deriveParams = [derive, size](dsl::Config &c,
                                      const std::map<std::string, int64_t> &shape) {
     if (derive)

@@ -271,7 +271,13 @@ void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
     function = S->gpus.at(cuda::Device::currentOrdinal())->function;
   }
   // A row split over a cluster runs as splitRows programs.
-  grid.x *= k.splitRows;
+  if (grid.x > 0 && grid.x <= INT32_MAX / k.splitRows)
+    grid.x *= k.splitRows;
+  else if (grid.x > 0)
+    throw Error("kernel '" + name() + "': a grid of " +
+                std::to_string(grid.x) + " rows split over " +
+                std::to_string(k.splitRows) +
+                " programs each is more than CUDA launches");
   if (grid.x <= 0 || grid.y <= 0 || grid.z <= 0 || grid.x > INT32_MAX ||
       grid.y > 65535 || grid.z > 65535)
     throw Error("kernel '" + name() + "': grid " + std::to_string(grid.x) +

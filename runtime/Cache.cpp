@@ -128,8 +128,8 @@ namespace {
 
 // meta.json's format; an entry of another is a miss. 2: dynamic_shared_bytes,
 // in the checksum too; 3: a persistent flag, also there; 4: without it, and
-// the request digest, also in the checksum.
-constexpr int kFormat = 4;
+// the request digest, also in the checksum; 5: split_rows, also there.
+constexpr int kFormat = 5;
 const char *const kMeta = "meta.json";
 const char *const kTmpPrefix = ".tmp-";
 const char *const kTrashPrefix = ".trash-";

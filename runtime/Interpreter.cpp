@@ -1825,9 +1825,16 @@ void interpret(mlir::Operation *module, const std::string &kernelName,
     throw Error("interpret: kernel '" + kernelName + "': bad grid (" +
                 std::to_string(grid.x) + ", " + std::to_string(grid.y) + ", " +
                 std::to_string(grid.z) + ")");
-  // A row split over a cluster runs as that many programs.
-  if (auto r = k.func->getAttrOfType<IntegerAttr>(attr::kSplitRows);
-      r && r.getInt() > 1) {
+  // A row split over a cluster runs as that many programs; a module that
+  // asks for the split but has not been through tile-split-rows would run
+  // unsplit code on too many programs.
+  auto asked = k.func->getAttrOfType<IntegerAttr>(attr::kSplitRows);
+  auto split = k.func->getAttrOfType<IntegerAttr>(attr::kRowsSplit);
+  if (asked && asked.getInt() > 1 && !split)
+    throw Error("interpret: kernel '" + kernelName +
+                "' asks for tile.split_rows but its rows are not split: "
+                "interpret the module optimizeTile() returns");
+  if (auto r = split; r && r.getInt() > 1) {
     if (grid.x > INT32_MAX / r.getInt())
       throw Error("interpret: kernel '" + kernelName + "': a grid of " +
                   std::to_string(grid.x) + " rows split over " +

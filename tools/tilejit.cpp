@@ -285,6 +285,9 @@ static int compileKernel() {
     std::cerr << "launch: " << k.threads << " threads per program";
     if (k.clusterSize > 1)
       std::cerr << ", clusters of " << k.clusterSize << " programs";
+    if (k.splitRows > 1)
+      std::cerr << ", " << k.splitRows
+                << " programs per row (grid.x = rows x " << k.splitRows << ")";
     if (k.dynamicSharedBytes > 0)
       std::cerr << ", " << k.dynamicSharedBytes
                 << " bytes of dynamic shared memory";

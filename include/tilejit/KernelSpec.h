@@ -168,10 +168,6 @@ struct KernelSpec {
   std::function<void(dsl::Config &, const std::map<std::string, int64_t> &,
                      const std::set<std::string> &)>
       shapeDefaults;
-  /// A row kernel's row length, as a size name ("V"): program p along x
-  /// walks row p in loops over [0, V). Such a kernel takes the compiler's
-  /// row schedules as parameters (see withRowSchedules). Empty for others.
-  std::string rowSize;
   /// How `tilejit run|bench|tune KERNEL --size ...` drive it; empty for
   /// kernels that only operations (fused_ce_tvd, ...) launch.
   RunSpec run;

@@ -1,4 +1,4 @@
-// RUN: tilejit-opt %s --tile-load-ahead | FileCheck %s
+// RUN: tilejit-opt %s --split-input-file --tile-load-ahead | FileCheck %s
 
 // Both loads of the walk's own tile are issued for the first tile before
 // the walk (masked off for an empty walk) and for the next tile at the top
@@ -10,7 +10,8 @@
 // CHECK:         %[[Y0:.*]] = tile.load %arg1
 // CHECK:         scf.for %[[I:.*]] = {{.*}} iter_args(%{{.*}} = %cst, %[[XC:.*]] = %[[X0]], %[[YC:.*]] = %[[Y0]])
 // CHECK:           %[[NEXT:.*]] = arith.addi %[[I]], %c256_i32 : i32
-// CHECK:           %[[IN:.*]] = arith.cmpi slt, %[[NEXT]], %arg3 : i32
+// CHECK:           %[[LEFT:.*]] = arith.subi %arg3, %[[I]] : i32
+// CHECK:           %[[IN:.*]] = arith.cmpi sgt, %[[LEFT]], %c256_i32 : i32
 // CHECK:           %[[XN:.*]] = tile.load %arg0
 // CHECK:           %[[YN:.*]] = tile.load %arg1
 // CHECK-NOT:       tile.load
@@ -34,5 +35,29 @@ func.func @walk(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %out: !tile.ptr<f32>, %V
     scf.yield %n : f32
   }
   tile.store %out[%c0], %s : !tile.ptr<f32>[i32], f32
+  return
+}
+
+// -----
+
+// The body writes the memory its load reads at another offset: the load
+// stays where it is.
+// CHECK-LABEL: func.func @written_by_the_walk(
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} : i32 {
+// CHECK-NEXT:      tile.splat
+// CHECK-NEXT:      arith.addi
+// CHECK-NEXT:      tile.load %arg0
+func.func @written_by_the_walk(%x: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.load_ahead = 1 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %r = tile.arange : tensor<256xi32>
+  %shift = tile.splat %c256 : i32 -> tensor<256xi32>
+  scf.for %i = %c0 to %V step %c256 : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %next = arith.addi %offs, %shift : tensor<256xi32>
+    tile.store %x[%next], %t : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  }
   return
 }

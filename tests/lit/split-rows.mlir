@@ -10,7 +10,9 @@
 // CHECK:         %[[Q:.*]] = arith.divsi %arg2, %c1024_i32
 // CHECK:         %[[PER:.*]] = arith.muli %{{.*}}, %c256_i32
 // CHECK:         %[[LO:.*]] = arith.muli %[[RANK]], %[[PER]]
-// CHECK:         %[[HI:.*]] = arith.select %{{.*}}, %arg2, %{{.*}} : i32
+// CHECK:         %[[LEFT:.*]] = arith.subi %arg2, %[[LO]]
+// CHECK:         %[[COUNT:.*]] = arith.select %{{.*}}, %[[LEFT]], %[[PER]] : i32
+// CHECK:         %[[HI:.*]] = arith.addi %[[LO]], %[[COUNT]]
 // CHECK:         %[[FIRST:.*]] = arith.cmpi eq, %[[RANK]], %c0_i32
 // CHECK-NOT:     tile.program_id
 // CHECK:         %[[INIT:.*]] = arith.select %[[FIRST]], %{{.*}}, %{{.*}} : f32
@@ -133,5 +135,56 @@ func.func @softmax_state(%x: !tile.ptr<f32>, %outM: !tile.ptr<f32>, %outS: !tile
   %mx, %sm = tile.softmax_total %s#0, %s#1 : tensor<256xf32>
   tile.store %outM[%row], %mx : !tile.ptr<f32>[i32], f32
   tile.store %outS[%row], %sm : !tile.ptr<f32>[i32], f32
+  return
+}
+
+// -----
+
+// A running value used inside the walk (a prefix sum) is no reduction.
+func.func @prefix_sum(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.cluster_size = 2 : i64, tile.split_rows = 2 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %zero = arith.constant 0.0 : f32
+  %row = tile.program_id 0 : i32
+  %r = tile.arange : tensor<256xi32>
+  // expected-error @+1 {{value 0 the walk carries is not an add, max or min reduction}}
+  %s = scf.for %i = %c0 to %V step %c256 iter_args(%acc = %zero) -> (f32) : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %ts = tile.reduce sum %t : tensor<256xf32> -> f32
+    %n = arith.addf %acc, %ts : f32
+    %ns = tile.splat %n : f32 -> tensor<256xf32>
+    tile.store %out[%offs], %ns : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+    scf.yield %n : f32
+  }
+  return
+}
+
+// -----
+
+// Per-lane partials reduced inside another walk: the programs of a cluster
+// run that walk different numbers of times and could not meet there.
+func.func @reduced_in_a_loop(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.cluster_size = 2 : i64, tile.split_rows = 2 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %ninf = arith.constant 0xFF800000 : f32
+  %r = tile.arange : tensor<256xi32>
+  %init = tile.splat %ninf : f32 -> tensor<256xf32>
+  %m = scf.for %i = %c0 to %V step %c256 iter_args(%acc = %init) -> (tensor<256xf32>) : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %n = arith.maximumf %acc, %t : tensor<256xf32>
+    scf.yield %n : tensor<256xf32>
+  }
+  scf.for %i = %c0 to %V step %c256 : i32 {
+    %c = arith.cmpi eq, %i, %c0 : i32
+    scf.if %c {
+      // expected-error @+1 {{inside a loop}}
+      %mx = tile.reduce max %m : tensor<256xf32> -> f32
+      tile.store %out[%i], %mx : !tile.ptr<f32>[i32], f32
+    }
+  }
   return
 }

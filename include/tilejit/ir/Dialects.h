@@ -45,6 +45,9 @@ constexpr const char *kClusterSize = "tile.cluster_size"; // i64, 1 = none
 // program along x as written) is split over C programs of a cluster, and
 // launches run C times as many programs along x.
 constexpr const char *kSplitRows = "tile.split_rows";
+// i64 C, set by tile-split-rows once it has split the rows: what launches
+// multiply grid.x by.
+constexpr const char *kRowsSplit = "tile.rows_split";
 // i64, 1: a row walked again is kept in shared memory instead of re-read.
 constexpr const char *kKeepRow = "tile.keep_row";
 // i64, 1: a walk's loads are issued one tile ahead (tile-load-ahead).

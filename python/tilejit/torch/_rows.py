@@ -22,9 +22,7 @@ def run(name, student, teacher, target, scalar_args):
     labels = target.contiguous() if target is not None else \
         torch.empty(1, dtype=torch.int64, device=dev)  # not read
     if bt:
-        # The row length picks the compiler's row schedule (its spec's
-        # defaults by V) and sizes what it keeps on chip.
-        k = c.kernel_on(dev, name, student.dtype, shape={"V": student.size(1)},
+        k = c.kernel_on(dev, name, student.dtype,
                         HAS_LABEL=int(target is not None))
         c.launch(k, bt, [c.tensor_arg(student), c.tensor_arg(teacher),
                          c.tensor_arg(labels), c.tensor_arg(loss),
