@@ -130,5 +130,4 @@ bool storesKeepElements(scf::ForOp walk, tile::LoadOp load) {
   return ok;
 }
 
-
 } // namespace tilejit
