@@ -78,12 +78,6 @@ bool WalkEquivalence::equivalent(Value x, Value y) {
   return same;
 }
 
-Value pointerBase(Value ptr) {
-  while (auto add = ptr.getDefiningOp<tile::AddPtrOp>())
-    ptr = add.getPtr();
-  return ptr;
-}
-
 static bool markedMayAlias(Value base) {
   auto arg = dyn_cast<BlockArgument>(base);
   auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
@@ -92,7 +86,7 @@ static bool markedMayAlias(Value base) {
 }
 
 bool mayOverlap(Value x, Value y) {
-  Value bx = pointerBase(x), by = pointerBase(y);
+  Value bx = pointerRoot(x), by = pointerRoot(y);
   if (bx == by)
     return true;
   return markedMayAlias(bx) && markedMayAlias(by);

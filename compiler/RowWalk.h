@@ -45,10 +45,6 @@ private:
   llvm::DenseMap<std::pair<mlir::Value, mlir::Value>, bool> memo;
 };
 
-/// The kernel argument (or shared array) a pointer is derived from through
-/// tile.addptr.
-mlir::Value pointerBase(mlir::Value ptr);
-
 /// Whether memory reached through `x` may overlap memory reached through
 /// `y`: the same base, or two arguments both marked tile.may_alias. Shared
 /// arrays and distinct non-aliasing arguments do not overlap.

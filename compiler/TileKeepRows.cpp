@@ -32,6 +32,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 
 namespace tilejit {
 #define GEN_PASS_DEF_TILEKEEPROWS
@@ -59,6 +60,27 @@ bool writesUnder(Operation *op, tile::LoadOp load) {
       .wasInterrupted();
 }
 
+/// Splits `walk` at `mid`: a copy of it over [lb, mid) is placed before it
+/// (its values mapped in `map`), and the walk goes on over [mid, ub) from
+/// the copy's results.
+scf::ForOp peelHead(scf::ForOp walk, Value mid, IRMapping &map) {
+  OpBuilder b(walk);
+  auto head = cast<scf::ForOp>(b.clone(*walk, map));
+  head.getUpperBoundMutable().set(mid);
+  walk.getLowerBoundMutable().set(mid);
+  for (auto [init, r] : llvm::zip(walk.getInitsMutable(), head.getResults()))
+    init.set(r);
+  return head;
+}
+
+/// Bytes of one element `load` reads.
+int64_t elementBytes(tile::LoadOp load) {
+  return cast<tile::PtrType>(load.getPtr().getType())
+             .getElementType()
+             .getIntOrFloatBitWidth() /
+         8;
+}
+
 struct Keeper {
   func::FuncOp kernel;
 
@@ -81,7 +103,7 @@ struct Keeper {
     auto used = kernel->getAttrOfType<IntegerAttr>(attr::kSharedBytes);
     int64_t offset = used ? used.getInt() : 0;
     auto ptr = cast<tile::PtrType>(like.getPtr().getType());
-    int64_t bytes = n * ptr.getElementType().getIntOrFloatBitWidth() / 8;
+    int64_t bytes = n * elementBytes(like);
     OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
     kernel->setAttr(attr::kSharedBytes,
                     b.getI64IntegerAttr(offset + ceilDiv(bytes, 16) * 16));
@@ -90,8 +112,8 @@ struct Keeper {
 
   /// Rewrites `first` and the later walks that re-read its loads.
   void keep(scf::ForOp first, ArrayRef<scf::ForOp> later) {
-    // Pairs (load in the first walk, load in a later walk) to rewrite.
-    SmallVector<std::pair<tile::LoadOp, tile::LoadOp>> pairs;
+    // The first walk's load each later load re-reads, and those kept.
+    DenseMap<Operation *, tile::LoadOp> sourceOf;
     SetVector<Operation *> keptLoads;
     for (scf::ForOp walk : later) {
       WalkEquivalence eq(first, walk);
@@ -121,21 +143,18 @@ struct Keeper {
                op = op->getNextNode())
             written = writesUnder(op, load);
           if (!written) {
-            pairs.push_back({source, load});
+            sourceOf[load] = source;
             keptLoads.insert(source);
           }
           break;
         }
       }
     }
-    if (pairs.empty())
+    if (sourceOf.empty())
       return;
     int64_t bytesPerElement = 0;
     for (Operation *op : keptLoads)
-      bytesPerElement += cast<tile::PtrType>(cast<tile::LoadOp>(op).getPtr().getType())
-                             .getElementType()
-                             .getIntOrFloatBitWidth() /
-                         8;
+      bytesPerElement += elementBytes(cast<tile::LoadOp>(op));
     int64_t K = capacity(first, bytesPerElement);
     if (K < walkStep(first))
       return; // not one tile fits
@@ -168,8 +187,7 @@ struct Keeper {
 
     // The first walk: its head also fills the arrays.
     IRMapping map;
-    auto head = cast<scf::ForOp>(b.clone(*first, map));
-    head.getUpperBoundMutable().set(mid);
+    peelHead(first, mid, map);
     for (Operation *op : keptLoads) {
       auto load = cast<tile::LoadOp>(map.lookup(op));
       OpBuilder at(load->getContext());
@@ -177,45 +195,32 @@ struct Keeper {
       tile::StoreOp::create(at, loc, arrayOf[op], localOffsets(at, load),
                             load.getResult(), load.getMask());
     }
-    first.getLowerBoundMutable().set(mid);
-    for (auto [init, r] : llvm::zip(first.getInitsMutable(), head.getResults()))
-      init.set(r);
 
-    // The later walks: their heads read the arrays.
-    DenseMap<Operation *, Operation *> sourceOf;
-    for (auto [source, load] : pairs)
-      sourceOf[load] = source;
+    // The later walks that re-read a kept tile: their heads read the
+    // arrays, after one barrier.
     bool barrier = false;
     for (scf::ForOp walk : later) {
-      OpBuilder wb(walk);
+      auto rereads = llvm::filter_to_vector(
+          walk.getBody()->getOps<tile::LoadOp>(),
+          [&](tile::LoadOp load) { return sourceOf.contains(load); });
+      if (rereads.empty())
+        continue;
       if (!barrier) {
+        OpBuilder wb(walk);
         tile::BarrierOp::create(wb, loc);
         barrier = true;
       }
       IRMapping wm;
-      auto whead = cast<scf::ForOp>(wb.clone(*walk, wm));
-      whead.getUpperBoundMutable().set(mid);
-      bool any = false;
-      for (auto load : walk.getBody()->getOps<tile::LoadOp>()) {
-        auto it = sourceOf.find(load);
-        if (it == sourceOf.end())
-          continue;
+      peelHead(walk, mid, wm);
+      for (tile::LoadOp load : rereads) {
         auto copy = cast<tile::LoadOp>(wm.lookup(load.getOperation()));
         OpBuilder at(copy);
         auto fromArray = tile::LoadOp::create(
-            at, loc, copy.getType(), arrayOf[it->second],
+            at, loc, copy.getType(), arrayOf[sourceOf[load]],
             localOffsets(at, copy), copy.getMask(), copy.getOther());
         copy.getResult().replaceAllUsesWith(fromArray.getResult());
         copy.erase();
-        any = true;
       }
-      if (!any) {
-        whead.erase();
-        continue;
-      }
-      walk.getLowerBoundMutable().set(mid);
-      for (auto [init, r] : llvm::zip(walk.getInitsMutable(), whead.getResults()))
-        init.set(r);
     }
   }
 

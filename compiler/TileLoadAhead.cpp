@@ -103,7 +103,7 @@ void loadAhead(scf::ForOp loop) {
   SmallVector<tile::LoadOp> loads;
   for (auto load : loop.getBody()->getOps<tile::LoadOp>())
     if (isOwnTile(loop, load.getOffsets()) && storesKeepElements(loop, load) &&
-        !pointerBase(load.getPtr()).getDefiningOp<tile::SharedAllocOp>() &&
+        !pointerRoot(load.getPtr()).getDefiningOp<tile::SharedAllocOp>() &&
         recomputable(body, load.getPtr()) &&
         (!load.getMask() || recomputable(body, load.getMask())) &&
         (!load.getOther() || recomputable(body, load.getOther())))

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <limits>
 
@@ -134,13 +135,19 @@ struct Splitter {
     return std::nullopt;
   }
 
+  /// rank == 0, as a scalar or as a tile of `like`'s shape.
+  Value firstLike(OpBuilder &b, Location loc, Type like) {
+    auto t = dyn_cast<RankedTensorType>(like);
+    return t ? Value(tile::SplatOp::create(
+                   b, loc, RankedTensorType::get(t.getShape(), b.getI1Type()),
+                   isFirst))
+             : isFirst;
+  }
+
   /// The start value of a carried value: its own on rank 0, `identity`
   /// elsewhere, so that the cluster counts it once.
   void startOnFirst(OpBuilder &b, Location loc, OpOperand &init, Value identity) {
-    Value first = isFirst;
-    if (auto t = dyn_cast<RankedTensorType>(identity.getType()))
-      first = tile::SplatOp::create(
-          b, loc, RankedTensorType::get(t.getShape(), b.getI1Type()), isFirst);
+    Value first = firstLike(b, loc, identity.getType());
     init.set(arith::SelectOp::create(b, loc, first, init.get(), identity));
   }
 
@@ -248,15 +255,12 @@ struct Splitter {
     }
     // Scalars: one cluster_reduce per kind and type, right after the walk.
     b.setInsertionPointAfter(loop);
-    std::map<std::pair<int, std::string>, SmallVector<Value>> groups;
+    llvm::MapVector<std::pair<int, Type>, SmallVector<Value>> groups;
     for (unsigned i = 0; i < n; ++i) {
       Value r = loop.getResult(i);
       if (!kinds[i] || isa<RankedTensorType>(r.getType()) || r.use_empty())
         continue;
-      std::string type;
-      llvm::raw_string_ostream os(type);
-      os << r.getType();
-      groups[{int(*kinds[i]), type}].push_back(r);
+      groups[{int(*kinds[i]), r.getType()}].push_back(r);
     }
     for (auto &[key, values] : groups)
       for (size_t at = 0; at < values.size(); at += 16) // 16 per combine
@@ -352,11 +356,7 @@ struct Splitter {
         if (walks.contains(p))
           return;
       OpBuilder sb(store);
-      Value first = isFirst;
-      if (auto t = dyn_cast<RankedTensorType>(store.getOffsets().getType()))
-        first = tile::SplatOp::create(
-            sb, store.getLoc(),
-            RankedTensorType::get(t.getShape(), sb.getI1Type()), isFirst);
+      Value first = firstLike(sb, store.getLoc(), store.getOffsets().getType());
       Value mask = store.getMask()
                        ? Value(arith::AndIOp::create(sb, store.getLoc(),
                                                      store.getMask(), first))

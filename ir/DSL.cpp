@@ -1038,10 +1038,7 @@ void KernelBuilder::prefetchL2(Value ptr, Value offset, Value count,
   if (!n.getType().isInteger(32) && !n.getType().isInteger(64))
     k.fail("prefetchL2() count must be i32 or i64, got " +
            typeStr(n.getType()));
-  MValue base = p;
-  while (auto add = base.getDefiningOp<tile::AddPtrOp>())
-    base = add.getPtr();
-  if (base.getDefiningOp<tile::SharedAllocOp>())
+  if (pointerRoot(p).getDefiningOp<tile::SharedAllocOp>())
     k.fail("prefetchL2() fetches global memory, not a shared array");
   tile::PrefetchL2Op::create(k.b, k.loc, p, off, n);
 }

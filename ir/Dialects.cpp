@@ -224,8 +224,7 @@ LogicalResult tile::SharedAllocOp::verify() {
   return success();
 }
 
-/// The pointer `p` is derived from, through tile.addptr.
-static Value pointerRoot(Value p) {
+Value tilejit::pointerRoot(Value p) {
   while (auto add = p.getDefiningOp<tile::AddPtrOp>())
     p = add.getPtr();
   return p;

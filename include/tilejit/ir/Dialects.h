@@ -82,6 +82,10 @@ constexpr const char *kArgName = "tile.arg_name";
 /// The DType of a scalar MLIR type (i1, i32, i64, bf16, f16, f32), or none.
 std::optional<DType> dtypeOfScalar(mlir::Type t);
 
+/// The kernel argument or shared array a pointer is derived from, through
+/// tile.addptr.
+mlir::Value pointerRoot(mlir::Value ptr);
+
 /// Tiles live in registers, N / P elements per thread for P threads: beyond
 /// this many per thread a kernel cannot be register-allocated (ptxas runs for
 /// minutes, then spills everything), and the lowering's per-thread arrays
