@@ -65,6 +65,19 @@ def TileKeepRows : Pass<"tile-keep-rows", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def TileCopyAhead : Pass<"tile-copy-ahead", "mlir::ModuleOp"> {
+  let summary = "Fill a kept row with asynchronous copies issued ahead";
+  let description = [{
+    For a kernel with `tile.copy_ahead = A`: in each row walk, a global
+    load of the iteration's own tile whose value the body stores unchanged
+    into a shared array (tile-keep-rows' first walk) becomes a copy_async
+    into that array, issued A iterations ahead, one group per iteration,
+    and the body reads the tile back from the array after a lane-level
+    copy_wait. A tiles are then in flight without holding registers.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def TileLoadAhead : Pass<"tile-load-ahead", "mlir::ModuleOp"> {
   let summary = "Issue each row walk's loads one tile ahead of their use";
   let description = [{

@@ -76,6 +76,7 @@ void optimizeTile(TileModule &module) {
   step(module, "cse", createCSEPass());
   step(module, "tile-split-rows", createTileSplitRows());
   step(module, "tile-keep-rows", createTileKeepRows());
+  step(module, "tile-copy-ahead", createTileCopyAhead());
   step(module, "tile-load-ahead", createTileLoadAhead());
   step(module, "tile-expand-softmax", createTileExpandSoftmax());
   step(module, "canonicalize", createCanonicalizerPass());

@@ -124,4 +124,39 @@ bool storesKeepElements(scf::ForOp walk, tile::LoadOp load) {
   return ok;
 }
 
+bool WalkBody::inside(Operation *op) const {
+  return block->getParentOp()->isAncestor(op);
+}
+
+bool WalkBody::recomputable(Value v) {
+  if (v == iv)
+    return true;
+  if (auto it = known.find(v); it != known.end())
+    return it->second;
+  Operation *def = v.getDefiningOp();
+  bool ok;
+  if (!def)
+    ok = !inside(v.getParentBlock()->getParentOp()); // no iter_arg
+  else if (!inside(def))
+    ok = true;
+  else
+    ok = isPure(def) && def->getNumRegions() == 0 &&
+         llvm::all_of(def->getOperands(),
+                      [&](Value o) { return recomputable(o); });
+  known[v] = ok;
+  return ok;
+}
+
+Value WalkBody::recompute(OpBuilder &b, Value v, IRMapping &map) const {
+  if (Value done = map.lookupOrNull(v))
+    return done;
+  Operation *def = v.getDefiningOp();
+  if (!def || !inside(def))
+    return v;
+  for (Value o : def->getOperands())
+    recompute(b, o, map);
+  Operation *copy = b.clone(*def, map);
+  return copy->getResult(cast<OpResult>(v).getResultNumber());
+}
+
 } // namespace tilejit

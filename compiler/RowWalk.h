@@ -12,6 +12,7 @@
 #include "tilejit/ir/Dialects.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <optional>
@@ -60,6 +61,30 @@ bool isOwnTile(mlir::scf::ForOp loop, mlir::Value offsets);
 /// load read, after it, in the same block (same offsets from the same base
 /// offset: a gradient written in place over its input).
 bool storesKeepElements(mlir::scf::ForOp walk, tile::LoadOp load);
+
+/// A walk's body, for moving its loads to another iteration: which of its
+/// values follow from the induction variable alone, and those values for
+/// another one.
+class WalkBody {
+public:
+  explicit WalkBody(mlir::scf::ForOp loop)
+      : block(loop.getBody()), iv(loop.getInductionVar()) {}
+  mlir::Value inductionVar() const { return iv; }
+  /// Whether `op` is in the body.
+  bool inside(mlir::Operation *op) const;
+  /// Whether `v`, used in the body, is defined outside the walk, is the
+  /// induction variable, or is a pure op over such values.
+  bool recomputable(mlir::Value v);
+  /// `v` under `map` (which maps the induction variable); the body's ops it
+  /// needs are cloned at the builder's position.
+  mlir::Value recompute(mlir::OpBuilder &b, mlir::Value v,
+                        mlir::IRMapping &map) const;
+
+private:
+  mlir::Block *block;
+  mlir::Value iv;
+  llvm::DenseMap<mlir::Value, bool> known;
+};
 
 } // namespace tilejit
 

@@ -36,77 +36,37 @@ using namespace mlir;
 namespace tilejit {
 namespace {
 
-/// Where a walk's body is: its block and induction variable.
-struct Body {
-  Block *block;
-  Value iv;
-  bool inside(Operation *op) const {
-    return block->getParentOp()->isAncestor(op);
-  }
-};
-
-/// Whether `v`, used in the body, can be recomputed for another value of
-/// the induction variable: defined outside the walk, the induction
-/// variable itself, or pure ops over such values.
-bool recomputable(const Body &body, Value v) {
-  if (v == body.iv)
-    return true;
-  Operation *def = v.getDefiningOp();
-  if (!def)
-    return v.getParentBlock() != body.block; // not an iter_arg
-  if (!body.inside(def))
-    return true;
-  if (!isPure(def) || def->getNumRegions() != 0)
-    return false;
-  return llvm::all_of(def->getOperands(),
-                      [&](Value o) { return recomputable(body, o); });
-}
-
-/// `v` recomputed under `map` (which maps the induction variable); the ops
-/// of the body it needs are cloned at the builder's position.
-Value recompute(OpBuilder &b, const Body &body, Value v, IRMapping &map) {
-  if (Value known = map.lookupOrNull(v))
-    return known;
-  Operation *def = v.getDefiningOp();
-  if (!def || !body.inside(def))
-    return v;
-  for (Value o : def->getOperands())
-    recompute(b, body, o, map);
-  Operation *copy = b.clone(*def, map);
-  return copy->getResult(cast<OpResult>(v).getResultNumber());
-}
-
 /// The load of the tile at `iv` (masked off unless `inRange`), cloned at
 /// `b`.
-Value loadAt(OpBuilder &b, const Body &body, tile::LoadOp load, Value iv,
+Value loadAt(OpBuilder &b, const WalkBody &body, tile::LoadOp load, Value iv,
              Value inRange) {
   Location loc = load.getLoc();
   IRMapping map;
-  map.map(body.iv, iv);
-  Value offsets = recompute(b, body, load.getOffsets(), map);
+  map.map(body.inductionVar(), iv);
+  Value offsets = body.recompute(b, load.getOffsets(), map);
   auto shape = cast<RankedTensorType>(offsets.getType()).getShape();
   Value mask = tile::SplatOp::create(
       b, loc, RankedTensorType::get(shape, b.getI1Type()), inRange);
   if (load.getMask()) {
-    Value own = recompute(b, body, load.getMask(), map);
+    Value own = body.recompute(b, load.getMask(), map);
     mask = arith::AndIOp::create(b, loc, own, mask);
   }
   Value other =
-      load.getOther() ? recompute(b, body, load.getOther(), map) : Value();
-  Value ptr = recompute(b, body, load.getPtr(), map);
+      load.getOther() ? body.recompute(b, load.getOther(), map) : Value();
+  Value ptr = body.recompute(b, load.getPtr(), map);
   return tile::LoadOp::create(b, loc, load.getType(), ptr, offsets, mask,
                               other);
 }
 
 void loadAhead(scf::ForOp loop) {
-  Body body{loop.getBody(), loop.getInductionVar()};
+  WalkBody body(loop);
   SmallVector<tile::LoadOp> loads;
   for (auto load : loop.getBody()->getOps<tile::LoadOp>())
     if (isOwnTile(loop, load.getOffsets()) && storesKeepElements(loop, load) &&
         !pointerRoot(load.getPtr()).getDefiningOp<tile::SharedAllocOp>() &&
-        recomputable(body, load.getPtr()) &&
-        (!load.getMask() || recomputable(body, load.getMask())) &&
-        (!load.getOther() || recomputable(body, load.getOther())))
+        body.recomputable(load.getPtr()) &&
+        (!load.getMask() || body.recomputable(load.getMask())) &&
+        (!load.getOther() || body.recomputable(load.getOther())))
       loads.push_back(load);
   if (loads.empty())
     return;
@@ -124,8 +84,8 @@ void loadAhead(scf::ForOp loop) {
   // and the body's own loads become the tiles carried in.
   // A next tile exists where ub - i > step (i + step could overflow).
   OpBuilder top = OpBuilder::atBlockBegin(loop.getBody());
-  Value next = arith::AddIOp::create(top, loc, body.iv, step);
-  Value left = arith::SubIOp::create(top, loc, ub, body.iv);
+  Value next = arith::AddIOp::create(top, loc, body.inductionVar(), step);
+  Value left = arith::SubIOp::create(top, loc, ub, body.inductionVar());
   Value more =
       arith::CmpIOp::create(top, loc, arith::CmpIPredicate::sgt, left, step);
   SmallVector<Value> ahead;

@@ -183,6 +183,12 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                          {0, 1},
                          1,
                          "compiler: issue each walk's loads one tile ahead"});
+  spec.params.push_back(
+      {"COPY_AHEAD",
+       {0, 1, 2, 3, 4, 5, 6, 7},
+       0,
+       "compiler: fill a kept row with copies this many tiles ahead (0: off)",
+       /*tuned=*/false});
   if (splits.size() > 1)
     spec.params.push_back(
         {"SPLIT_ROWS", std::move(splits), 1,

@@ -1,10 +1,11 @@
 //===- RowScheduleTest.cpp - the compiler's row schedules, run ------------===//
 //
-// tile-split-rows and tile-keep-rows rewrite kernels written one program per
-// row; these run the rewritten kernels in the interpreter (each program of
-// a cluster in step with the others, shared arrays per program) against the
-// kernels' fp64 references: every split and keep of jsd, cross_entropy and
-// kl_div, with and without loads ahead, rows shorter than a cluster's tiles (programs
+// tile-split-rows, tile-keep-rows and tile-copy-ahead rewrite kernels
+// written one program per row; these run the rewritten kernels in the
+// interpreter (each program of a cluster in step with the others, shared
+// arrays per program) against the kernels' fp64 references: every split and
+// keep of jsd, cross_entropy and kl_div, with and without loads ahead, kept
+// rows filled by copies ahead, rows shorter than a cluster's tiles (programs
 // with nothing to walk), a row longer than the shared-memory budget (kept in
 // part, the rest re-read), and every 7th row ignored.
 //
@@ -82,18 +83,44 @@ TEST(RowSchedules, OtherLossesSplitAndKept) {
     }
 }
 
-TEST(RowSchedules, RowLongerThanTheBudgetIsKeptInPart) {
-  // Two f32 inputs take 8 bytes per element: 200 KiB keep 25600 of them.
-  const KernelSpec &jsd = findKernel("jsd");
-  dsl::Config c = jsd.config(DType::F32, {"KEEP_ROW=1", "BLOCK_SIZE=1024"},
-                             {{"BT", 3}, {"V", 30000}});
+/// The tile IR `kernel` compiles to with `set` at BT = 8 and `V`.
+std::string tileIR(const std::string &kernel, DType dtype, int64_t V,
+                   const std::vector<std::string> &set) {
+  const KernelSpec &spec = findKernel(kernel);
+  dsl::Config c = spec.config(dtype, set, {{"BT", 8}, {"V", V}});
   CompileOptions o;
   o.upTo = Stage::Tile;
-  std::string ir = compile(jsd.build(c), o).tileIR;
+  return compile(spec.build(c), o).tileIR;
+}
+
+TEST(RowSchedules, KeptRowsCopiedAhead) {
+  // Copies run 1, 4 and 7 tiles ahead of rows of 1 to 4 tiles per program,
+  // so most of them are masked off past the walk's end.
+  for (const char *kernel : {"jsd", "cross_entropy", "kl_div"})
+    for (DType dtype : {DType::F32, DType::BF16})
+      for (const char *split : {"SPLIT_ROWS=1", "SPLIT_ROWS=4"})
+        for (const char *ahead : {"COPY_AHEAD=1", "COPY_AHEAD=4", "COPY_AHEAD=7"})
+          for (int64_t V : {int64_t(1), int64_t(3001)}) {
+            std::vector<std::string> set = {split, "KEEP_ROW=1", ahead,
+                                            "BLOCK_SIZE=1024"};
+            EXPECT_NE(tileIR(kernel, dtype, V, set).find("tile.copy_async"),
+                      std::string::npos)
+                << kernel << " " << dtypeName(dtype) << " " << split << " "
+                << ahead;
+            expectMatches(kernel, dtype, 8, V, set);
+          }
+}
+
+TEST(RowSchedules, RowLongerThanTheBudgetIsKeptInPart) {
+  // Two f32 inputs take 8 bytes per element: 200 KiB keep 25600 of them.
+  std::string ir =
+      tileIR("jsd", DType::F32, 30000, {"KEEP_ROW=1", "BLOCK_SIZE=1024"});
   EXPECT_NE(ir.find("tile.shared_alloc {offset = 0 : i64, size = 25600 : i64}"),
             std::string::npos)
       << ir;
-  expectMatches("jsd", DType::F32, 3, 30000, {"KEEP_ROW=1", "BLOCK_SIZE=1024"});
+  for (const char *ahead : {"COPY_AHEAD=0", "COPY_AHEAD=3"})
+    expectMatches("jsd", DType::F32, 3, 30000,
+                  {"KEEP_ROW=1", "BLOCK_SIZE=1024", ahead});
 }
 
 TEST(RowSchedules, SplitRowsGrowTheLaunch) {

@@ -52,6 +52,9 @@ constexpr const char *kRowsSplit = "tile.rows_split";
 constexpr const char *kKeepRow = "tile.keep_row";
 // i64, 1: a walk's loads are issued one tile ahead (tile-load-ahead).
 constexpr const char *kLoadAhead = "tile.load_ahead";
+// i64, 1 to 7: a kept row's tiles are copied into shared memory that many
+// walk iterations ahead of their use (tile-copy-ahead).
+constexpr const char *kCopyAhead = "tile.copy_ahead";
 // i64: the longest row the kernel is compiled for (0 or absent: unknown);
 // tile-keep-rows sizes its arrays to it.
 constexpr const char *kRowExtent = "tile.row_extent";
