@@ -185,7 +185,7 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                          "compiler: issue each walk's loads one tile ahead"});
   spec.params.push_back(
       {"COPY_AHEAD",
-       {0, 1, 2, 3, 4, 5, 6, 7},
+       {0, 2, 4, 7},
        0,
        "compiler: fill a kept row with copies this many tiles ahead (0: off)",
        /*tuned=*/false});

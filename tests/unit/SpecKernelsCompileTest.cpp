@@ -29,8 +29,12 @@ TEST_P(SpecKernelCompile, EachCandidateCompilesForSm90) {
   std::vector<std::vector<std::string>> configs = {{}};
   for (const ParamSpec &p : spec.params)
     for (int64_t v : p.candidates)
-      if (v != p.defaultValue)
+      if (v != p.defaultValue) {
         configs.push_back({p.name + "=" + std::to_string(v)});
+        // Copies ahead fill a kept row only.
+        if (p.name == "COPY_AHEAD")
+          configs.back().push_back("KEEP_ROW=1");
+      }
   for (const auto &overrides : configs) {
     dsl::Config c = spec.config(dt, overrides);
     CompiledKernel k = compile(spec.build(c), {"sm_90", Stage::Cubin, {}});
