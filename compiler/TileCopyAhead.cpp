@@ -45,6 +45,26 @@ struct KeptTile {
   tile::StoreOp store;
 };
 
+/// Whether `offsets` is splat(%iv - c) + arange(B) for a `c` defined
+/// outside the walk: a distinct slot of the array per iteration (what
+/// tile-keep-rows stores to), so no two copy groups in flight share one.
+bool isLocalTile(scf::ForOp loop, Value offsets) {
+  auto add = offsets.getDefiningOp<arith::AddIOp>();
+  auto tensor = dyn_cast<RankedTensorType>(offsets.getType());
+  if (!add || !tensor || tensor.getDimSize(0) != walkStep(loop))
+    return false;
+  auto isLocal = [&](Value v) {
+    auto splat = v.getDefiningOp<tile::SplatOp>();
+    auto sub = splat ? splat.getOperand().getDefiningOp<arith::SubIOp>()
+                     : arith::SubIOp();
+    return sub && sub.getLhs() == loop.getInductionVar() &&
+           !loop->isAncestor(sub.getRhs().getParentBlock()->getParentOp());
+  };
+  auto isRange = [&](Value v) { return v.getDefiningOp<tile::ArangeOp>(); };
+  return (isLocal(add.getLhs()) && isRange(add.getRhs())) ||
+         (isRange(add.getLhs()) && isLocal(add.getRhs()));
+}
+
 /// The walk's tiles that can be copied ahead; none when the walk copies
 /// asynchronously already or reads one of the arrays.
 SmallVector<KeptTile> keptTiles(scf::ForOp loop, WalkBody &body) {
@@ -59,15 +79,14 @@ SmallVector<KeptTile> keptTiles(scf::ForOp loop, WalkBody &body) {
   for (auto store : loop.getBody()->getOps<tile::StoreOp>()) {
     auto load = store.getValue().getDefiningOp<tile::LoadOp>();
     if (!load || load->getBlock() != store->getBlock() ||
+        llvm::any_of(tiles, [&](const KeptTile &t) { return t.load == load; }) ||
+        !isLocalTile(loop, store.getOffsets()) ||
         !pointerRoot(store.getPtr()).getDefiningOp<tile::SharedAllocOp>() ||
         pointerRoot(load.getPtr()).getDefiningOp<tile::SharedAllocOp>() ||
         store.getMask() != load.getMask() ||
-        store.getValue().getType() != load.getType() ||
         !isOwnTile(loop, load.getOffsets()) ||
         !storesKeepElements(loop, load) || !recomputable(load.getPtr()) ||
-        !recomputable(load.getOffsets()) || !recomputable(load.getMask()) ||
-        !recomputable(load.getOther()) || !recomputable(store.getPtr()) ||
-        !recomputable(store.getOffsets()))
+        !recomputable(load.getMask()) || !recomputable(store.getPtr()))
       continue;
     tiles.push_back({load, store});
   }

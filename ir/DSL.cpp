@@ -635,9 +635,9 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
     k.func->setAttr(attr::kKeepRow, k.b.getI64IntegerAttr(1));
   if (param("LOAD_AHEAD"))
     k.func->setAttr(attr::kLoadAhead, k.b.getI64IntegerAttr(1));
-  if (int64_t ahead = param("COPY_AHEAD"); ahead != 0) {
+  if (int64_t ahead = param("KEEP_COPY_AHEAD"); ahead != 0) {
     if (ahead < 1 || ahead > 7)
-      throw Error(kernelName + ": COPY_AHEAD = " + std::to_string(ahead) +
+      throw Error(kernelName + ": KEEP_COPY_AHEAD = " + std::to_string(ahead) +
                   " is not 0 (off) or 1 to 7 (the copy groups in flight)");
     k.func->setAttr(attr::kCopyAhead, k.b.getI64IntegerAttr(ahead));
   }

@@ -184,7 +184,7 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                          1,
                          "compiler: issue each walk's loads one tile ahead"});
   spec.params.push_back(
-      {"COPY_AHEAD",
+      {"KEEP_COPY_AHEAD",
        {0, 2, 4, 7},
        0,
        "compiler: fill a kept row with copies this many tiles ahead (0: off)",

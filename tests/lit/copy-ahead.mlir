@@ -78,3 +78,23 @@ func.func @reads_its_array(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %V: i32) attr
   }
   return
 }
+
+// -----
+
+// A store to the same slots every iteration (a staging tile, not the
+// walk's own part of a row): copies in flight would race for the slots.
+// CHECK-LABEL: func.func @same_slots(
+// CHECK-NOT:     tile.copy_async
+func.func @same_slots(%x: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.copy_ahead = 2 : i64, tile.shared_bytes = 1024 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %keep = tile.shared_alloc {offset = 0 : i64, size = 256 : i64} : !tile.ptr<f32>
+  %r = tile.arange : tensor<256xi32>
+  scf.for %i = %c0 to %V step %c256 : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    tile.store %keep[%r], %t : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+  }
+  return
+}

@@ -3,9 +3,11 @@
 // The compile tests cannot build every point of a tuning space in CI time
 // (NVRTC and ptxas take seconds per config). They build this sample: the
 // defaults, each candidate of each parameter with the rest at their
-// defaults (every value is compiled at least once), and evenly spaced
-// points of the full product of the tuned candidates (combinations of
-// values), at most `combinations` of them.
+// defaults (every value is compiled at least once), and points of the full
+// product of the tuned candidates (combinations of values) drawn with a
+// fixed seed, at most `combinations` of them. Drawn, not evenly spaced: a
+// stride that shares a factor with the inner parameters' candidate counts
+// would pin them to one value.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_TESTS_UNIT_CONFIGSAMPLE_H
@@ -15,6 +17,9 @@
 #include "tilejit/KernelSpec.h"
 
 #include <algorithm>
+#include <iterator>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -31,11 +36,11 @@ sampleConfigs(const KernelSpec &spec, size_t combinations) {
   auto product = spec.candidateConfigs();
   if (product.empty() || combinations == 0)
     return configs;
-  size_t stride = std::max<size_t>(1, (product.size() + combinations - 1) /
-                                          combinations);
-  // Offset by half a stride so that the points are not all at the first
-  // candidates of the outer parameters.
-  for (size_t i = stride / 2; i < product.size(); i += stride)
+  std::vector<size_t> all(product.size()), picked;
+  std::iota(all.begin(), all.end(), size_t(0));
+  std::sample(all.begin(), all.end(), std::back_inserter(picked),
+              combinations, std::mt19937(20261202));
+  for (size_t i : picked)
     configs.push_back(paramOverrides(product[i]));
   return configs;
 }

@@ -338,6 +338,7 @@ TEST_P(CeTvdCompile, SampledConfigsCompileForSm90) {
                 std::string::npos)
           << e.what();
       EXPECT_EQ(dt, DType::F32) << e.what();
+      EXPECT_FALSE(llvm::is_contained(overrides, "KEEP=0")) << e.what();
       ++refused;
       continue;
     }

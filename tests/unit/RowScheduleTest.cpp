@@ -99,7 +99,7 @@ TEST(RowSchedules, KeptRowsCopiedAhead) {
   for (const char *kernel : {"jsd", "cross_entropy", "kl_div"})
     for (DType dtype : {DType::F32, DType::BF16})
       for (const char *split : {"SPLIT_ROWS=1", "SPLIT_ROWS=4"})
-        for (const char *ahead : {"COPY_AHEAD=2", "COPY_AHEAD=4", "COPY_AHEAD=7"})
+        for (const char *ahead : {"KEEP_COPY_AHEAD=2", "KEEP_COPY_AHEAD=4", "KEEP_COPY_AHEAD=7"})
           for (int64_t V : {int64_t(1), int64_t(3001)}) {
             std::vector<std::string> set = {split, "KEEP_ROW=1", ahead,
                                             "BLOCK_SIZE=1024"};
@@ -118,7 +118,7 @@ TEST(RowSchedules, RowLongerThanTheBudgetIsKeptInPart) {
   EXPECT_NE(ir.find("tile.shared_alloc {offset = 0 : i64, size = 25600 : i64}"),
             std::string::npos)
       << ir;
-  for (const char *ahead : {"COPY_AHEAD=0", "COPY_AHEAD=2"})
+  for (const char *ahead : {"KEEP_COPY_AHEAD=0", "KEEP_COPY_AHEAD=2"})
     expectMatches("jsd", DType::F32, 3, 30000,
                   {"KEEP_ROW=1", "BLOCK_SIZE=1024", ahead});
 }

@@ -32,7 +32,7 @@ TEST_P(SpecKernelCompile, EachCandidateCompilesForSm90) {
       if (v != p.defaultValue) {
         configs.push_back({p.name + "=" + std::to_string(v)});
         // Copies ahead fill a kept row only.
-        if (p.name == "COPY_AHEAD")
+        if (p.name == "KEEP_COPY_AHEAD")
           configs.back().push_back("KEEP_ROW=1");
       }
   for (const auto &overrides : configs) {
