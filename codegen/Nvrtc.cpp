@@ -353,8 +353,13 @@ bool ptxasAccepts(const std::string &ptx, const std::string &arch,
   }
   try {
     TempFile file(".ptx", ptx.data(), ptx.size());
-    std::vector<std::string> args = {"-arch=" + realArch(arch), file.path(),
-                                     "-o", "/dev/null"};
+    // PTX built for the arch-specific variant (sm_90a: wgmma) assembles
+    // for that variant only.
+    std::string real = realArch(arch);
+    if (ptx.find(".target " + real + "a") != std::string::npos)
+      real += "a";
+    std::vector<std::string> args = {"-arch=" + real, file.path(), "-o",
+                                     "/dev/null"};
     if (verbose)
       args.push_back("-v");
     int status = runTool(ptxas, args, &out);

@@ -92,6 +92,34 @@ def TileLoadAhead : Pass<"tile-load-ahead", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def TilePipelineDot : Pass<"tile-pipeline-dot", "mlir::ModuleOp"> {
+  let summary = "Keep a K loop of dots over block loads whole, as tile.dot_loop";
+  let description = [{
+    An scf.for whose only carried value is an f32 accumulator, with step K,
+    whose body is `acc' = tile.dot(tile.load_block A[a_row0, iv] (M x K),
+    tile.load_block B[iv, b_col0] (K x N), acc)` and whose other load
+    operands are loop-invariant, becomes one tile.dot_loop: on the GPU its
+    blocks are copied into shared memory `tile.dot_stages` (default 3)
+    iterations ahead and the accumulator stays in the tensor cores'
+    registers. M, N, K must be powers of two of at least 16 that the
+    program's warps can split into 16 x 16 blocks; the op's buffers are
+    added to the kernel's `tile.shared_bytes` (fewer stages where 227 KiB
+    would not hold them). Other loops are left alone.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def TileExpandLoadBlock : Pass<"tile-expand-load-block", "mlir::ModuleOp"> {
+  let summary = "Write out the block loads no dot loop took as masked loads";
+  let description = [{
+    Each tile.load_block becomes tile.arange, the row and column of each
+    element (e / C, e % C) added to the block's origin, the masked
+    tile.load of row * row_stride + col * col_stride (i64) where the
+    element lies in the view, and 0 elsewhere.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def TileExpandSoftmax : Pass<"tile-expand-softmax", "mlir::ModuleOp"> {
   let summary = "Write out tile.softmax_fold and tile.softmax_total";
   let description = [{

@@ -48,6 +48,17 @@ void step(TileModule &module, const char *name, std::unique_ptr<Pass> pass) {
                print(*impl.module));
 }
 
+/// The architecture NVRTC compiles for: sm_90's dot loops run on wgmma,
+/// which only the arch-specific target sm_90a (compute_90a) has; its
+/// binaries run on sm_90 devices alone, as every sm_90 binary does.
+std::string nvrtcArch(ModuleOp m, const std::string &arch) {
+  bool dotLoops = false;
+  m.walk([&](simt::DotLoopOp) { dotLoops = true; });
+  if (dotLoops && (arch == "sm_90" || arch == "compute_90"))
+    return arch + "a";
+  return arch;
+}
+
 } // namespace
 
 Stage parseStage(const std::string &name) {
@@ -79,6 +90,8 @@ void optimizeTile(TileModule &module) {
   step(module, "tile-copy-ahead", createTileCopyAhead());
   step(module, "tile-load-ahead", createTileLoadAhead());
   step(module, "tile-expand-softmax", createTileExpandSoftmax());
+  step(module, "tile-pipeline-dot", createTilePipelineDot());
+  step(module, "tile-expand-load-block", createTileExpandLoadBlock());
   step(module, "canonicalize", createCanonicalizerPass());
   step(module, "cse", createCSEPass());
 }
@@ -122,8 +135,10 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
     return out;
 
   auto t1 = std::chrono::steady_clock::now();
-  nvrtc::CompileResult r = nvrtc::compile(out.cuda, out.name + ".cu",
-                                          options.arch, options.nvrtcOptions);
+  nvrtc::CompileResult r =
+      nvrtc::compile(out.cuda, out.name + ".cu",
+                     nvrtcArch(*module.impl().module, options.arch),
+                     options.nvrtcOptions);
   out.ptx = std::move(r.ptx);
   out.cubin = std::move(r.cubin);
   out.nvrtcMs = msSince(t1);

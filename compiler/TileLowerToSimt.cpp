@@ -34,6 +34,9 @@ using namespace mlir;
 namespace tilejit {
 namespace {
 
+/// The static shared memory a lone tile.dot may stage its tiles in.
+constexpr int64_t kMaxDotStagingBytes = 48 * 1024;
+
 //===----------------------------------------------------------------------===//
 // Types
 //===----------------------------------------------------------------------===//
@@ -186,7 +189,7 @@ struct CopyAsyncLowering : public OpConversionPattern<tile::CopyAsyncOp> {
 };
 
 /// A tile op whose simt form takes the same operands (each thread's
-/// elements) and attributes: tile.dot, tile.reduce_rows,
+/// elements) and attributes: tile.dot, tile.dot_loop, tile.reduce_rows,
 /// tile.broadcast_rows.
 template <typename TileOp, typename SimtOp>
 struct SameShapeLowering : public OpConversionPattern<TileOp> {
@@ -398,6 +401,19 @@ struct TileLowerToSimtPass
     // Check tile shapes and constants up front so that a bad one gets a clear
     // error rather than a generic conversion failure.
     WalkResult shapes = func.walk([&](Operation *op) {
+      // A dot outside a dot loop stages its tiles in (static) shared memory.
+      if (auto dot = dyn_cast<tile::DotOp>(op)) {
+        int64_t m = dot.getM(), n = dot.getN(), k = dot.getK();
+        if (int64_t bytes = (m * k + k * n) * 2 + m * n * 4;
+            bytes > kMaxDotStagingBytes) {
+          op->emitOpError("in kernel '")
+              << func.getSymName() << "': a dot of " << m << " x " << k
+              << " by " << k << " x " << n << " outside a K loop of "
+              << "loadBlock (tile-pipeline-dot) stages " << bytes
+              << " bytes in shared memory; at most 48 KiB";
+          return WalkResult::interrupt();
+        }
+      }
       if (auto cst = dyn_cast<arith::ConstantOp>(op);
           cst && isa<TensorType>(cst.getType()) &&
           !isa<SplatElementsAttr>(cst.getValue())) {
@@ -439,7 +455,8 @@ struct TileLowerToSimtPass
                            func::FuncDialect>();
     target.addIllegalOp<tile::ArangeOp, tile::SplatOp, tile::LoadOp,
                         tile::StoreOp, tile::CopyAsyncOp, tile::ReduceOp,
-                        tile::DotOp, tile::ReduceRowsOp, tile::BroadcastRowsOp,
+                        tile::DotOp, tile::DotLoopOp, tile::LoadBlockOp,
+                        tile::ReduceRowsOp, tile::BroadcastRowsOp,
                         tile::ProgramIdOp, tile::NumProgramsOp>();
     // Scalars and pointers only: the emitter prints them as they are.
     target.addLegalOp<tile::AddPtrOp, tile::ConstexprOp, tile::ClusterReduceOp,
@@ -452,6 +469,7 @@ struct TileLowerToSimtPass
     patterns.add<ProgramIdLowering, NumProgramsLowering, SplatLowering,
                  LoadLowering, StoreLowering, CopyAsyncLowering, ReduceLowering,
                  SameShapeLowering<tile::DotOp, simt::DotOp>,
+                 SameShapeLowering<tile::DotLoopOp, simt::DotLoopOp>,
                  SplatConstantLowering, ElementwiseLowering>(converter, ctx);
     patterns.add<ArangeLowering>(converter, ctx, func, p);
     patterns.add<ReduceRowsLowering, BroadcastRowsLowering>(converter, ctx,

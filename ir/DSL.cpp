@@ -641,6 +641,13 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
                   " is not 0 (off) or 1 to 7 (the copy groups in flight)");
     k.func->setAttr(attr::kCopyAhead, k.b.getI64IntegerAttr(ahead));
   }
+  if (config.params.count("DOT_STAGES")) {
+    int64_t stages = param("DOT_STAGES");
+    if (stages < 2 || stages > 8)
+      throw Error(kernelName + ": DOT_STAGES = " + std::to_string(stages) +
+                  " is not 2 to 8 (the blocks in flight in a dot loop)");
+    k.func->setAttr(attr::kDotStages, k.b.getI64IntegerAttr(stages));
+  }
   if (int64_t extent = param("ROW_EXTENT"); extent > 0)
     k.func->setAttr(attr::kRowExtent, k.b.getI64IntegerAttr(extent));
   if (config.params.count("min_programs_per_sm")) {
@@ -810,8 +817,36 @@ Value KernelBuilder::dot(Value a, Value b, Value acc, int64_t M, int64_t N,
   if (mlir::failed(mlir::verify(op)))
     k.fail("dot(M = " + std::to_string(M) + ", N = " + std::to_string(N) +
            ", K = " + std::to_string(K) + "): " +
-           "M and K must be multiples of 16, N of 8, and the tiles fit 48 KiB "
-           "of shared memory");
+           "M and K must be multiples of 16, N of 8");
+  return k.wrap(this, op);
+}
+
+Value KernelBuilder::loadBlock(const TensorDescriptor &view, Value row0,
+                              Value col0, int64_t R, int64_t C,
+                              SourceLoc loc) {
+  auto &k = *impl_;
+  k.at(loc);
+  MValue p = k.use(view.ptr);
+  if (!mlir::isa<tile::PtrType>(p.getType()))
+    k.fail("loadBlock needs a pointer in its TensorDescriptor");
+  auto index = [&](Value v, const char *what) {
+    MValue x = k.use(v);
+    if (isTileType(x.getType()) || !elementOf(x.getType()).isInteger() ||
+        elementOf(x.getType()).getIntOrFloatBitWidth() < 32)
+      k.fail(std::string("loadBlock: ") + what +
+             " must be an i32 or i64 scalar, got " + typeStr(x.getType()));
+    return castTo(k, x, k.b.getI64Type());
+  };
+  if (R <= 0 || C <= 0 || R * C > kMaxElementsPerThread * 1024)
+    k.fail("loadBlock: a block of " + std::to_string(R) + " x " +
+           std::to_string(C) + " elements");
+  Type elem = mlir::cast<tile::PtrType>(p.getType()).getElementType();
+  auto type = mlir::RankedTensorType::get({R * C}, elem);
+  auto op = tile::LoadBlockOp::create(
+      k.b, k.loc, type, p, index(view.rows, "rows"), index(view.cols, "cols"),
+      index(view.rowStride, "rowStride"), index(view.colStride, "colStride"),
+      index(row0, "row0"), index(col0, "col0"), k.b.getI64IntegerAttr(R),
+      k.b.getI64IntegerAttr(C));
   return k.wrap(this, op);
 }
 

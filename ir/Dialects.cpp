@@ -150,11 +150,33 @@ LogicalResult tile::DotOp::verify() {
   if (cast<RankedTensorType>(getA().getType()).getElementType() !=
       cast<RankedTensorType>(getB().getType()).getElementType())
     return emitOpError("a and b must have one element type");
-  // The GPU lowering stages a, b and the accumulator in shared memory.
-  int64_t bytes = (m * k + k * n) * 2 + m * n * 4;
-  if (bytes > 48 * 1024)
-    return emitOpError("needs ")
-           << bytes << " bytes of shared memory (at most 48 KiB)";
+  return success();
+}
+
+LogicalResult tile::LoadBlockOp::verify() {
+  auto result = cast<RankedTensorType>(getType());
+  if (result.getNumElements() != getBlockRows() * getBlockCols())
+    return emitOpError("a block of ")
+           << getBlockRows() << " x " << getBlockCols() << " needs "
+           << getBlockRows() * getBlockCols() << " elements, not "
+           << result.getNumElements();
+  if (result.getElementType() != getPtr().getType().getElementType())
+    return emitOpError("the block has the pointer's element type");
+  return success();
+}
+
+LogicalResult tile::DotLoopOp::verify() {
+  int64_t m = getM(), n = getN(), k = getK();
+  auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+  if (!pow2(m) || !pow2(n) || !pow2(k) || m < 16 || n < 16 || k < 16)
+    return emitOpError("needs M, N and K powers of two of at least 16, got M = ")
+           << m << ", N = " << n << ", K = " << k;
+  if (cast<RankedTensorType>(getAcc().getType()).getNumElements() != m * n ||
+      cast<RankedTensorType>(getType()).getNumElements() != m * n)
+    return emitOpError("the accumulator and the result hold M*N elements");
+  Type ea = getA().getType().getElementType();
+  if (ea != getB().getType().getElementType() || !(ea.isBF16() || ea.isF16()))
+    return emitOpError("a and b must both be bf16 or both f16");
   return success();
 }
 

@@ -81,6 +81,32 @@ def Simt_DotOp : Simt_Op<"dot"> {
   }];
 }
 
+def Simt_DotLoopOp : Simt_Op<"dot_loop", [MemoryEffects<[MemRead]>]> {
+  let summary = "tile.dot_loop on per-thread elements (a pipelined tensor-core main loop)";
+  let description = [{
+    Operands and attributes as tile.dot_loop's; `acc` and the result are
+    the thread's elements of its tiles (in the kernel's layout). Every
+    thread of the block must reach it: it is a barrier.
+  }];
+  let arguments = (ins Tile_PtrType:$a, I64:$a_rows, I64:$a_cols,
+                   I64:$a_row_stride, I64:$a_col_stride, I64:$a_row0,
+                   Tile_PtrType:$b, I64:$b_rows, I64:$b_cols,
+                   I64:$b_row_stride, I64:$b_col_stride, I64:$b_col0,
+                   I64:$k_begin, I64:$k_end,
+                   VectorOfRankAndType<[1], [F32]>:$acc,
+                   I64Attr:$m, I64Attr:$n, I64Attr:$k, I64Attr:$stages,
+                   I64Attr:$smem_offset);
+  let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
+  let assemblyFormat = [{
+    $a `[` $a_row0 `,` `k` `]` `of` `[` $a_rows `,` $a_cols `]` `strides`
+    `[` $a_row_stride `,` $a_col_stride `]` `times`
+    $b `[` `k` `,` $b_col0 `]` `of` `[` $b_rows `,` $b_cols `]` `strides`
+    `[` $b_row_stride `,` $b_col_stride `]` `over` `[` $k_begin `,` $k_end `)`
+    `plus` $acc attr-dict `:` qualified(type($a)) `,` qualified(type($b)) `,`
+    type($acc) `->` type($result)
+  }];
+}
+
 def Simt_ReduceRowsOp : Simt_Op<"reduce_rows"> {
   let summary = "tile.reduce_rows on per-thread elements (via shared memory)";
   let arguments = (ins ReduceKind:$kind,

@@ -163,6 +163,62 @@ def Tile_DotOp : Tile_Op<"dot", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tile_LoadBlockOp : Tile_Op<"load_block", [MemoryEffects<[MemRead]>]> {
+  let summary = "an R x C block of a 2-D view of memory, zeros outside the view";
+  let description = [{
+    The view has `rows` x `cols` elements, element (r, c) at
+    `ptr[r * row_stride + c * col_stride]` (strides in elements, either may
+    be 1: a transposed matrix is the same memory with the strides swapped).
+    Element (i, j) of the result (tile element i * C + j, C = `block_cols`)
+    is element (row0 + i, col0 + j) of the view, or 0 where that lies
+    outside [0, rows) x [0, cols), as Triton's tensor descriptors load.
+  }];
+  let arguments = (ins Tile_PtrType:$ptr, I64:$rows, I64:$cols,
+                   I64:$row_stride, I64:$col_stride, I64:$row0, I64:$col0,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$block_rows,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$block_cols);
+  let results = (outs 1DTensorOf<[I32, I64, BF16, F16, F32]>:$result);
+  let assemblyFormat = [{
+    $ptr `[` $row0 `,` $col0 `]` `of` `[` $rows `,` $cols `]` `strides`
+    `[` $row_stride `,` $col_stride `]` attr-dict `:` qualified(type($ptr))
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_DotLoopOp : Tile_Op<"dot_loop", [MemoryEffects<[MemRead]>]> {
+  let summary = "a K loop of tile.dot over blocks of two 2-D views, as one op";
+  let description = [{
+    The result is `acc` plus, for kk = k_begin, k_begin + k, ... below
+    k_end, the product of the M x K block of view A at (a_row0, kk) and
+    the K x N block of view B at (kk, b_col0), each read as
+    tile.load_block reads it (zeros outside the view) and multiplied as
+    tile.dot multiplies: the loop tile-pipeline-dot finds, kept whole so
+    that the GPU code can stage the blocks through shared memory ahead of
+    their use (`stages` blocks in flight) and keep the accumulator in the
+    tensor cores' registers. `smem_offset` is the byte offset of its
+    buffers in the kernel's dynamic shared memory.
+  }];
+  let arguments = (ins Tile_PtrType:$a, I64:$a_rows, I64:$a_cols,
+                   I64:$a_row_stride, I64:$a_col_stride, I64:$a_row0,
+                   Tile_PtrType:$b, I64:$b_rows, I64:$b_cols,
+                   I64:$b_row_stride, I64:$b_col_stride, I64:$b_col0,
+                   I64:$k_begin, I64:$k_end, 1DTensorOf<[F32]>:$acc,
+                   I64Attr:$m, I64Attr:$n, I64Attr:$k,
+                   ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<8>]>:$stages,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$smem_offset);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $a `[` $a_row0 `,` `k` `]` `of` `[` $a_rows `,` $a_cols `]` `strides`
+    `[` $a_row_stride `,` $a_col_stride `]` `times`
+    $b `[` `k` `,` $b_col0 `]` `of` `[` $b_rows `,` $b_cols `]` `strides`
+    `[` $b_row_stride `,` $b_col_stride `]` `over` `[` $k_begin `,` $k_end `)`
+    `plus` $acc attr-dict `:` qualified(type($a)) `,` qualified(type($b)) `,`
+    type($acc) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tile_ReduceRowsOp : Tile_Op<"reduce_rows", [Pure]> {
   let summary = "reduce each row of a row-major tile";
   let description = [{

@@ -142,7 +142,8 @@ struct Plan {
     std::string problem =
         gemm->problemKey(A, ta, B, tb, C, beta) + ", lce_gemm " +
         gemmConfig(a, ta, tb, C.dtype == DType::F32).str();
-    if (paths->useDsl(problem, viaCublas, viaDsl, stream, mayTimePaths))
+    double flop = 2.0 * C.rows * C.cols * (ta ? A.rows : A.cols);
+    if (paths->useDsl(problem, flop, viaCublas, viaDsl, stream, mayTimePaths))
       return viaDsl();
     viaCublas();
   }

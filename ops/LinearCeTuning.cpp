@@ -66,7 +66,7 @@ GemmPaths::GemmPaths(const cuda::Device &device, DType dtype)
                         specHash(findKernel("lce_gemm"), dtype, {});
 }
 
-bool GemmPaths::useDsl(const std::string &problem,
+bool GemmPaths::useDsl(const std::string &problem, double flop,
                        const std::function<void()> &cublas,
                        const std::function<void()> &dsl, CUstream stream,
                        bool mayTime) {
@@ -77,6 +77,7 @@ bool GemmPaths::useDsl(const std::string &problem,
   TuningKey key = base_;
   key.shape = problem;
   Choice c;
+  c.flop = flop;
   if (std::optional<TuningEntry> e = db_.lookup(key);
       e && e->best.count("DSL_GEMM")) {
     c.dsl = e->best.at("DSL_GEMM") != 0;
@@ -115,7 +116,8 @@ void GemmPaths::report(ops::LinearCePlanInfo &out) const {
     const Choice &c = chosen->second;
     out.gemmPathsOnDsl += c.dsl;
     if (timedNow_.count(problem))
-      out.gemmPathTimings.push_back({problem, c.cublasLtMs, c.lceGemmMs});
+      out.gemmPathTimings.push_back(
+          {problem, c.cublasLtMs, c.lceGemmMs, c.flop});
     else // from the tuning database, or chosen earlier in this process
       ++out.gemmPathsFromStore;
   }

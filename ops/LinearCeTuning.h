@@ -39,8 +39,10 @@ public:
   /// True when `problem` (everything the choice depends on) runs on
   /// lce_gemm. A problem not chosen yet is looked up, or timed when
   /// `mayTime` (each of `cublas` and `dsl` queues the product once on
-  /// `stream`), or else left to cuBLASLt.
-  bool useDsl(const std::string &problem, const std::function<void()> &cublas,
+  /// `stream`), or else left to cuBLASLt. `flop` (2 M N K) is reported
+  /// beside the times.
+  bool useDsl(const std::string &problem, double flop,
+              const std::function<void()> &cublas,
               const std::function<void()> &dsl, CUstream stream, bool mayTime);
 
   /// The report covers the problems run from here on (the chunk tuner's
@@ -56,6 +58,7 @@ private:
   struct Choice {
     bool dsl = false, stored = false;
     double cublasLtMs = 0, lceGemmMs = 0; ///< when timed now
+    double flop = 0;
   };
   TuningDatabase db_;
   TuningKey base_;

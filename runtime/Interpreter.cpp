@@ -717,6 +717,7 @@ private:
   void execReduce(tile::ReduceOp op);
   void execClusterReduce(tile::ClusterReduceOp op);
   void execDot(tile::DotOp op);
+  void execDotLoop(tile::DotLoopOp op);
   void execReduceRows(tile::ReduceRowsOp op);
   void execBroadcastRows(tile::BroadcastRowsOp op);
   void execFor(scf::ForOp op);
@@ -809,6 +810,8 @@ void Runner::execTile(Operation *op) {
     return execPrefetchL2(pf);
   if (auto d = dyn_cast<tile::DotOp>(op))
     return execDot(d);
+  if (auto d = dyn_cast<tile::DotLoopOp>(op))
+    return execDotLoop(d);
   if (auto r = dyn_cast<tile::ReduceRowsOp>(op))
     return execReduceRows(r);
   if (auto b = dyn_cast<tile::BroadcastRowsOp>(op))
@@ -1551,6 +1554,49 @@ void Runner::execDot(tile::DotOp op) {
         s += a[i * K + kk] * b[kk * N + j];
       (*out)[i * N + j] = s;
     }
+  set(op.getResult(), makeF(shapeOf(op.getType()), std::move(out)));
+}
+
+void Runner::execDotLoop(tile::DotLoopOp op) {
+  auto scalar = [&](Value v) { return get(v).intScalar(); };
+  // The R x C block at (r0, c0) of a view, zeros outside it (tile.load_block).
+  auto block = [&](Value ptr, Value rows, Value cols, Value rs, Value cs,
+                   int64_t r0, int64_t c0, int64_t R, int64_t C) {
+    int64_t nr = scalar(rows), nc = scalar(cols), sr = scalar(rs),
+            sc = scalar(cs);
+    auto offs = std::make_shared<IVec>(R * C, 0);
+    auto mask = std::make_shared<IVec>(R * C, 0);
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j) {
+        int64_t r = r0 + i, c = c0 + j;
+        if (r >= 0 && r < nr && c >= 0 && c < nc) {
+          (*mask)[i * C + j] = 1;
+          (*offs)[i * C + j] = r * sr + c * sc;
+        }
+      }
+    RuntimeValue o = makeI({Elem::I64, true, R * C}, std::move(offs));
+    RuntimeValue m = makeI({Elem::I1, true, R * C}, std::move(mask));
+    return loadElements(get(ptr), o, &m, nullptr, {Elem::F32, true, R * C});
+  };
+  int64_t M = op.getM(), N = op.getN(), K = op.getK();
+  auto out = std::make_shared<FVec>(*get(op.getAcc()).f);
+  for (int64_t kk = scalar(op.getKBegin()); kk < scalar(op.getKEnd());
+       kk += K) {
+    RuntimeValue a = block(op.getA(), op.getARows(), op.getACols(),
+                           op.getARowStride(), op.getAColStride(),
+                           scalar(op.getARow0()), kk, M, K);
+    RuntimeValue b = block(op.getB(), op.getBRows(), op.getBCols(),
+                           op.getBRowStride(), op.getBColStride(), kk,
+                           scalar(op.getBCol0()), K, N);
+    // As tile.dot: products exact in f32, sums in k order.
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float s = (*out)[i * N + j];
+        for (int64_t x = 0; x < K; ++x)
+          s += (*a.f)[i * K + x] * (*b.f)[x * N + j];
+        (*out)[i * N + j] = s;
+      }
+  }
   set(op.getResult(), makeF(shapeOf(op.getType()), std::move(out)));
 }
 

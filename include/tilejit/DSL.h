@@ -180,6 +180,14 @@ struct Config {
   std::string str() const;
 };
 
+/// A 2-D view of memory, as Triton's tensor descriptors: `rows` x `cols`
+/// elements, element (r, c) at ptr[r * rowStride + c * colStride] (integer
+/// scalars, strides in elements). A transposed matrix is the same memory
+/// with rows and cols, and the strides, swapped.
+struct TensorDescriptor {
+  Value ptr, rows, cols, rowStride, colStride;
+};
+
 /// Builds one kernel. Arguments must be declared before they are used;
 /// everything else reads like the math.
 class KernelBuilder {
@@ -299,6 +307,16 @@ public:
   /// must be multiples of 16 and N of 8.
   Value dot(Value a, Value b, Value acc, int64_t M, int64_t N, int64_t K,
             SourceLoc loc = SourceLoc::here());
+  /// The R x C block of `view` at (row0, col0) as a row-major tile
+  /// (element (i, j) is tile element i * C + j): elements outside the view
+  /// read 0. A loop `for k in [k0, k1) step K: acc = dot(loadBlock(A, m0,
+  /// k, M, K), loadBlock(B, k, n0, K, N), acc, M, N, K)` is compiled as a
+  /// whole (tile-pipeline-dot): on the GPU the blocks are copied into
+  /// shared memory DOT_STAGES (a compile-time parameter, default 3)
+  /// iterations ahead and the accumulator stays in the tensor cores'
+  /// registers. M, N and K must then be powers of two of at least 16.
+  Value loadBlock(const TensorDescriptor &view, Value row0, Value col0,
+                  int64_t R, int64_t C, SourceLoc loc = SourceLoc::here());
   /// The row-major R x `cols` matrix whose row i is `cols` copies of v[i]
   /// (v a tile of R elements).
   Value broadcastRows(Value v, int64_t cols, SourceLoc loc = SourceLoc::here());

@@ -65,10 +65,13 @@ std::string describeGemmPaths(const LinearCeOutputs &out) {
      << out.gemmPathsOnDsl << " on lce_gemm, " << problems - out.gemmPathsOnDsl
      << " on cuBLASLt; " << out.gemmPathsFromStore
      << " from the tuning database\n";
+  auto tflops = [](double flop, double ms) { return flop / ms / 1e9; };
   for (const auto &t : out.gemmPathTimings)
-    os << llvm::format("      timed now: %s: cuBLASLt %.3f ms, lce_gemm "
-                       "%.3f ms\n",
-                       t.problem.c_str(), t.cublasLtMs, t.lceGemmMs);
+    os << llvm::format("      timed now: %s: cuBLASLt %.3f ms (%.0f TFLOP/s), "
+                       "lce_gemm %.3f ms (%.0f TFLOP/s, %.2f of cuBLASLt)\n",
+                       t.problem.c_str(), t.cublasLtMs,
+                       tflops(t.flop, t.cublasLtMs), t.lceGemmMs,
+                       tflops(t.flop, t.lceGemmMs), t.cublasLtMs / t.lceGemmMs);
   return s;
 }
 

@@ -75,8 +75,9 @@ TEST(LinearCeGemm, InterpreterMatchesFp64) {
               InterpBuffer{C.data.data(), ct,
                            int64_t(C.data.size() / dtypeSize(ct))}};
           args.insert(args.end(), scalars.begin(), scalars.end());
+          int64_t bm = c.get("BLOCK_M"), bn = c.get("BLOCK_N");
           interpret(m.operation(), "lce_gemm",
-                    {(M + 63) / 64, (N + 63) / 64, 1}, args);
+                    {(M + bm - 1) / bm, (N + bn - 1) / bn, 1}, args);
           double worst = 0;
           for (int64_t i = 0; i < M; ++i)
             for (int64_t j = 0; j < N; ++j) {

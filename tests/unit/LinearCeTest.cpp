@@ -372,11 +372,12 @@ TEST(LinearCe, GemmBackendNamesAndReport) {
   out.gemmPathProblems = 3;
   out.gemmPathsOnDsl = 1;
   out.gemmPathsFromStore = 2;
-  out.gemmPathTimings = {{"p", 1.5, 40.25}};
+  out.gemmPathTimings = {{"p", 1.5, 40.25, 3e12}};
   EXPECT_EQ(describeGemmPaths(out),
             "    GEMM paths (auto): 3 problems, 1 on lce_gemm, 2 on cuBLASLt; "
             "2 from the tuning database\n      timed now: p: cuBLASLt 1.500 "
-            "ms, lce_gemm 40.250 ms\n");
+            "ms (2000 TFLOP/s), lce_gemm 40.250 ms (75 TFLOP/s, 0.04 of "
+            "cuBLASLt)\n");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs

@@ -55,6 +55,9 @@ constexpr const char *kLoadAhead = "tile.load_ahead";
 // i64, 1 to 7: a kept row's tiles are copied into shared memory that many
 // walk iterations ahead of their use (tile-copy-ahead).
 constexpr const char *kCopyAhead = "tile.copy_ahead";
+// i64, 2 to 8: the blocks a dot loop keeps in flight (tile-pipeline-dot;
+// absent: 3).
+constexpr const char *kDotStages = "tile.dot_stages";
 // i64: the longest row the kernel is compiled for (0 or absent: unknown);
 // tile-keep-rows sizes its arrays to it.
 constexpr const char *kRowExtent = "tile.row_extent";

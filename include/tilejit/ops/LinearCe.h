@@ -159,6 +159,7 @@ struct LinearCePlanInfo {
   struct GemmPathTiming {
     std::string problem;
     double cublasLtMs, lceGemmMs;
+    double flop; ///< 2 M N K of the product
   };
   std::vector<GemmPathTiming> gemmPathTimings;
   int gemmPathProblems = 0, gemmPathsFromStore = 0, gemmPathsOnDsl = 0;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine from the repo root: the DSL GEMM (lce_gemm, a K
+# loop of dot that tile-pipeline-dot pipelines) with the carried binaries
+# (scripts/package-gpu.sh). PARTS (default "test bench") picks what runs;
+# logs go to $OUT (default ./out).
+#   test   the GPU unit tests of dot and dot loops against fp64
+#   bench  scripts/bench/dsl_gemm.py: lce_gemm beside cuBLAS at a square
+#          shape and the linear CE's chunk products, for each of CONFIGS
+#   lce    `tilejit bench fused_linear_ce` at N = 8192, d = 4096,
+#          V = 128256 with its GEMMs on cuBLASLt, then on lce_gemm
+set -uo pipefail
+parts=${PARTS:-test bench}
+source scripts/gpu-env.sh
+if has test; then
+  timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_filter='Dot*:LinearCeGemm*:LinearCeGpu*' 2>&1 |
+    tee "$out/test.log" | grep -E '^\[  (PASSED|FAILED) |OK \]|FAILED|Failure|error' | head -60
+fi
+if has bench; then
+  timeout 500 python3 scripts/bench/dsl_gemm.py ${CONFIGS:+--configs "$CONFIGS"} \
+    ${SHAPES:+--shapes "$SHAPES"} 2>&1 | grep -v Warning | tee "$out/gemm.jsonl"
+fi
+if has lce; then
+  for gemm in cublaslt tilejit; do
+    echo "== --gemm=$gemm"
+    timeout 280 ./gpu-bin/tilejit bench fused_linear_ce --bt 8192 --hidden 4096 \
+      --vocab 128256 --dtype bf16 --gemm=$gemm --check ${LCE_SET:-}
+  done 2>&1 | tee "$out/lce.log"
+fi

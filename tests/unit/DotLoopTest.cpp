@@ -1,0 +1,227 @@
+//===- DotLoopTest.cpp - K loops of dots over block loads (lce_gemm) ------===//
+//
+// lce_gemm is the DSL GEMM a user writes: a K loop of dot over loadBlock.
+// tile-pipeline-dot turns it into one tile.dot_loop; these tests run it in
+// the interpreter and (where there is one) on the GPU against an fp64
+// product, in every transpose, with M, N and K that no block divides, with
+// leading dimensions that rule out 16-byte copies, and with beta != 0.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/Nvrtc.h"
+#include "runtime/CudaDriver.h"
+#include "tilejit/Compiler.h"
+#include "tilejit/HostFloat.h"
+#include "tilejit/Kernel.h"
+#include "tilejit/KernelSpec.h"
+
+#include "GpuTest.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace tilejit;
+
+namespace {
+
+struct Problem {
+  int64_t m, n, k;
+  bool transA, transB;
+  int64_t pad = 0; // extra elements per row of A, B and C (leading dimensions)
+};
+
+/// Inputs and the fp64 result of C = alpha op(A) op(B) + beta C.
+struct Gemm {
+  Problem p;
+  DType dtype;
+  int64_t lda, ldb, ldc;
+  std::vector<uint8_t> a, b;
+  std::vector<float> c; // f32 C before the product
+  std::vector<double> want;
+  float alpha = 1.5f, beta = 0.5f;
+
+  Gemm(const Problem &p, DType dtype) : p(p), dtype(dtype) {
+    // A is m x k (k x m when transposed), B is k x n (n x k), row-major.
+    int64_t aRows = p.transA ? p.k : p.m, aCols = p.transA ? p.m : p.k;
+    int64_t bRows = p.transB ? p.n : p.k, bCols = p.transB ? p.k : p.n;
+    lda = aCols + p.pad;
+    ldb = bCols + p.pad;
+    ldc = p.n + p.pad;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> dist(0.f, 1.f);
+    a.resize(aRows * lda * 2);
+    b.resize(bRows * ldb * 2);
+    for (int64_t i = 0; i < aRows * lda; ++i)
+      storeFromDouble(a.data(), dtype, i, dist(rng));
+    for (int64_t i = 0; i < bRows * ldb; ++i)
+      storeFromDouble(b.data(), dtype, i, dist(rng));
+    c.resize(p.m * ldc);
+    for (float &x : c)
+      x = dist(rng);
+    want.assign(p.m * p.n, 0.0);
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        double s = 0;
+        for (int64_t x = 0; x < p.k; ++x)
+          s += loadAsDouble(a.data(), dtype,
+                            p.transA ? x * lda + i : i * lda + x) *
+               loadAsDouble(b.data(), dtype,
+                            p.transB ? j * ldb + x : x * ldb + j);
+        want[i * p.n + j] = alpha * s + beta * c[i * ldc + j];
+      }
+  }
+
+  std::vector<std::string> params(std::vector<std::string> set) const {
+    set.insert(set.end(), {"TRANS_A=" + std::to_string(p.transA),
+                           "TRANS_B=" + std::to_string(p.transB), "C_F32=1"});
+    return set;
+  }
+
+  std::vector<KernelArg> args(void *da, void *db, void *dc, bool cpu) const {
+    auto n = [&](int64_t v) { return cpu ? v : int64_t(-1); };
+    int64_t aRows = p.transA ? p.k : p.m, bRows = p.transB ? p.n : p.k;
+    return {KernelArg::pointer(da, dtype, n(aRows * lda)),
+            KernelArg::pointer(db, dtype, n(bRows * ldb)),
+            KernelArg::pointer(dc, DType::F32, n(p.m * ldc)),
+            KernelArg::i32(int32_t(p.m)),
+            KernelArg::i32(int32_t(p.n)),
+            KernelArg::i32(int32_t(p.k)),
+            KernelArg::i64(lda),
+            KernelArg::i64(ldb),
+            KernelArg::i64(ldc),
+            KernelArg::f32(alpha),
+            KernelArg::f32(beta)};
+  }
+
+  /// Products of k terms of size ~1 in f32: within 1e-5 of sqrt(k) scale.
+  void expectMatches(const std::vector<float> &got) const {
+    double tol = 1e-5 * std::sqrt(double(p.k)) * 4;
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j)
+        ASSERT_NEAR(got[i * ldc + j], want[i * p.n + j],
+                    tol * (1 + std::fabs(want[i * p.n + j])))
+            << "C[" << i << ", " << j << "]";
+  }
+};
+
+/// lce_gemm for `g` with the overrides `set`, and its grid.
+std::pair<Kernel, Grid> gemmKernel(const Gemm &g,
+                                   const std::vector<std::string> &set) {
+  dsl::Config cfg = findKernel("lce_gemm").config(g.dtype, g.params(set));
+  int64_t bm = cfg.get("BLOCK_M"), bn = cfg.get("BLOCK_N");
+  return {Kernel(findKernel("lce_gemm").build(cfg)),
+          Grid{(g.p.m + bm - 1) / bm, (g.p.n + bn - 1) / bn}};
+}
+
+std::vector<Problem> problems() {
+  std::vector<Problem> out;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      out.push_back({100, 72, 88, ta, tb});    // no block divides M, N, K
+      out.push_back({64, 128, 64, ta, tb, 3}); // rows not 16-byte aligned
+    }
+  return out;
+}
+
+TEST(DotLoop, LceGemmIsOneDotLoop) {
+  dsl::Config cfg = findKernel("lce_gemm").config(DType::BF16, {"TRANS_B=1"});
+  CompiledKernel k =
+      compile(findKernel("lce_gemm").build(cfg), {"sm_90", Stage::Tile, {}});
+  EXPECT_NE(k.tileIR.find("tile.dot_loop"), std::string::npos) << k.tileIR;
+  EXPECT_EQ(k.tileIR.find("scf.for"), std::string::npos) << k.tileIR;
+  EXPECT_EQ(k.tileIR.find("tile.load_block"), std::string::npos) << k.tileIR;
+}
+
+TEST(DotLoop, InterpreterMatchesFp64) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (const Problem &p : problems()) {
+      SCOPED_TRACE(::testing::Message()
+                   << "M " << p.m << " N " << p.n << " K " << p.k << " transA "
+                   << p.transA << " transB " << p.transB << " pad " << p.pad);
+      Gemm g(p, dt);
+      auto [k, grid] = gemmKernel(g, {"BLOCK_M=64", "num_warps=4"});
+      std::vector<float> c = g.c;
+      k.runOnCpu(grid, g.args(g.a.data(), g.b.data(), c.data(), true));
+      g.expectMatches(c);
+    }
+}
+
+// sm_80 runs mma.sync over ldmatrix fragments; sm_90 (through sm_90a)
+// runs wgmma, transposing MN-major operands in the instruction (A^T's
+// rows, B's rows contiguous).
+TEST(DotLoop, PtxHasPipelinedTensorCoreLoop) {
+  const KernelSpec &spec = findKernel("lce_gemm");
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (std::string arch : {"sm_80", "sm_90"}) {
+        SCOPED_TRACE(arch + " transA " + std::to_string(ta) + " transB " +
+                     std::to_string(tb));
+        dsl::Config cfg =
+            spec.config(DType::BF16, {"TRANS_A=" + std::to_string(ta),
+                                      "TRANS_B=" + std::to_string(tb)});
+        CompiledKernel k = compile(spec.build(cfg), {arch, Stage::Ptx, {}});
+        EXPECT_NE(k.cuda.find("tj_dot_loop<"), std::string::npos);
+        EXPECT_NE(k.ptx.find("cp.async.cg.shared.global"), std::string::npos);
+        std::vector<std::string> instrs;
+        if (arch == "sm_90")
+          instrs = {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+                    "p, 1, 1, " + std::to_string(ta) + ", " +
+                        std::to_string(!tb) + ";"};
+        else
+          instrs = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                    "ldmatrix.sync.aligned.m8n8.x4"};
+        for (const std::string &instr : instrs)
+          EXPECT_NE(k.ptx.find(instr), std::string::npos) << instr;
+        std::string log;
+        EXPECT_TRUE(
+            nvrtc::ptxasAccepts(k.ptx, arch == "sm_90" ? "sm_90a" : arch, &log))
+            << log;
+      }
+}
+
+// Every config kind: wgmma with 64- and 128-byte swizzles (BLOCK_K 32, 64),
+// N = 64 and 128, 4 and 8 warps; mma.sync (BLOCK_M = 64 over 8 warps, and
+// every transpose but h W^T); 2 to 4 stages.
+TEST(DotLoopGpu, MatchesFp64) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
+  std::vector<Problem> all = problems();
+  all.push_back({300, 200, 264, false, true});
+  all.push_back({257, 130, 1000, true, false, 5});
+  all.push_back({512, 384, 2048, false, true});
+  const std::vector<std::vector<std::string>> configs = {
+      {},
+      {"BLOCK_K=64", "DOT_STAGES=3"},
+      {"BLOCK_N=64", "BLOCK_K=64", "num_warps=4", "DOT_STAGES=2"},
+      {"BLOCK_M=64"},
+      {"BLOCK_M=64", "num_warps=4", "BLOCK_K=64"}};
+  for (DType dt : {DType::BF16, DType::F16})
+    for (const Problem &p : all)
+      for (const std::vector<std::string> &set : configs) {
+        std::string named;
+        for (const std::string &s : set)
+          named += s + " ";
+        SCOPED_TRACE(::testing::Message()
+                     << named << "M " << p.m << " N " << p.n << " K " << p.k
+                     << " transA " << p.transA << " transB " << p.transB
+                     << " pad " << p.pad);
+        Gemm g(p, dt);
+        auto [k, grid] = gemmKernel(g, set);
+        cuda::DeviceBuffer da(g.a.size()), db(g.b.size()), dc(g.c.size() * 4);
+        da.copyFromHost(g.a.data(), g.a.size());
+        db.copyFromHost(g.b.data(), g.b.size());
+        dc.copyFromHost(g.c.data(), g.c.size() * 4);
+        k.launch(grid,
+                 g.args(reinterpret_cast<void *>(da.ptr()),
+                        reinterpret_cast<void *>(db.ptr()),
+                        reinterpret_cast<void *>(dc.ptr()), false),
+                 nullptr);
+        cuda::synchronize();
+        std::vector<float> c(g.c.size());
+        dc.copyToHost(c.data(), c.size() * 4);
+        g.expectMatches(c);
+      }
+}
+
+} // namespace
