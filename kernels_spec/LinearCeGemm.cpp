@@ -43,7 +43,18 @@ TileModule buildGemm(const Config &cfg) {
   TensorDescriptor opA = view(A, M, K, lda, TRANS_A);
   TensorDescriptor opB = view(B, K, N, ldb, TRANS_B);
 
-  Value m0 = k.programId(0) * double(BM), n0 = k.programId(1) * double(BN);
+  // Programs run in launch order, x fastest; grouping GROUP_M row blocks
+  // per column block keeps the blocks of A and B that programs running
+  // together read in L2 (Triton's grouped ordering).
+  const int64_t GROUP_M = k.param("GROUP_M");
+  Value gm = k.numPrograms(0), gn = k.numPrograms(1);
+  Value pid = k.programId(0) + k.programId(1) * gm;
+  Value width = gn * double(GROUP_M);
+  Value firstM = (pid / width) * double(GROUP_M);
+  Value groupRows = min(gm - firstM, k.constant(GROUP_M, DType::I32));
+  Value pm = firstM + (pid % width) % groupRows;
+  Value pn = (pid % width) / groupRows;
+  Value m0 = pm * double(BM), n0 = pn * double(BN);
   Var acc = k.full(BM * BN, k.constant(0, DType::F32));
   k.forRange(0, K, BK, [&](Value k0) {
     acc = k.dot(k.loadBlock(opA, m0, k0, BM, BK),
@@ -66,11 +77,13 @@ KernelSpec linearCeGemmSpec() {
           "linear CE chunk GEMM in the DSL: C = alpha op(A) op(B) + beta C "
           "(tile dot)",
           {{"BLOCK_M", {64, 128}, 128, "rows of C per program"},
-           {"BLOCK_N", {64, 128}, 128, "columns of C per program"},
-           {"BLOCK_K", {32, 64}, 32, "K per dot step"},
+           {"BLOCK_N", {64, 128, 256}, 128, "columns of C per program"},
+           {"BLOCK_K", {32, 64}, 64, "K per dot step"},
            {"num_warps", {4, 8}, 8, "warps per program"},
            {"DOT_STAGES", {2, 3, 4}, 4,
             "blocks of A and B in flight in shared memory"},
+           {"GROUP_M", {1, 8}, 8,
+            "row blocks of C per group of programs sharing L2"},
            {"TRANS_A", {0, 1}, 0, "op(A) = A^T"},
            {"TRANS_B", {0, 1}, 0, "op(B) = B^T"},
            {"C_F32", {0, 1}, 1, "C in f32 (1) or the input dtype (0)"}},

@@ -155,19 +155,21 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
     tj_copy_block<B_TR ? N : K, B_TR ? K : N, B_TR, P>(sb, b, bRows, bCols,
                                                        bRs, bCs, kk, bCol0);
   };
-  for (int s = 0; s < STAGES - 1; ++s) {
+  // One batch of wgmma (a slot's K steps) stays in flight while the next
+  // slot's copies are issued: a slot is refilled AHEAD iterations before
+  // its use, once the batch that read it is known to be done.
+  constexpr int KEEP = STAGES >= 3 ? 1 : 0, AHEAD = STAGES - 1 - KEEP;
+  for (int s = 0; s < AHEAD; ++s) {
     if (s < nk)
       fill(s, kBegin + s * K);
     tj_copy_commit();
   }
   for (long long it = 0; it < nk; ++it) {
-    tj_copy_wait<STAGES - 2>();
+    tj_copy_wait<AHEAD - 1>();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads(); // the slot refilled below was read in iteration it - 1
-    const long long next = it + STAGES - 1;
-    if (next < nk)
-      fill(next % STAGES, kBegin + next * K);
-    tj_copy_commit();
+    // Every warpgroup's batches before it - KEEP are done: their slots
+    // may be refilled.
+    __syncthreads();
     const T *sa = ring + it % STAGES * STAGE, *sb = sa + M * K;
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
@@ -187,8 +189,13 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
       }
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    const long long next = it + AHEAD;
+    if (next < nk)
+      fill(next % STAGES, kBegin + next * K);
+    tj_copy_commit();
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(KEEP) : "memory");
   }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   tj_copy_wait<0>();
   __syncthreads(); // the ring is free: it holds the accumulator now
 #pragma unroll
