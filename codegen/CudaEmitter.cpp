@@ -528,6 +528,8 @@ const char *const kDotLoop[] = {
     ,
 #include "DotLoopWgmma.cuh.inc"
     ,
+#include "DotLoopWgmmaWs.cuh.inc"
+    ,
 #include "DotLoop.cuh.inc"
 };
 
@@ -1806,7 +1808,8 @@ bool KernelEmitter::emitSimt(Operation *op) {
          ", " + groupOf(dl.getResult()) + ", " +
          flag(rowsContiguous(dl.getARowStride(), dl.getAColStride())) + ", " +
          flag(rowsContiguous(dl.getBRowStride(), dl.getBColStride())) + ", " +
-         flag(matchPattern(dl.getAcc(), m_AnyZeroFloat())) + ">(" +
+         flag(matchPattern(dl.getAcc(), m_AnyZeroFloat())) + ", " +
+         flag(func->hasAttr(attr::kDotSpecialize)) + ">(" +
          llvm::join(args, ", ") + ");");
     return true;
   }

@@ -51,11 +51,12 @@ bool warpsFit(int64_t m, int64_t n, int64_t warps) {
 
 /// Bytes of shared memory the GPU code of a dot loop takes: `stages` pairs
 /// of blocks, reused for the accumulator's row-padded f32 copy at the ends,
-/// and 1024 bytes of room to align them to wgmma's swizzle atoms.
+/// 1024 bytes of room to align them to wgmma's swizzle atoms, and two
+/// mbarriers per stage.
 int64_t sharedBytes(int64_t m, int64_t n, int64_t k, int64_t stages,
                     int64_t elementBytes) {
   return std::max(stages * (m * k + k * n) * elementBytes, m * (n + 4) * 4) +
-         1024;
+         1024 + 16 * stages;
 }
 
 /// `v` is the loop's induction variable, possibly sign-extended.

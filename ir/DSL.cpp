@@ -648,6 +648,8 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
                   " is not 2 to 8 (the blocks in flight in a dot loop)");
     k.func->setAttr(attr::kDotStages, k.b.getI64IntegerAttr(stages));
   }
+  if (param("DOT_SPECIALIZE"))
+    k.func->setAttr(attr::kDotSpecialize, k.b.getUnitAttr());
   if (int64_t extent = param("ROW_EXTENT"); extent > 0)
     k.func->setAttr(attr::kRowExtent, k.b.getI64IntegerAttr(extent));
   if (config.params.count("min_programs_per_sm")) {

@@ -12,7 +12,7 @@ set -uo pipefail
 parts=${PARTS:-test bench}
 source scripts/gpu-env.sh
 if has test; then
-  timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_filter='Dot*:LinearCeGemm*:LinearCeGpu*' 2>&1 |
+  timeout 300 ./gpu-bin/tilejit-unit-tests --gtest_filter="${TESTS:-Dot*:LinearCeGemm*:LinearCeGpu*}" 2>&1 |
     tee "$out/test.log" | grep -E '^\[  (PASSED|FAILED) |OK \]|FAILED|Failure|error' | head -60
 fi
 if has bench; then

@@ -1,9 +1,11 @@
 // ---- tile.dot_loop's entry point ----
 // out = acc + the sum over kk = kBegin, kBegin + K, ... < kEnd of
 // A[aRow0 : +M, kk : +K] B[kk : +K, bCol0 : +N] (zeros outside the views;
-// see tj_dot_loop_mma). `smem` has 1024 bytes of room to align the ring.
+// see tj_dot_loop_mma). `smem` has 1024 bytes of room to align the ring,
+// and 16 STAGES bytes for mbarriers. SPECIALIZE: on sm_90a, split 8 warps
+// into a producer and a consumer warpgroup where the tile allows it.
 template <int M, int N, int K, int STAGES, int P, int VC, bool A_TR, bool B_TR,
-          bool ACC_ZERO, typename T>
+          bool ACC_ZERO, bool SPECIALIZE, typename T>
 __device__ __forceinline__ void
 tj_dot_loop(unsigned char *smem, const T *a, long long aRows, long long aCols,
             long long aRs, long long aCs, long long aRow0, const T *b,
@@ -13,6 +15,12 @@ tj_dot_loop(unsigned char *smem, const T *a, long long aRows, long long aCols,
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   smem += (1024 - s % 1024) % 1024;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (SPECIALIZE && tj_wgmma_ws_fits<M, N, K, P>::value) {
+    tj_dot_loop_wgmma_ws<M, N, K, STAGES, VC, A_TR, B_TR, ACC_ZERO>(
+        smem, a, aRows, aCols, aRs, aCs, aRow0, b, bRows, bCols, bRs, bCs,
+        bCol0, kBegin, kEnd, acc, out);
+    return;
+  }
   if constexpr (tj_wgmma_fits<M, N, K, P>::value) {
     tj_dot_loop_wgmma<M, N, K, STAGES, P, VC, A_TR, B_TR, ACC_ZERO>(
         smem, a, aRows, aCols, aRs, aCs, aRow0, b, bRows, bCols, bRs, bCs,

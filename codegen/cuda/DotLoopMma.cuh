@@ -68,12 +68,14 @@ __device__ __forceinline__ int tj_smem_at(int r, int c) {
 // (r0 + s, c0 + e) (the view's columns contiguous); with TR it is
 // (r0 + e, c0 + s) (the view's rows contiguous). Chunks wholly inside the
 // view go by 16-byte cp.async where the memory allows it, chunks wholly
-// outside become zeros, and the rest are copied element by element.
+// outside become zeros, and the rest are copied element by element. The P
+// threads that copy call it with their index tid in [0, P).
 template <int R, int L, bool TR, int P, typename T>
 __device__ __forceinline__ void tj_copy_block(T *dst, const T *p,
                                               long long rows, long long cols,
                                               long long rs, long long cs,
-                                              long long r0, long long c0) {
+                                              long long r0, long long c0,
+                                              int tid) {
   const long long along0 = TR ? r0 : c0, alongEnd = TR ? rows : cols;
   const long long fixedEnd = TR ? cols : rows;
   const bool vec = (reinterpret_cast<unsigned long long>(p) & 15) == 0 &&
@@ -86,7 +88,7 @@ __device__ __forceinline__ void tj_copy_block(T *dst, const T *p,
     // nothing to check per chunk.
     const T *base = p + fixed0 * fixedStride + along0;
 #pragma unroll
-    for (int idx = threadIdx.x; idx < R * L / 8; idx += P) {
+    for (int idx = tid; idx < R * L / 8; idx += P) {
       const int s = idx / (L / 8), c = idx % (L / 8);
       const unsigned ds = static_cast<unsigned>(
           __cvta_generic_to_shared(dst + tj_smem_at<R, L>(s, c)));
@@ -96,7 +98,7 @@ __device__ __forceinline__ void tj_copy_block(T *dst, const T *p,
     }
     return;
   }
-  for (int idx = threadIdx.x; idx < R * L / 8; idx += P) {
+  for (int idx = tid; idx < R * L / 8; idx += P) {
     const int s = idx / (L / 8), c = idx % (L / 8);
     const long long along = along0 + 8 * c, fixed = (TR ? c0 : r0) + s;
     const long long vr = TR ? along : fixed, vc = TR ? fixed : along;
@@ -213,9 +215,9 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
   auto fill = [&](long long slot, long long kk) {
     T *sa = ring + slot * STAGE, *sb = sa + M * K;
     tj_copy_block<A_TR ? K : M, AL, A_TR, P>(sa, a, aRows, aCols, aRs, aCs,
-                                             aRow0, kk);
+                                             aRow0, kk, threadIdx.x);
     tj_copy_block<B_TR ? N : K, BL, B_TR, P>(sb, b, bRows, bCols, bRs, bCs, kk,
-                                             bCol0);
+                                             bCol0, threadIdx.x);
   };
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < nk)

@@ -150,10 +150,10 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
   const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
   auto fill = [&](long long slot, long long kk) {
     T *sa = ring + slot * STAGE, *sb = sa + M * K;
-    tj_copy_block<A_TR ? K : M, A_TR ? M : K, A_TR, P>(sa, a, aRows, aCols,
-                                                       aRs, aCs, aRow0, kk);
-    tj_copy_block<B_TR ? N : K, B_TR ? K : N, B_TR, P>(sb, b, bRows, bCols,
-                                                       bRs, bCs, kk, bCol0);
+    tj_copy_block<A_TR ? K : M, A_TR ? M : K, A_TR, P>(
+        sa, a, aRows, aCols, aRs, aCs, aRow0, kk, threadIdx.x);
+    tj_copy_block<B_TR ? N : K, B_TR ? K : N, B_TR, P>(
+        sb, b, bRows, bCols, bRs, bCs, kk, bCol0, threadIdx.x);
   };
   // One batch of wgmma (a slot's K steps) stays in flight while the next
   // slot's copies are issued: a slot is refilled AHEAD iterations before

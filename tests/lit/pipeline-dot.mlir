@@ -5,9 +5,9 @@
 // buffers join the kernel's dynamic shared memory after the existing 100
 // bytes (at the next 128-byte boundary): 3 stages of (64 x 32 + 32 x 64)
 // bf16 elements, or the 64 x (64 + 4) f32 accumulator, whichever is larger,
-// and 1024 bytes to align them.
+// 1024 bytes to align them and 2 mbarriers per stage.
 // CHECK-LABEL: func.func @gemm(
-// CHECK-SAME:    tile.shared_bytes = 25728 : i64
+// CHECK-SAME:    tile.shared_bytes = 25776 : i64
 // CHECK-NOT:     scf.for
 // CHECK:         %[[K:.*]] = arith.extsi %arg2 : i32 to i64
 // CHECK:         %[[LB:.*]] = arith.extsi %c0_i32 : i32 to i64
@@ -64,11 +64,12 @@ func.func @not_a_k_loop(%a: !tile.ptr<bf16>, %b: !tile.ptr<bf16>, %K: i32, %M: i
 
 // Stages that do not fit next to the kernel's other arrays are cut to what
 // fits: 2 stages of (128 x 64 + 64 x 128) bf16 (64 KiB; the accumulator,
-// 66 KiB, and 1 KiB to align them) after 160 KiB.
+// 66 KiB, 1 KiB to align them and 32 bytes of mbarriers) after 160000
+// bytes.
 // CHECK-LABEL: func.func @fewer_stages(
 // CHECK:         tile.dot_loop
 // CHECK-SAME:      stages = 2 : i64
-func.func @fewer_stages(%a: !tile.ptr<bf16>, %b: !tile.ptr<bf16>, %K: i32, %M: i64, %m0: i64, %n0: i64, %c: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 8 : i64, tile.shared_bytes = 163840 : i64, tile.dot_stages = 4 : i64} {
+func.func @fewer_stages(%a: !tile.ptr<bf16>, %b: !tile.ptr<bf16>, %K: i32, %M: i64, %m0: i64, %n0: i64, %c: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 8 : i64, tile.shared_bytes = 160000 : i64, tile.dot_stages = 4 : i64} {
   %c0 = arith.constant 0 : i32
   %c64 = arith.constant 64 : i32
   %one = arith.constant 1 : i64

@@ -173,6 +173,11 @@ TEST(DotLoop, PtxHasPipelinedTensorCoreLoop) {
                     "ldmatrix.sync.aligned.m8n8.x4"};
         for (const std::string &instr : instrs)
           EXPECT_NE(k.ptx.find(instr), std::string::npos) << instr;
+        // The producer and consumer warpgroups meet on mbarriers.
+        cfg.params["DOT_SPECIALIZE"] = 1;
+        CompiledKernel ws = compile(spec.build(cfg), {arch, Stage::Ptx, {}});
+        EXPECT_EQ(ws.ptx.find("mbarrier.try_wait") != std::string::npos,
+                  arch == "sm_90");
         std::string log;
         EXPECT_TRUE(
             nvrtc::ptxasAccepts(k.ptx, arch == "sm_90" ? "sm_90a" : arch, &log))
@@ -181,8 +186,8 @@ TEST(DotLoop, PtxHasPipelinedTensorCoreLoop) {
 }
 
 // Every config kind: wgmma with 64- and 128-byte swizzles (BLOCK_K 32, 64),
-// N = 64 and 128, 4 and 8 warps; mma.sync (BLOCK_M = 64 over 8 warps, and
-// every transpose but h W^T); 2 to 4 stages.
+// N = 64 and 128, 4 and 8 warps, with and without a producer warpgroup;
+// mma.sync (BLOCK_M = 64 over 8 warps); 2 to 4 stages.
 TEST(DotLoopGpu, MatchesFp64) {
   TILEJIT_SKIP_WITHOUT_GPU();
   cuda::Device device = cuda::Device::open();
@@ -195,7 +200,10 @@ TEST(DotLoopGpu, MatchesFp64) {
       {"BLOCK_K=64", "DOT_STAGES=3"},
       {"BLOCK_N=64", "BLOCK_K=64", "num_warps=4", "DOT_STAGES=2"},
       {"BLOCK_M=64"},
-      {"BLOCK_M=64", "num_warps=4", "BLOCK_K=64"}};
+      {"BLOCK_M=64", "num_warps=4", "BLOCK_K=64"},
+      {"DOT_SPECIALIZE=1"},
+      {"DOT_SPECIALIZE=1", "BLOCK_K=32", "DOT_STAGES=2"},
+      {"DOT_SPECIALIZE=1", "BLOCK_M=64", "BLOCK_N=256", "DOT_STAGES=3"}};
   for (DType dt : {DType::BF16, DType::F16})
     for (const Problem &p : all)
       for (const std::vector<std::string> &set : configs) {

@@ -58,6 +58,9 @@ constexpr const char *kCopyAhead = "tile.copy_ahead";
 // i64, 2 to 8: the blocks a dot loop keeps in flight (tile-pipeline-dot;
 // absent: 3).
 constexpr const char *kDotStages = "tile.dot_stages";
+// unit: a dot loop's warps split into a producer and a consumer warpgroup
+// where the GPU code allows it (sm_90a, 8 warps).
+constexpr const char *kDotSpecialize = "tile.dot_specialize";
 // i64: the longest row the kernel is compiled for (0 or absent: unknown);
 // tile-keep-rows sizes its arrays to it.
 constexpr const char *kRowExtent = "tile.row_extent";

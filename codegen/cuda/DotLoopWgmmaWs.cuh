@@ -1,0 +1,160 @@
+// ---- tile.dot_loop on sm_90a with a producer and a consumer warpgroup ----
+// For a program of 8 warps (DOT_SPECIALIZE = 1): warpgroup 0 only copies
+// blocks into the ring, warpgroup 1 only multiplies, so neither waits on the
+// other's instructions. They meet on two mbarriers per slot: `full` (the
+// producers' copies of a slot have landed, 128 arrivals) and `empty` (the
+// consumer's products that read a slot are done, 128 arrivals). A producer
+// waits for its own copies of a stage (cp.async.wait_group, STAGES - 1
+// stages behind the newest), makes them visible to the tensor cores
+// (fence.proxy.async) and arrives on the stage's `full`.
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ unsigned tj_smem_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void tj_mbar_init(unsigned long long *bar,
+                                             unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(
+                   tj_smem_addr(bar)),
+               "r"(count)
+               : "memory");
+}
+__device__ __forceinline__ void tj_mbar_arrive(unsigned long long *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(
+                   tj_smem_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void tj_mbar_wait(unsigned long long *bar,
+                                             unsigned parity) {
+  asm volatile("{\n.reg .pred done;\nwait:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra wait;\n}\n" ::"r"(tj_smem_addr(bar)),
+               "r"(parity)
+               : "memory");
+}
+
+template <int M, int N, int K, int P> struct tj_wgmma_ws_fits {
+  static constexpr bool value = P == 256 && (M == 64 || M == 128) &&
+                                (N == 64 || N == 128 || N == 256) &&
+                                M * N / 256 <= 64 &&
+                                (K == 16 || K == 32 || K == 64);
+};
+
+// tj_dot_loop (see tj_dot_loop_mma) with 8 warps split into a producer and
+// a consumer warpgroup; `smem` is 1024-byte aligned and has 16 STAGES bytes
+// for the mbarriers after the ring and the accumulator's copy.
+template <int M, int N, int K, int STAGES, int VC, bool A_TR, bool B_TR,
+          bool ACC_ZERO, typename T>
+__device__ void
+tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
+                     long long aCols, long long aRs, long long aCs,
+                     long long aRow0, const T *b, long long bRows,
+                     long long bCols, long long bRs, long long bCs,
+                     long long bCol0, long long kBegin, long long kEnd,
+                     const float *acc, float *out) {
+  constexpr int P = 256, MI = M / 64, STAGE = M * K + K * N, CN = N + 4;
+  constexpr int RING = STAGES * STAGE * 2, AHEAD = STAGES - 1;
+  constexpr int BARS = RING > M * CN * 4 ? RING : M * CN * 4;
+  T *ring = reinterpret_cast<T *>(smem);
+  float *cs = reinterpret_cast<float *>(smem);
+  unsigned long long *full =
+      reinterpret_cast<unsigned long long *>(smem + BARS);
+  unsigned long long *empty = full + STAGES;
+  const bool producer = threadIdx.x < 128;
+  const int t = threadIdx.x % 128, w = t / 32, lane = t % 32;
+  const int g = lane / 4, q = lane % 4;
+  auto at = [&](int mi, int j) {
+    const int i = j % 4;
+    return (mi * 64 + w * 16 + g + i / 2 * 8) * CN + j / 4 * 8 + 2 * q +
+           i % 2;
+  };
+  float d[MI][N / 2];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      tj_mbar_init(full + s, 128);
+      tj_mbar_init(empty + s, 128);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if constexpr (!ACC_ZERO) {
+    for (int e = 0; e < M * N / P; ++e) {
+      const int u = tj_tile_index<P, VC>(e);
+      cs[u / N * CN + u % N] = acc[e];
+    }
+    __syncthreads();
+    if (!producer)
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int j = 0; j < N / 2; ++j)
+          d[mi][j] = cs[at(mi, j)];
+  }
+  __syncthreads(); // the barriers are set up and the ring is free
+
+  const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
+  if (producer) {
+    for (long long it = 0; it < nk + AHEAD; ++it) {
+      // First the stage whose copies are due, so that the consumer can free
+      // the slot waited for below (AHEAD = STAGES - 1 stages in flight).
+      if (const long long j = it - AHEAD; j >= 0) {
+        tj_copy_wait<AHEAD - 1>();
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        tj_mbar_arrive(full + j % STAGES);
+      }
+      if (it < nk) {
+        const int s = it % STAGES;
+        if (it >= STAGES) // the products of stage it - STAGES are done
+          tj_mbar_wait(empty + s, (it / STAGES - 1) & 1);
+        T *sa = ring + s * STAGE, *sb = sa + M * K;
+        const long long kk = kBegin + it * K;
+        tj_copy_block<A_TR ? K : M, A_TR ? M : K, A_TR, 128>(
+            sa, a, aRows, aCols, aRs, aCs, aRow0, kk, t);
+        tj_copy_block<B_TR ? N : K, B_TR ? K : N, B_TR, 128>(
+            sb, b, bRows, bCols, bRs, bCs, kk, bCol0, t);
+      }
+      tj_copy_commit();
+    }
+  } else {
+    for (long long it = 0; it < nk; ++it) {
+      const int s = it % STAGES;
+      tj_mbar_wait(full + s, (it / STAGES) & 1);
+      const T *sa = ring + s * STAGE, *sb = sa + M * K;
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int ks = 0; ks < K / 16; ++ks) {
+        const T *b0 = B_TR ? sb + tj_smem_at<N, K>(0, 2 * ks)
+                           : sb + tj_smem_at<K, N>(16 * ks, 0);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const T *a0 = A_TR ? sa + tj_smem_at<K, M>(16 * ks, mi * 8)
+                             : sa + tj_smem_at<M, K>(mi * 64, 2 * ks);
+          tj_wgmma<N, A_TR, !B_TR, T>::run(
+              d[mi], tj_wgmma_desc<K, A_TR, K>(a0),
+              tj_wgmma_desc<K, !B_TR, K>(b0), !ACC_ZERO || it > 0 || ks > 0);
+        }
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      // The batch before this one is done: its slot may be refilled.
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      if (it > 0)
+        tj_mbar_arrive(empty + (it - 1) % STAGES);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  }
+  __syncthreads(); // the ring is free: it holds the accumulator now
+  if (!producer)
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int j = 0; j < N / 2; ++j)
+        cs[at(mi, j)] = ACC_ZERO && nk == 0 ? 0.0f : d[mi][j];
+  __syncthreads();
+  for (int e = 0; e < M * N / P; ++e) {
+    const int u = tj_tile_index<P, VC>(e);
+    out[e] = cs[u / N * CN + u % N];
+  }
+  __syncthreads(); // before the next call's copies reuse the ring
+}
+
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
