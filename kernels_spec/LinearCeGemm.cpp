@@ -82,7 +82,7 @@ KernelSpec linearCeGemmSpec() {
            {"num_warps", {4, 8}, 8, "warps per program"},
            {"DOT_STAGES", {2, 3, 4}, 4,
             "blocks of A and B in flight in shared memory"},
-           {"DOT_SPECIALIZE", {0, 1}, 0,
+           {"DOT_SPECIALIZE", {0, 1}, 1,
             "sm_90: one warpgroup copies, the other multiplies (8 warps)"},
            {"GROUP_M", {1, 8}, 8,
             "row blocks of C per group of programs sharing L2"},
