@@ -49,12 +49,13 @@ void step(TileModule &module, const char *name, std::unique_ptr<Pass> pass) {
 }
 
 /// The architecture NVRTC compiles for: sm_90's dot loops run on wgmma,
-/// which only the arch-specific target sm_90a (compute_90a) has; its
-/// binaries run on sm_90 devices alone, as every sm_90 binary does.
+/// which only the arch-specific target sm_90a has; its binaries run on
+/// sm_90 devices alone, as every sm_90 binary does. PTX asked for as
+/// compute_90 stays portable (and its dot loops run mma.sync).
 std::string nvrtcArch(ModuleOp m, const std::string &arch) {
   bool dotLoops = false;
   m.walk([&](simt::DotLoopOp) { dotLoops = true; });
-  if (dotLoops && (arch == "sm_90" || arch == "compute_90"))
+  if (dotLoops && arch == "sm_90")
     return arch + "a";
   return arch;
 }

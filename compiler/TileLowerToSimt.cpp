@@ -408,9 +408,11 @@ struct TileLowerToSimtPass
             bytes > kMaxDotStagingBytes) {
           op->emitOpError("in kernel '")
               << func.getSymName() << "': a dot of " << m << " x " << k
-              << " by " << k << " x " << n << " outside a K loop of "
-              << "loadBlock (tile-pipeline-dot) stages " << bytes
-              << " bytes in shared memory; at most 48 KiB";
+              << " by " << k << " x " << n << " stages " << bytes
+              << " bytes in shared memory (at most 48 KiB); tile-pipeline-dot "
+                 "takes larger tiles in a loop whose only carried value is "
+                 "the accumulator and whose body is only acc = dot(loadBlock, "
+                 "loadBlock, acc), blocks powers of two of at least 16";
           return WalkResult::interrupt();
         }
       }

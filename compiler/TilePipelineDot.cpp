@@ -15,7 +15,8 @@
 //   a = tile.load_block A[a_row0, iv] (M x K), b = tile.load_block
 //   B[iv, b_col0] (K x N), acc' = tile.dot(a, b, acc), yield acc'
 // with every other operand of the two loads defined outside the loop (iv
-// may be widened to i64 first). Anything else is left alone, and
+// may be widened to i64 first), signed bounds, and both views over kernel
+// arguments (global memory). Anything else is left alone, and
 // tile-expand-load-block writes the loads out.
 //
 //===----------------------------------------------------------------------===//
@@ -37,8 +38,6 @@ namespace {
 
 constexpr int64_t kDefaultStages = 3;
 constexpr int64_t kMaxSharedBytes = 227 * 1024; // one block on sm_90
-
-bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 /// Whether `warps` warps can split an M x N accumulator into warp tiles of
 /// whole 16 x 16 blocks (the GPU code's rule for placing warps).
@@ -72,7 +71,7 @@ struct Match {
 };
 
 std::optional<Match> match(scf::ForOp loop) {
-  if (loop.getNumRegionIterArgs() != 1)
+  if (loop.getNumRegionIterArgs() != 1 || loop.getUnsignedCmp())
     return std::nullopt;
   Block *body = loop.getBody();
   auto yield = cast<scf::YieldOp>(body->getTerminator());
@@ -93,6 +92,11 @@ std::optional<Match> match(scf::ForOp loop) {
       step.getSExtValue() != k)
     return std::nullopt;
   if (!isInductionVar(a.getCol0(), loop) || !isInductionVar(b.getRow0(), loop))
+    return std::nullopt;
+  // The GPU code copies from global memory (cp.async): views of shared
+  // arrays stay as loads.
+  if (!isa<BlockArgument>(pointerRoot(a.getPtr())) ||
+      !isa<BlockArgument>(pointerRoot(b.getPtr())))
     return std::nullopt;
   for (Value v : std::initializer_list<Value>{
            a.getPtr(), a.getRows(), a.getCols(), a.getRowStride(),
@@ -127,8 +131,9 @@ struct TilePipelineDotPass
     tile::DotOp dot = found.dot;
     int64_t m = dot.getM(), n = dot.getN(), k = dot.getK();
     auto warps = kernel->getAttrOfType<IntegerAttr>(attr::kNumWarps);
-    if (!isPowerOfTwo(m) || !isPowerOfTwo(n) || !isPowerOfTwo(k) || m < 16 ||
-        n < 16 || k < 16 || !warps || !warpsFit(m, n, warps.getInt()))
+    if (!llvm::isPowerOf2_64(m) || !llvm::isPowerOf2_64(n) ||
+        !llvm::isPowerOf2_64(k) || m < 16 || n < 16 || k < 16 || !warps ||
+        !warpsFit(m, n, warps.getInt()))
       return;
     auto stagesAttr = kernel->getAttrOfType<IntegerAttr>(attr::kDotStages);
     int64_t stages = stagesAttr ? stagesAttr.getInt() : kDefaultStages;

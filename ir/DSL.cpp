@@ -839,9 +839,12 @@ Value KernelBuilder::loadBlock(const TensorDescriptor &view, Value row0,
              " must be an i32 or i64 scalar, got " + typeStr(x.getType()));
     return castTo(k, x, k.b.getI64Type());
   };
-  if (R <= 0 || C <= 0 || R * C > kMaxElementsPerThread * 1024)
+  const int64_t most = kMaxElementsPerThread * 1024; // 1024 threads at most
+  if (R <= 0 || C <= 0 || R > most / C)
     k.fail("loadBlock: a block of " + std::to_string(R) + " x " +
-           std::to_string(C) + " elements");
+           std::to_string(C) + " elements: rows and columns must be at "
+           "least 1 and the block at most " + std::to_string(most) +
+           " elements");
   Type elem = mlir::cast<tile::PtrType>(p.getType()).getElementType();
   auto type = mlir::RankedTensorType::get({R * C}, elem);
   auto op = tile::LoadBlockOp::create(
@@ -849,6 +852,9 @@ Value KernelBuilder::loadBlock(const TensorDescriptor &view, Value row0,
       index(view.rowStride, "rowStride"), index(view.colStride, "colStride"),
       index(row0, "row0"), index(col0, "col0"), k.b.getI64IntegerAttr(R),
       k.b.getI64IntegerAttr(C));
+  if (mlir::failed(mlir::verify(op)))
+    k.fail("loadBlock: blocks hold i32, i64, bf16, f16 or f32 elements, "
+           "not " + typeStr(elem));
   return k.wrap(this, op);
 }
 

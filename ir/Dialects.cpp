@@ -161,14 +161,14 @@ LogicalResult tile::LoadBlockOp::verify() {
            << getBlockRows() * getBlockCols() << " elements, not "
            << result.getNumElements();
   if (result.getElementType() != getPtr().getType().getElementType())
-    return emitOpError("the block has the pointer's element type");
+    return emitOpError("the block must have the pointer's element type");
   return success();
 }
 
 LogicalResult tile::DotLoopOp::verify() {
   int64_t m = getM(), n = getN(), k = getK();
-  auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
-  if (!pow2(m) || !pow2(n) || !pow2(k) || m < 16 || n < 16 || k < 16)
+  if (!llvm::isPowerOf2_64(m) || !llvm::isPowerOf2_64(n) ||
+      !llvm::isPowerOf2_64(k) || m < 16 || n < 16 || k < 16)
     return emitOpError("needs M, N and K powers of two of at least 16, got M = ")
            << m << ", N = " << n << ", K = " << k;
   if (cast<RankedTensorType>(getAcc().getType()).getNumElements() != m * n ||
@@ -177,6 +177,9 @@ LogicalResult tile::DotLoopOp::verify() {
   Type ea = getA().getType().getElementType();
   if (ea != getB().getType().getElementType() || !(ea.isBF16() || ea.isF16()))
     return emitOpError("a and b must both be bf16 or both f16");
+  if (!isa<BlockArgument>(pointerRoot(getA())) ||
+      !isa<BlockArgument>(pointerRoot(getB())))
+    return emitOpError("a and b must be kernel arguments (global memory)");
   return success();
 }
 

@@ -71,11 +71,13 @@ struct Plan {
   bool mayTimePaths = false; ///< only in prepareLinearCe's warm-up step
 
   explicit Plan(const LinearCeArgs &a) {
-    // Auto picks per problem where lce_gemm can run (bf16/f16, mma.sync on
-    // sm_80+), and falls back to lce_gemm alone when cuBLASLt cannot be
-    // opened.
+    // Auto picks per problem where lce_gemm can run (bf16/f16, tensor
+    // cores from sm_80) and fits: its default tiles take 129 KiB of shared
+    // memory, which sm_90 has (227 KiB) and sm_86/89 (99 KiB) do not. It
+    // falls back to lce_gemm alone when cuBLASLt cannot be opened.
     bool tensorCores = device.computeCapability().first >= 8;
-    bool dslEligible = a.dtype != DType::F32 && tensorCores;
+    bool dslEligible = a.dtype != DType::F32 && tensorCores &&
+                       device.maxSharedMemoryPerBlockOptin() >= 160 * 1024;
     backend = a.gemmBackend;
     if (backend == GemmBackend::Dsl && !tensorCores)
       throw Error("fused_linear_ce: the DSL GEMMs (lce_gemm) need sm_80 or "

@@ -131,7 +131,7 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
            2 * q + i % 2;
   };
   // A zero accumulator is not loaded: the first product overwrites it
-  // (scaleD = 0; zeroing the registers instead made ptxas spill).
+  // (scaleD = 0).
   float d[MI][N / 2];
   if constexpr (!ACC_ZERO) {
     for (int e = 0; e < M * N / P; ++e) {

@@ -155,6 +155,15 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
     out[e] = cs[u / N * CN + u % N];
   }
   __syncthreads(); // before the next call's copies reuse the ring
+  if (threadIdx.x == 0) // the next call initializes them anew
+    for (int s = 0; s < STAGES; ++s) {
+      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(
+                       tj_smem_addr(full + s))
+                   : "memory");
+      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(
+                       tj_smem_addr(empty + s))
+                   : "memory");
+    }
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL

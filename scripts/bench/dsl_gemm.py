@@ -42,12 +42,14 @@ def operands(m, n, k, ta, tb):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--configs", default="BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,"
-                   "num_warps=8,DOT_STAGES=4")
+    p.add_argument("--configs", default="default",
+                   help="space-separated configs of comma-separated NAME=VALUE "
+                   "(\"default\": the spec's defaults)")
     p.add_argument("--shapes", default="all")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
-    configs = [dict(kv.split("=") for kv in c.split(",")) for c in args.configs.split()]
+    configs = [{} if c == "default" else dict(kv.split("=") for kv in c.split(","))
+               for c in args.configs.split()]
     for name, m, n, k, ta, tb in SHAPES:
         if args.shapes != "all" and name.split()[0] not in args.shapes.split(","):
             continue

@@ -10,6 +10,7 @@
 #include "codegen/Nvrtc.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
+#include "tilejit/DSL.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/Kernel.h"
 #include "tilejit/KernelSpec.h"
@@ -39,9 +40,10 @@ struct Gemm {
   std::vector<uint8_t> a, b;
   std::vector<float> c; // f32 C before the product
   std::vector<double> want;
-  float alpha = 1.5f, beta = 0.5f;
+  float alpha, beta;
 
-  Gemm(const Problem &p, DType dtype) : p(p), dtype(dtype) {
+  Gemm(const Problem &p, DType dtype, float alpha = 1.5f, float beta = 0.5f)
+      : p(p), dtype(dtype), alpha(alpha), beta(beta) {
     // A is m x k (k x m when transposed), B is k x n (n x k), row-major.
     int64_t aRows = p.transA ? p.k : p.m, aCols = p.transA ? p.m : p.k;
     int64_t bRows = p.transB ? p.n : p.k, bCols = p.transB ? p.k : p.n;
@@ -50,11 +52,12 @@ struct Gemm {
     ldc = p.n + p.pad;
     std::mt19937 rng(11);
     std::normal_distribution<float> dist(0.f, 1.f);
-    a.resize(aRows * lda * 2);
-    b.resize(bRows * ldb * 2);
-    for (int64_t i = 0; i < aRows * lda; ++i)
+    // At least one element each, so that K = 0 still has host buffers.
+    a.resize(std::max<int64_t>(1, aRows * lda) * 2);
+    b.resize(std::max<int64_t>(1, bRows * ldb) * 2);
+    for (int64_t i = 0; i < int64_t(a.size() / 2); ++i)
       storeFromDouble(a.data(), dtype, i, dist(rng));
-    for (int64_t i = 0; i < bRows * ldb; ++i)
+    for (int64_t i = 0; i < int64_t(b.size() / 2); ++i)
       storeFromDouble(b.data(), dtype, i, dist(rng));
     c.resize(p.m * ldc);
     for (float &x : c)
@@ -80,9 +83,8 @@ struct Gemm {
 
   std::vector<KernelArg> args(void *da, void *db, void *dc, bool cpu) const {
     auto n = [&](int64_t v) { return cpu ? v : int64_t(-1); };
-    int64_t aRows = p.transA ? p.k : p.m, bRows = p.transB ? p.n : p.k;
-    return {KernelArg::pointer(da, dtype, n(aRows * lda)),
-            KernelArg::pointer(db, dtype, n(bRows * ldb)),
+    return {KernelArg::pointer(da, dtype, n(int64_t(a.size() / 2))),
+            KernelArg::pointer(db, dtype, n(int64_t(b.size() / 2))),
             KernelArg::pointer(dc, DType::F32, n(p.m * ldc)),
             KernelArg::i32(int32_t(p.m)),
             KernelArg::i32(int32_t(p.n)),
@@ -230,6 +232,159 @@ TEST(DotLoopGpu, MatchesFp64) {
         dc.copyToHost(c.data(), c.size() * 4);
         g.expectMatches(c);
       }
+}
+
+/// C += op(A) op(B) with the accumulator loaded from C (a block of an f32
+/// view, written out as a masked load): the dot loop starts from a tile
+/// that is not zero. Blocks BM x BN x BK, `params` as for lce_gemm.
+TileModule accumulateKernel(DType dt, bool ta, bool tb,
+                            std::map<std::string, int64_t> params) {
+  dsl::Config c;
+  c.dtype = dt;
+  c.params = std::move(params);
+  const int64_t BM = c.get("BM"), BN = c.get("BN"), BK = c.get("BK");
+  dsl::KernelBuilder k("dot_accumulate", c);
+  using dsl::Value;
+  Value A = k.pointerArg("A", dt), B = k.pointerArg("B", dt);
+  Value C = k.pointerArg("C", DType::F32);
+  Value M = k.scalarArg("M", DType::I32), N = k.scalarArg("N", DType::I32);
+  Value K = k.scalarArg("K", DType::I32);
+  Value lda = k.scalarArg("lda", DType::I64);
+  Value ldb = k.scalarArg("ldb", DType::I64);
+  Value ldc = k.scalarArg("ldc", DType::I64);
+  Value one = k.constant(1, DType::I64);
+  dsl::TensorDescriptor opA = ta ? dsl::TensorDescriptor{A, M, K, one, lda}
+                                 : dsl::TensorDescriptor{A, M, K, lda, one};
+  dsl::TensorDescriptor opB = tb ? dsl::TensorDescriptor{B, K, N, one, ldb}
+                                 : dsl::TensorDescriptor{B, K, N, ldb, one};
+  Value m0 = k.programId(0) * double(BM), n0 = k.programId(1) * double(BN);
+  dsl::Var acc = k.loadBlock({C, M, N, ldc, one}, m0, n0, BM, BN);
+  k.forRange(0, K, BK, [&](Value k0) {
+    acc = k.dot(k.loadBlock(opA, m0, k0, BM, BK),
+                k.loadBlock(opB, k0, n0, BK, BN), acc, BM, BN, BK);
+  });
+  Value e = k.arange(BM * BN);
+  Value row = m0 + e / double(BN), col = n0 + e % k.constant(BN, DType::I32);
+  k.store(C, row.to(DType::I64) * ldc + col.to(DType::I64), acc,
+          row < M && col < N);
+  return k.finish();
+}
+
+std::vector<Problem> accumulateProblems() {
+  std::vector<Problem> out = {{70, 50, 0, false, true}}; // K = 0: C stays
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      out.push_back({100, 72, 88, ta, tb});
+  return out;
+}
+
+void runAccumulate(const Problem &p, DType dt,
+                   const std::map<std::string, int64_t> &params, bool gpu) {
+  Gemm g(p, dt, 1.0f, 1.0f);
+  TileModule m = accumulateKernel(dt, p.transA, p.transB, params);
+  Grid grid{(p.m + params.at("BM") - 1) / params.at("BM"),
+            (p.n + params.at("BN") - 1) / params.at("BN")};
+  std::vector<float> c = g.c;
+  if (!gpu) {
+    std::vector<KernelArg> args =
+        g.args(g.a.data(), g.b.data(), c.data(), true);
+    args.resize(9); // no alpha, beta
+    Kernel(std::move(m)).runOnCpu(grid, args);
+  } else {
+    cuda::DeviceBuffer da(g.a.size()), db(g.b.size()), dc(c.size() * 4);
+    da.copyFromHost(g.a.data(), g.a.size());
+    db.copyFromHost(g.b.data(), g.b.size());
+    dc.copyFromHost(c.data(), c.size() * 4);
+    std::vector<KernelArg> args = g.args(
+        reinterpret_cast<void *>(da.ptr()), reinterpret_cast<void *>(db.ptr()),
+        reinterpret_cast<void *>(dc.ptr()), false);
+    args.resize(9);
+    Kernel(std::move(m)).launch(grid, args, nullptr);
+    cuda::synchronize();
+    dc.copyToHost(c.data(), c.size() * 4);
+  }
+  g.expectMatches(c);
+}
+
+TEST(DotLoop, AccumulatorFromMemoryInterpreter) {
+  for (const Problem &p : accumulateProblems()) {
+    SCOPED_TRACE(::testing::Message() << "K " << p.k << " transA " << p.transA
+                                      << " transB " << p.transB);
+    runAccumulate(p, DType::BF16,
+                  {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"num_warps", 4}},
+                  false);
+  }
+}
+
+// A dot loop that starts from a loaded tile, and one of no iterations, on
+// every GPU path: wgmma (BK 16, 32, 64; with and without a producer
+// warpgroup) and mma.sync (64 rows over 8 warps).
+TEST(DotLoopGpu, AccumulatorFromMemory) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
+  const std::vector<std::map<std::string, int64_t>> configs = {
+      {{"BM", 128}, {"BN", 128}, {"BK", 64}, {"num_warps", 8}},
+      {{"BM", 128},
+       {"BN", 128},
+       {"BK", 64},
+       {"num_warps", 8},
+       {"DOT_SPECIALIZE", 1}},
+      {{"BM", 128},
+       {"BN", 64},
+       {"BK", 16},
+       {"num_warps", 8},
+       {"DOT_SPECIALIZE", 1},
+       {"DOT_STAGES", 3}},
+      {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"num_warps", 4}},
+      {{"BM", 64}, {"BN", 128}, {"BK", 32}, {"num_warps", 8}}};
+  for (const auto &params : configs)
+    for (const Problem &p : accumulateProblems()) {
+      SCOPED_TRACE(::testing::Message()
+                   << "BM " << params.at("BM") << " BN " << params.at("BN")
+                   << " BK " << params.at("BK") << " warps "
+                   << params.at("num_warps") << " K " << p.k << " transA "
+                   << p.transA << " transB " << p.transB);
+      runAccumulate(p, DType::BF16, params, true);
+    }
+}
+
+TEST(DotLoop, OnlyLoopsOverGlobalMemoryAreFused) {
+  dsl::Config c;
+  c.dtype = DType::BF16;
+  c.params = {{"num_warps", 4}};
+  dsl::KernelBuilder k("shared_views", c);
+  using dsl::Value;
+  Value A = k.sharedArray(64 * 64, DType::BF16);
+  Value out = k.pointerArg("out", DType::F32);
+  Value K = k.scalarArg("K", DType::I32);
+  Value n64 = k.constant(64, DType::I64), one = k.constant(1, DType::I64);
+  dsl::TensorDescriptor view{A, n64, n64, n64, one};
+  Value zero = k.constant(0, DType::I32);
+  dsl::Var acc = k.full(32 * 32, k.constant(0, DType::F32));
+  k.forRange(0, K, 16, [&](Value k0) {
+    acc = k.dot(k.loadBlock(view, zero, k0, 32, 16),
+                k.loadBlock(view, k0, zero, 16, 32), acc, 32, 32, 16);
+  });
+  k.store(out, k.arange(32 * 32), acc);
+  CompiledKernel ck = compile(k.finish(), {"sm_90", Stage::Tile, {}});
+  EXPECT_EQ(ck.tileIR.find("tile.dot_loop"), std::string::npos) << ck.tileIR;
+  EXPECT_NE(ck.tileIR.find("tile.dot "), std::string::npos) << ck.tileIR;
+}
+
+TEST(DotLoop, LoadBlockErrors) {
+  dsl::Config c;
+  c.params = {{"num_warps", 1}};
+  dsl::KernelBuilder k("bad_blocks", c);
+  using dsl::Value;
+  Value p = k.pointerArg("p", DType::F32);
+  Value n = k.scalarArg("n", DType::I32);
+  Value f = k.constant(1.0, DType::F32);
+  dsl::TensorDescriptor view{p, n, n, n, k.constant(1, DType::I32)};
+  EXPECT_NO_THROW(k.loadBlock(view, n, n, 4, 8));
+  EXPECT_THROW(k.loadBlock(view, n, n, 0, 8), Error);            // empty block
+  EXPECT_THROW(k.loadBlock(view, f, n, 4, 8), Error);            // float origin
+  EXPECT_THROW(k.loadBlock({n, n, n, n, n}, n, n, 4, 8), Error); // no pointer
+  EXPECT_THROW(k.loadBlock(view, k.arange(32), n, 4, 8), Error); // tile origin
 }
 
 } // namespace
