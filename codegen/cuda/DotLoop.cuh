@@ -12,23 +12,20 @@ tj_dot_loop(unsigned char *smem, const T *a, long long aRows, long long aCols,
             long long bRows, long long bCols, long long bRs, long long bCs,
             long long bCol0, long long kBegin, long long kEnd,
             const float *acc, float *out) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const unsigned s = tj_smem_addr(smem);
   smem += (1024 - s % 1024) % 1024;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (SPECIALIZE && tj_wgmma_ws_fits<M, N, K, P>::value) {
+  if constexpr (SPECIALIZE && tj_wgmma_ws_fits<M, N, K, P>::value)
     tj_dot_loop_wgmma_ws<M, N, K, STAGES, VC, A_TR, B_TR, ACC_ZERO>(
         smem, a, aRows, aCols, aRs, aCs, aRow0, b, bRows, bCols, bRs, bCs,
         bCol0, kBegin, kEnd, acc, out);
-    return;
-  }
-  if constexpr (tj_wgmma_fits<M, N, K, P>::value) {
+  else if constexpr (tj_wgmma_fits<M, N, K, P>::value)
     tj_dot_loop_wgmma<M, N, K, STAGES, P, VC, A_TR, B_TR, ACC_ZERO>(
         smem, a, aRows, aCols, aRs, aCs, aRow0, b, bRows, bCols, bRs, bCs,
         bCol0, kBegin, kEnd, acc, out);
-    return;
-  }
+  else
 #endif
-  tj_dot_loop_mma<M, N, K, STAGES, P, VC, A_TR, B_TR, ACC_ZERO>(
-      smem, a, aRows, aCols, aRs, aCs, aRow0, b, bRows, bCols, bRs, bCs,
-      bCol0, kBegin, kEnd, acc, out);
+    tj_dot_loop_mma<M, N, K, STAGES, P, VC, A_TR, B_TR, ACC_ZERO>(
+        smem, a, aRows, aCols, aRs, aCs, aRow0, b, bRows, bCols, bRs, bCs,
+        bCol0, kBegin, kEnd, acc, out);
 }

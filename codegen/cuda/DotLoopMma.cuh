@@ -45,6 +45,16 @@ template <int M, int N, int W> struct tj_warp_grid {
   static_assert(WM > 0, "no split of the dot loop's tile over the warps");
 };
 
+// The shared-space address of p, as the PTX instructions take it.
+__device__ __forceinline__ unsigned tj_smem_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void tj_cp_async16(unsigned dst, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst),
+               "l"(src)
+               : "memory");
+}
+
 // Element offset of chunk c (8 elements) of row r in an R x L array in
 // shared memory. Rows of up to 64 elements (128 bytes) follow each other,
 // their chunks swizzled as wgmma's 128-, 64- and 32-byte modes (L = 64, 32,
@@ -90,11 +100,8 @@ __device__ __forceinline__ void tj_copy_block(T *dst, const T *p,
 #pragma unroll
     for (int idx = tid; idx < R * L / 8; idx += P) {
       const int s = idx / (L / 8), c = idx % (L / 8);
-      const unsigned ds = static_cast<unsigned>(
-          __cvta_generic_to_shared(dst + tj_smem_at<R, L>(s, c)));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(ds),
-                   "l"(base + s * fixedStride + 8 * c)
-                   : "memory");
+      tj_cp_async16(tj_smem_addr(dst + tj_smem_at<R, L>(s, c)),
+                    base + s * fixedStride + 8 * c);
     }
     return;
   }
@@ -103,12 +110,10 @@ __device__ __forceinline__ void tj_copy_block(T *dst, const T *p,
     const long long along = along0 + 8 * c, fixed = (TR ? c0 : r0) + s;
     const long long vr = TR ? along : fixed, vc = TR ? fixed : along;
     T *d = dst + tj_smem_at<R, L>(s, c);
-    const unsigned ds = static_cast<unsigned>(__cvta_generic_to_shared(d));
+    const unsigned ds = tj_smem_addr(d);
     const bool fixedIn = fixed >= 0 && fixed < fixedEnd;
     if (vec && fixedIn && along >= 0 && along + 8 <= alongEnd) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(ds),
-                   "l"(p + vr * rs + vc * cs)
-                   : "memory");
+      tj_cp_async16(ds, p + vr * rs + vc * cs);
     } else if (!fixedIn || along >= alongEnd || along + 8 <= 0) {
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(ds),
                    "r"(0)
@@ -125,10 +130,43 @@ __device__ __forceinline__ void tj_copy_block(T *dst, const T *p,
   }
 }
 
+// Copies the blocks of iteration kk into a ring slot: A's M x K block at
+// (aRow0, kk), then B's K x N block at (kk, bCol0), each kept as it lies in
+// memory (A_TR, B_TR: rows contiguous), by the P threads numbered tid.
+template <int M, int N, int K, bool A_TR, bool B_TR, int P, typename T>
+__device__ __forceinline__ void
+tj_fill_slot(T *slot, const T *a, long long aRows, long long aCols,
+             long long aRs, long long aCs, long long aRow0, const T *b,
+             long long bRows, long long bCols, long long bRs, long long bCs,
+             long long bCol0, long long kk, int tid) {
+  tj_copy_block<A_TR ? K : M, A_TR ? M : K, A_TR, P>(slot, a, aRows, aCols,
+                                                     aRs, aCs, aRow0, kk, tid);
+  tj_copy_block<B_TR ? N : K, B_TR ? K : N, B_TR, P>(
+      slot + M * K, b, bRows, bCols, bRs, bCs, kk, bCol0, tid);
+}
+
+// The accumulator tile between the kernel's layout (thread elements
+// `tile`, layout group VC over P threads) and the row-padded M x (N + 4)
+// f32 array cs, from which the fragments are read and written.
+template <int M, int N, int P, int VC>
+__device__ __forceinline__ void tj_tile_to_rows(const float *tile, float *cs) {
+  for (int e = 0; e < M * N / P; ++e) {
+    const int t = tj_tile_index<P, VC>(e);
+    cs[t / N * (N + 4) + t % N] = tile[e];
+  }
+}
+template <int M, int N, int P, int VC>
+__device__ __forceinline__ void tj_rows_to_tile(const float *cs, float *tile) {
+  for (int e = 0; e < M * N / P; ++e) {
+    const int t = tj_tile_index<P, VC>(e);
+    tile[e] = cs[t / N * (N + 4) + t % N];
+  }
+}
+
 template <bool TRANS>
 __device__ __forceinline__ void tj_ldmatrix_x4(unsigned (&r)[4],
                                                const void *src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));
+  const unsigned s = tj_smem_addr(src);
   if constexpr (TRANS)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
                  "{%0, %1, %2, %3}, [%4];"
@@ -195,10 +233,7 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
         for (int i = 0; i < 4; ++i)
           c[mi][ni][i] = 0.0f;
   } else {
-    for (int e = 0; e < M * N / P; ++e) {
-      const int t = tj_tile_index<P, VC>(e);
-      cs[t / N * CN + t % N] = acc[e];
-    }
+    tj_tile_to_rows<M, N, P, VC>(acc, cs);
     __syncthreads();
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -213,11 +248,9 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
 
   const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
   auto fill = [&](long long slot, long long kk) {
-    T *sa = ring + slot * STAGE, *sb = sa + M * K;
-    tj_copy_block<A_TR ? K : M, AL, A_TR, P>(sa, a, aRows, aCols, aRs, aCs,
-                                             aRow0, kk, threadIdx.x);
-    tj_copy_block<B_TR ? N : K, BL, B_TR, P>(sb, b, bRows, bCols, bRs, bCs, kk,
-                                             bCol0, threadIdx.x);
+    tj_fill_slot<M, N, K, A_TR, B_TR, P>(ring + slot * STAGE, a, aRows, aCols,
+                                         aRs, aCs, aRow0, b, bRows, bCols, bRs,
+                                         bCs, bCol0, kk, threadIdx.x);
   };
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < nk)
@@ -275,9 +308,6 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
         cs[(wm0 + mi * 16 + g + i / 2 * 8) * CN + wn0 + ni * 8 + 2 * q + i % 2] =
             c[mi][ni][i];
   __syncthreads();
-  for (int e = 0; e < M * N / P; ++e) {
-    const int t = tj_tile_index<P, VC>(e);
-    out[e] = cs[t / N * CN + t % N];
-  }
+  tj_rows_to_tile<M, N, P, VC>(cs, out);
   __syncthreads(); // before the next call's copies reuse the ring
 }

@@ -83,6 +83,16 @@ template <bool A_MN, bool B_MN, typename T> struct tj_wgmma<256, A_MN, B_MN, T> 
   }
 };
 
+#undef TJ_WGMMA
+#undef TJ_WGMMA_REGS32
+#undef TJ_WGMMA_REGS64
+#undef TJ_WGMMA_REGS128
+#undef TJ_D4
+#undef TJ_D16
+#undef TJ_D32
+#undef TJ_D64
+#undef TJ_D128
+
 // The descriptor of an operand block at p in the ring (tj_smem_at):
 // K-major, rows of K elements in the 128-, 64- or 32-byte swizzle mode
 // (K = 64, 32, 16), 8-row groups 8 K 2 bytes apart; or MN-major, 128-byte
@@ -91,8 +101,7 @@ template <bool A_MN, bool B_MN, typename T> struct tj_wgmma<256, A_MN, B_MN, T> 
 // Format"; the layouts as CUTLASS's GMMA descriptors describe them).
 template <int K, bool MN, int ROWS>
 __device__ __forceinline__ unsigned long long tj_wgmma_desc(const void *p) {
-  const unsigned long long a =
-      static_cast<unsigned>(__cvta_generic_to_shared(p));
+  const unsigned long long a = tj_smem_addr(p);
   constexpr unsigned long long swizzle = MN || K == 64 ? 1 : K == 32 ? 2 : 3;
   constexpr unsigned long long lbo = MN ? ROWS * 128 : 16;
   constexpr unsigned long long sbo = MN ? 1024 : 8 * K * 2;
@@ -134,10 +143,7 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
   // (scaleD = 0).
   float d[MI][N / 2];
   if constexpr (!ACC_ZERO) {
-    for (int e = 0; e < M * N / P; ++e) {
-      const int t = tj_tile_index<P, VC>(e);
-      cs[t / N * CN + t % N] = acc[e];
-    }
+    tj_tile_to_rows<M, N, P, VC>(acc, cs);
     __syncthreads();
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -149,11 +155,9 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
 
   const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
   auto fill = [&](long long slot, long long kk) {
-    T *sa = ring + slot * STAGE, *sb = sa + M * K;
-    tj_copy_block<A_TR ? K : M, A_TR ? M : K, A_TR, P>(
-        sa, a, aRows, aCols, aRs, aCs, aRow0, kk, threadIdx.x);
-    tj_copy_block<B_TR ? N : K, B_TR ? K : N, B_TR, P>(
-        sb, b, bRows, bCols, bRs, bCs, kk, bCol0, threadIdx.x);
+    tj_fill_slot<M, N, K, A_TR, B_TR, P>(ring + slot * STAGE, a, aRows, aCols,
+                                         aRs, aCs, aRow0, b, bRows, bCols, bRs,
+                                         bCs, bCol0, kk, threadIdx.x);
   };
   // One batch of wgmma (a slot's K steps) stays in flight while the next
   // slot's copies are issued: a slot is refilled AHEAD iterations before
@@ -204,10 +208,7 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
     for (int j = 0; j < N / 2; ++j)
       cs[at(mi, j)] = ACC_ZERO && nk == 0 ? 0.0f : d[mi][j];
   __syncthreads();
-  for (int e = 0; e < M * N / P; ++e) {
-    const int t = tj_tile_index<P, VC>(e);
-    out[e] = cs[t / N * CN + t % N];
-  }
+  tj_rows_to_tile<M, N, P, VC>(cs, out);
   __syncthreads(); // before the next call's copies reuse the ring
 }
 

@@ -10,9 +10,6 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-__device__ __forceinline__ unsigned tj_smem_addr(const void *p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void tj_mbar_init(unsigned long long *bar,
                                              unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(
@@ -78,10 +75,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   if constexpr (!ACC_ZERO) {
-    for (int e = 0; e < M * N / P; ++e) {
-      const int u = tj_tile_index<P, VC>(e);
-      cs[u / N * CN + u % N] = acc[e];
-    }
+    tj_tile_to_rows<M, N, P, VC>(acc, cs);
     __syncthreads();
     if (!producer)
 #pragma unroll
@@ -106,12 +100,9 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
         const int s = it % STAGES;
         if (it >= STAGES) // the products of stage it - STAGES are done
           tj_mbar_wait(empty + s, (it / STAGES - 1) & 1);
-        T *sa = ring + s * STAGE, *sb = sa + M * K;
-        const long long kk = kBegin + it * K;
-        tj_copy_block<A_TR ? K : M, A_TR ? M : K, A_TR, 128>(
-            sa, a, aRows, aCols, aRs, aCs, aRow0, kk, t);
-        tj_copy_block<B_TR ? N : K, B_TR ? K : N, B_TR, 128>(
-            sb, b, bRows, bCols, bRs, bCs, kk, bCol0, t);
+        tj_fill_slot<M, N, K, A_TR, B_TR, 128>(
+            ring + s * STAGE, a, aRows, aCols, aRs, aCs, aRow0, b, bRows,
+            bCols, bRs, bCs, bCol0, kBegin + it * K, t);
       }
       tj_copy_commit();
     }
@@ -150,10 +141,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
       for (int j = 0; j < N / 2; ++j)
         cs[at(mi, j)] = ACC_ZERO && nk == 0 ? 0.0f : d[mi][j];
   __syncthreads();
-  for (int e = 0; e < M * N / P; ++e) {
-    const int u = tj_tile_index<P, VC>(e);
-    out[e] = cs[u / N * CN + u % N];
-  }
+  tj_rows_to_tile<M, N, P, VC>(cs, out);
   __syncthreads(); // before the next call's copies reuse the ring
   if (threadIdx.x == 0) // the next call initializes them anew
     for (int s = 0; s < STAGES; ++s) {
