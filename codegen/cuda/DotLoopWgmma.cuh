@@ -109,6 +109,35 @@ __device__ __forceinline__ unsigned long long tj_wgmma_desc(const void *p) {
          (swizzle << 62);
 }
 
+// Issues the products of one ring slot (A block at sa, B block at sb) for
+// the MI 64-row bands of a warpgroup's rows from m0, all N columns, into d:
+// one wgmma per K step and band, after a wgmma.fence, then a commit. With
+// ACC_ZERO the first slot's first product overwrites d.
+template <int M, int N, int K, int MI, bool A_TR, bool B_TR, bool ACC_ZERO,
+          typename T>
+__device__ __forceinline__ void tj_wgmma_slot(const T *sa, const T *sb, int m0,
+                                              float (&d)[MI][N / 2],
+                                              bool first) {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    // Where the operands of this K step start: row k = 16 ks of an
+    // MN-major array, chunk 2 ks of a K-major one's first row.
+    const T *b0 = B_TR ? sb + tj_smem_at<N, K>(0, 2 * ks)
+                       : sb + tj_smem_at<K, N>(16 * ks, 0);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const int m = m0 + mi * 64;
+      const T *a0 = A_TR ? sa + tj_smem_at<K, M>(16 * ks, m / 8)
+                         : sa + tj_smem_at<M, K>(m, 2 * ks);
+      tj_wgmma<N, A_TR, !B_TR, T>::run(
+          d[mi], tj_wgmma_desc<K, A_TR, K>(a0), tj_wgmma_desc<K, !B_TR, K>(b0),
+          !ACC_ZERO || !first || ks > 0);
+    }
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
 template <int M, int N, int K, int P> struct tj_wgmma_fits {
   static constexpr bool value =
       P % 128 == 0 && M % (64 * (P / 128)) == 0 &&
@@ -175,24 +204,8 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
     // may be refilled.
     __syncthreads();
     const T *sa = ring + it % STAGES * STAGE, *sb = sa + M * K;
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks) {
-      // Where the operands of this K step start: row k = 16 ks of an
-      // MN-major array, chunk 2 ks of a K-major one's first row.
-      const T *b0 = B_TR ? sb + tj_smem_at<N, K>(0, 2 * ks)
-                         : sb + tj_smem_at<K, N>(16 * ks, 0);
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        const int m = wg * MW + mi * 64;
-        const T *a0 = A_TR ? sa + tj_smem_at<K, M>(16 * ks, m / 8)
-                           : sa + tj_smem_at<M, K>(m, 2 * ks);
-        tj_wgmma<N, A_TR, !B_TR, T>::run(
-            d[mi], tj_wgmma_desc<K, A_TR, K>(a0),
-            tj_wgmma_desc<K, !B_TR, K>(b0), !ACC_ZERO || it > 0 || ks > 0);
-      }
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    tj_wgmma_slot<M, N, K, MI, A_TR, B_TR, ACC_ZERO>(sa, sb, wg * MW, d,
+                                                     it == 0);
     const long long next = it + AHEAD;
     if (next < nk)
       fill(next % STAGES, kBegin + next * K);

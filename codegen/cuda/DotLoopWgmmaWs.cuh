@@ -111,21 +111,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
       const int s = it % STAGES;
       tj_mbar_wait(full + s, (it / STAGES) & 1);
       const T *sa = ring + s * STAGE, *sb = sa + M * K;
-      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        const T *b0 = B_TR ? sb + tj_smem_at<N, K>(0, 2 * ks)
-                           : sb + tj_smem_at<K, N>(16 * ks, 0);
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          const T *a0 = A_TR ? sa + tj_smem_at<K, M>(16 * ks, mi * 8)
-                             : sa + tj_smem_at<M, K>(mi * 64, 2 * ks);
-          tj_wgmma<N, A_TR, !B_TR, T>::run(
-              d[mi], tj_wgmma_desc<K, A_TR, K>(a0),
-              tj_wgmma_desc<K, !B_TR, K>(b0), !ACC_ZERO || it > 0 || ks > 0);
-        }
-      }
-      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      tj_wgmma_slot<M, N, K, MI, A_TR, B_TR, ACC_ZERO>(sa, sb, 0, d, it == 0);
       // The batch before this one is done: its slot may be refilled.
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
       if (it > 0)
