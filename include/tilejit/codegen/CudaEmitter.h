@@ -3,8 +3,10 @@
 //
 // Prints the kernels of a SIMT-level module (after tile-lower-to-simt,
 // canonicalize and cse) as one CUDA C++ translation unit that NVRTC compiles
-// without any header: the prelude defines the bf16/f16 storage types and
-// their conversions to and from float under cuda_bf16.h's names.
+// without any header: the prelude (codegen/cuda/Prelude.cuh) defines the
+// bf16/f16 storage types and their conversions to and from float under
+// cuda_bf16.h's names; the other codegen/cuda/*.cuh follow it only in
+// kernels that use them (clusters, dot and row ops, dot loops).
 //
 // Conventions of the emitted code:
 //  - every kernel (func.func with `tile.kernel`) becomes
@@ -43,7 +45,8 @@ namespace tilejit {
 std::string emitCuda(mlir::ModuleOp module);
 
 /// The device helper functions (block-wide reductions, NaN-propagating
-/// min/max) that emitCuda puts at the top of its output.
+/// min/max) that emitCuda puts at the top of every output
+/// (codegen/cuda/Prelude.cuh).
 const char *cudaPrelude();
 
 } // namespace tilejit
