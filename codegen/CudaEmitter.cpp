@@ -1572,7 +1572,8 @@ std::string emitCuda(ModuleOp module) {
   bool clusters = false, matrices = false, dotLoops = false;
   module.walk([&](Operation *op) {
     clusters |= isa<tile::ClusterReduceOp>(op);
-    matrices |= isa<simt::DotOp, simt::ReduceRowsOp, simt::BroadcastRowsOp>(op);
+    matrices |= isa<simt::DotOp, simt::ReduceRowsOp, simt::BroadcastRowsOp,
+                    simt::DotLoopOp>(op);
     dotLoops |= isa<simt::DotLoopOp>(op);
   });
   if (clusters)

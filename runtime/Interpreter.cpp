@@ -1541,19 +1541,23 @@ void Runner::execBroadcastRows(tile::BroadcastRowsOp op) {
   set(op.getResult(), makeI(s, std::move(out)));
 }
 
-void Runner::execDot(tile::DotOp op) {
-  const FVec &a = *get(op.getA()).f, &b = *get(op.getB()).f;
-  const FVec &acc = *get(op.getAcc()).f;
-  int64_t M = op.getM(), N = op.getN(), K = op.getK();
-  auto out = std::make_shared<FVec>(acc);
-  // Products of bf16/f16 values are exact in f32; sums in k order.
+/// acc += a b for row-major a (M x K), b (K x N), acc (M x N): products
+/// of bf16/f16 values are exact in f32; sums in k order (tile.dot).
+void accumulateProduct(const FVec &a, const FVec &b, FVec &acc,
+                       int64_t M, int64_t N, int64_t K) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
-      float s = (*out)[i * N + j];
+      float s = acc[i * N + j];
       for (int64_t kk = 0; kk < K; ++kk)
         s += a[i * K + kk] * b[kk * N + j];
-      (*out)[i * N + j] = s;
+      acc[i * N + j] = s;
     }
+}
+
+void Runner::execDot(tile::DotOp op) {
+  auto out = std::make_shared<FVec>(*get(op.getAcc()).f);
+  accumulateProduct(*get(op.getA()).f, *get(op.getB()).f, *out, op.getM(),
+                    op.getN(), op.getK());
   set(op.getResult(), makeF(shapeOf(op.getType()), std::move(out)));
 }
 
@@ -1588,14 +1592,7 @@ void Runner::execDotLoop(tile::DotLoopOp op) {
     RuntimeValue b = block(op.getB(), op.getBRows(), op.getBCols(),
                            op.getBRowStride(), op.getBColStride(), kk,
                            scalar(op.getBCol0()), K, N);
-    // As tile.dot: products exact in f32, sums in k order.
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        float s = (*out)[i * N + j];
-        for (int64_t x = 0; x < K; ++x)
-          s += (*a.f)[i * K + x] * (*b.f)[x * N + j];
-        (*out)[i * N + j] = s;
-      }
+    accumulateProduct(*a.f, *b.f, *out, M, N, K);
   }
   set(op.getResult(), makeF(shapeOf(op.getType()), std::move(out)));
 }

@@ -1,6 +1,7 @@
 // ---- tile.dot_loop: a K loop of tensor-core products, pipelined ----
-// Printed after the prelude into kernels that have a dot loop, followed by
-// DotLoopWgmma.cuh and DotLoop.cuh (the entry point).
+// Printed after the prelude and Matrix.cuh into kernels that have a dot
+// loop, followed by DotLoopWgmma.cuh, DotLoopWgmmaWs.cuh and DotLoop.cuh
+// (the entry point).
 //
 // The mma.sync main loop (sm_80 and newer):
 // The program's W warps split the M x N accumulator into WM x WN warp tiles
@@ -179,24 +180,6 @@ __device__ __forceinline__ void tj_ldmatrix_x4(unsigned (&r)[4],
                  : "r"(s));
 }
 
-template <typename T>
-__device__ __forceinline__ void tj_mma16816(float (&c)[4], const unsigned (&a)[4],
-                                            unsigned b0, unsigned b1) {
-  if constexpr (tj_is_bf16<T>::value)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                   "r"(b1));
-  else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                   "r"(b1));
-}
 
 // out = acc + the sum over kk = kBegin, kBegin + K, ... < kEnd of
 // A[aRow0 : +M, kk : +K] B[kk : +K, bCol0 : +N] (zeros outside the views),

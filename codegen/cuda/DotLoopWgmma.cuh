@@ -138,6 +138,36 @@ __device__ __forceinline__ void tj_wgmma_slot(const T *sa, const T *sb, int m0,
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 
+// The accumulators of a warpgroup whose rows start at m0 (MI bands of 64
+// rows, wgmma's register fragments: those of mma.m16n8 C fragments for
+// N / 8 column blocks of each warp's 16 rows) to and from the row-padded
+// M x (N + 4) f32 array cs. ZERO: store zeros instead.
+template <int N>
+__device__ __forceinline__ int tj_wgmma_acc_at(int m0, int mi, int j) {
+  const int w = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, i = j % 4;
+  return (m0 + mi * 64 + w * 16 + lane / 4 + i / 2 * 8) * (N + 4) + j / 4 * 8 +
+         2 * (lane % 4) + i % 2;
+}
+template <int N, int MI>
+__device__ __forceinline__ void tj_wgmma_acc_load(const float *cs, int m0,
+                                                  float (&d)[MI][N / 2]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j)
+      d[mi][j] = cs[tj_wgmma_acc_at<N>(m0, mi, j)];
+}
+template <int N, int MI>
+__device__ __forceinline__ void tj_wgmma_acc_store(float *cs, int m0,
+                                                   const float (&d)[MI][N / 2],
+                                                   bool zero) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j)
+      cs[tj_wgmma_acc_at<N>(m0, mi, j)] = zero ? 0.0f : d[mi][j];
+}
+
 template <int M, int N, int K, int P> struct tj_wgmma_fits {
   static constexpr bool value =
       P % 128 == 0 && M % (64 * (P / 128)) == 0 &&
@@ -157,28 +187,16 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
                                   long long kEnd, const float *acc,
                                   float *out) {
   constexpr int G = P / 128, MW = M / G, MI = MW / 64, STAGE = M * K + K * N;
-  constexpr int CN = N + 4;
   T *ring = reinterpret_cast<T *>(smem);
   float *cs = reinterpret_cast<float *>(smem);
-  const int wg = threadIdx.x / 128, w = threadIdx.x / 32 % 4;
-  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  // Accumulator j of band mi: row, column in the M x N tile.
-  auto at = [&](int mi, int j) {
-    const int i = j % 4;
-    return (wg * MW + mi * 64 + w * 16 + g + i / 2 * 8) * CN + j / 4 * 8 +
-           2 * q + i % 2;
-  };
+  const int wg = threadIdx.x / 128;
   // A zero accumulator is not loaded: the first product overwrites it
   // (scaleD = 0).
   float d[MI][N / 2];
   if constexpr (!ACC_ZERO) {
     tj_tile_to_rows<M, N, P, VC>(acc, cs);
     __syncthreads();
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int j = 0; j < N / 2; ++j)
-        d[mi][j] = cs[at(mi, j)];
+    tj_wgmma_acc_load<N, MI>(cs, wg * MW, d);
     __syncthreads();
   }
 
@@ -215,11 +233,7 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   tj_copy_wait<0>();
   __syncthreads(); // the ring is free: it holds the accumulator now
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int j = 0; j < N / 2; ++j)
-      cs[at(mi, j)] = ACC_ZERO && nk == 0 ? 0.0f : d[mi][j];
+  tj_wgmma_acc_store<N, MI>(cs, wg * MW, d, ACC_ZERO && nk == 0);
   __syncthreads();
   tj_rows_to_tile<M, N, P, VC>(cs, out);
   __syncthreads(); // before the next call's copies reuse the ring

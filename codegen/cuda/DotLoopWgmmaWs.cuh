@@ -59,13 +59,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
       reinterpret_cast<unsigned long long *>(smem + BARS);
   unsigned long long *empty = full + STAGES;
   const bool producer = threadIdx.x < 128;
-  const int t = threadIdx.x % 128, w = t / 32, lane = t % 32;
-  const int g = lane / 4, q = lane % 4;
-  auto at = [&](int mi, int j) {
-    const int i = j % 4;
-    return (mi * 64 + w * 16 + g + i / 2 * 8) * CN + j / 4 * 8 + 2 * q +
-           i % 2;
-  };
+  const int t = threadIdx.x % 128;
   float d[MI][N / 2];
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -78,11 +72,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
     tj_tile_to_rows<M, N, P, VC>(acc, cs);
     __syncthreads();
     if (!producer)
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int j = 0; j < N / 2; ++j)
-          d[mi][j] = cs[at(mi, j)];
+      tj_wgmma_acc_load<N, MI>(cs, 0, d);
   }
   __syncthreads(); // the barriers are set up and the ring is free
 
@@ -121,11 +111,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
   }
   __syncthreads(); // the ring is free: it holds the accumulator now
   if (!producer)
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int j = 0; j < N / 2; ++j)
-        cs[at(mi, j)] = ACC_ZERO && nk == 0 ? 0.0f : d[mi][j];
+    tj_wgmma_acc_store<N, MI>(cs, 0, d, ACC_ZERO && nk == 0);
   __syncthreads();
   tj_rows_to_tile<M, N, P, VC>(cs, out);
   __syncthreads(); // before the next call's copies reuse the ring

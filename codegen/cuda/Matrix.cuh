@@ -1,5 +1,25 @@
 // ---- tile.dot, tile.reduce_rows, tile.broadcast_rows through shared memory ----
-// Printed after the prelude into kernels that have one of them.
+// Printed after the prelude into kernels that have one of them or a dot
+// loop (whose mma.sync path uses tj_mma16816).
+// c += a b on the tensor cores: one mma.sync m16n8k16 of bf16 or f16
+// fragments into f32 (fragment layouts: PTX ISA, "Matrix Fragments for
+// mma.m16n8k16").
+#define TJ_MMA16816(TY)                                                        \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 "      \
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "                \
+               "{%0, %1, %2, %3};"                                             \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+template <typename T>
+__device__ __forceinline__ void tj_mma16816(float (&c)[4], const unsigned (&a)[4],
+                                            unsigned b0, unsigned b1) {
+  if constexpr (tj_is_bf16<T>::value)
+    TJ_MMA16816("bf16");
+  else
+    TJ_MMA16816("f16");
+}
+#undef TJ_MMA16816
+
 // out = acc + a b for row-major a (M x K), b (K x N), acc (M x N), each
 // given as this thread's elements. The tiles are staged in shared memory;
 // each warp computes 16 x 8 blocks of the result with mma.sync m16n8k16
@@ -37,20 +57,7 @@ __device__ void tj_dot(const T *a, const T *b, const float *acc, float *out) {
         const T *p = sb + (k0 + pair + r * 8) * N + n0 + group;
         rb[r] = tj_pack2(p[0], p[N]);
       }
-      if constexpr (tj_is_bf16<T>::value)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                     "{%0, %1, %2, %3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]),
-                       "r"(rb[0]), "r"(rb[1]));
-      else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                     "{%0, %1, %2, %3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]),
-                       "r"(rb[0]), "r"(rb[1]));
+      tj_mma16816<T>(c, ra, rb[0], rb[1]);
     }
     for (int i = 0; i < 4; ++i)
       sc[(m0 + group + i / 2 * 8) * N + n0 + pair + i % 2] = c[i];
