@@ -205,6 +205,10 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm0 = warp / WN * TM, wn0 = warp % WN * TN;
   const int g = lane / 4, q = lane % 4, mat = lane / 8, row8 = lane % 8;
+  // Where accumulator i of fragment (mi, ni) lies in cs.
+  auto at = [&](int mi, int ni, int i) {
+    return (wm0 + mi * 16 + g + i / 2 * 8) * CN + wn0 + ni * 8 + 2 * q + i % 2;
+  };
 
   float c[MI][NI][4];
   if constexpr (ACC_ZERO) {
@@ -224,8 +228,7 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          c[mi][ni][i] = cs[(wm0 + mi * 16 + g + i / 2 * 8) * CN + wn0 +
-                            ni * 8 + 2 * q + i % 2];
+          c[mi][ni][i] = cs[at(mi, ni, i)];
     __syncthreads();
   }
 
@@ -288,8 +291,7 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
     for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        cs[(wm0 + mi * 16 + g + i / 2 * 8) * CN + wn0 + ni * 8 + 2 * q + i % 2] =
-            c[mi][ni][i];
+        cs[at(mi, ni, i)] = c[mi][ni][i];
   __syncthreads();
   tj_rows_to_tile<M, N, P, VC>(cs, out);
   __syncthreads(); // before the next call's copies reuse the ring
