@@ -56,6 +56,8 @@ const char *const kDotLoop[] = {
     ,
 #include "DotLoopWgmmaWs.cuh.inc"
     ,
+#include "DotLoopWgmmaTma.cuh.inc"
+    ,
 #include "DotLoop.cuh.inc"
 };
 
@@ -584,6 +586,13 @@ void KernelEmitter::emit() {
       params.push_back(ct + "__restrict__ " + n);
     else
       params.push_back(ct + " " + n);
+  }
+  // The tensor maps each launch encodes, then the mask of those it could.
+  if (auto maps = func->getAttrOfType<ArrayAttr>(attr::kTensorMaps)) {
+    for (size_t i = 0; i < maps.size(); ++i)
+      params.push_back("const __grid_constant__ tj_tensor_map tj_map" +
+                       std::to_string(i));
+    params.push_back("const unsigned tj_maps_ok");
   }
   std::string head = kernelName + "(";
   if (params.empty()) {
@@ -1328,6 +1337,15 @@ bool KernelEmitter::emitSimt(Operation *op) {
     for (Value v : op->getOperands()) // A's view, B's view, K range, acc
       args.push_back(name(v, op));
     args.push_back(n);
+    // The tensor maps of A's and B's views where the launch encoded both.
+    if (std::optional<uint64_t> i = dl.getTensorMaps()) {
+      std::string ok = "(tj_maps_ok >> " + std::to_string(*i) + " & 3) == 3";
+      args.push_back(ok + " ? &tj_map" + std::to_string(*i) + " : nullptr");
+      args.push_back("&tj_map" + std::to_string(*i + 1));
+    } else {
+      args.push_back("nullptr");
+      args.push_back("nullptr");
+    }
     stmt("tj_dot_loop<" + std::to_string(dl.getM()) + ", " +
          std::to_string(dl.getN()) + ", " + std::to_string(dl.getK()) + ", " +
          std::to_string(dl.getStages()) + ", " + std::to_string(threads) +

@@ -172,4 +172,20 @@ def SimtVectorizeAccess : Pass<"simt-vectorize-access", "mlir::ModuleOp"> {
   }];
 }
 
+def SimtTensorMaps : Pass<"simt-tensor-maps", "mlir::ModuleOp"> {
+  let summary = "Record the tensor maps a launch builds for a dot loop's views";
+  let description = [{
+    For each simt.dot_loop the GPU code can run on wgmma (threads a
+    multiple of 128, M a multiple of 64 per warpgroup, N 64, 128 or 256,
+    K 16, 32 or 64, at most 128 accumulators per thread, M at most 256)
+    whose two views each have a constant stride of 1 along one dimension
+    and kernel parameters (possibly widened) or constants for their
+    address, extents and other stride: appends the two views' maps to the
+    kernel's `simt.tensor_maps` and sets the op's `tensor_maps` to the
+    index of the first. Each launch encodes them from its arguments and
+    passes them after the kernel's own (tilejit/TensorMap.h); the GPU
+    code then copies the blocks with the tensor memory accelerator.
+  }];
+}
+
 #endif // TILEJIT_PASSES_TD

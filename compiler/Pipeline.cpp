@@ -115,6 +115,7 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
   step(module, "loop-invariant-code-motion",
        createLoopInvariantCodeMotionPass());
   step(module, "simt-vectorize-access", createSimtVectorizeAccess());
+  step(module, "simt-tensor-maps", createSimtTensorMaps());
   out.simtIR = module.str();
   module.impl().module->walk([&](func::FuncOp f) {
     if (auto p = f->getAttrOfType<IntegerAttr>(attr::kThreads))
@@ -125,6 +126,8 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
       out.splitRows = std::max<int64_t>(1, r.getInt());
     if (auto s = f->getAttrOfType<IntegerAttr>(attr::kSharedBytes))
       out.dynamicSharedBytes = s.getInt();
+    if (f->hasAttr(attr::kKernel))
+      out.tensorMaps = tensorMapParams(f);
   });
   if (options.upTo == Stage::Simt)
     return out;

@@ -86,7 +86,9 @@ def Simt_DotLoopOp : Simt_Op<"dot_loop", [MemoryEffects<[MemRead]>]> {
   let description = [{
     Operands and attributes as tile.dot_loop's; `acc` and the result are
     the thread's elements of its tiles (in the kernel's layout). Every
-    thread of the block must reach it: it is a barrier.
+    thread of the block must reach it: it is a barrier. `tensor_maps`
+    (simt-tensor-maps): the index, in the kernel's `simt.tensor_maps`, of
+    the map of A's view; B's is the next one.
   }];
   let arguments = (ins Tile_PtrType:$a, I64:$a_rows, I64:$a_cols,
                    I64:$a_row_stride, I64:$a_col_stride, I64:$a_row0,
@@ -95,7 +97,8 @@ def Simt_DotLoopOp : Simt_Op<"dot_loop", [MemoryEffects<[MemRead]>]> {
                    I64:$k_begin, I64:$k_end,
                    VectorOfRankAndType<[1], [F32]>:$acc,
                    I64Attr:$m, I64Attr:$n, I64Attr:$k, I64Attr:$stages,
-                   I64Attr:$smem_offset);
+                   I64Attr:$smem_offset,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$tensor_maps);
   let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
   let assemblyFormat = [{
     $a `[` $a_row0 `,` `k` `]` `of` `[` $a_rows `,` $a_cols `]` `strides`

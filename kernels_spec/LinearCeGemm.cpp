@@ -76,14 +76,15 @@ KernelSpec linearCeGemmSpec() {
   return {"lce_gemm",
           "linear CE chunk GEMM in the DSL: C = alpha op(A) op(B) + beta C "
           "(tile dot)",
-          {{"BLOCK_M", {64, 128}, 128, "rows of C per program"},
+          {{"BLOCK_M", {64, 128, 256}, 128, "rows of C per program"},
            {"BLOCK_N", {64, 128, 256}, 128, "columns of C per program"},
            {"BLOCK_K", {32, 64}, 64, "K per dot step"},
            {"num_warps", {4, 8}, 8, "warps per program"},
            {"DOT_STAGES", {2, 3, 4}, 4,
             "blocks of A and B in flight in shared memory"},
            {"DOT_SPECIALIZE", {0, 1}, 1,
-            "sm_90: one warpgroup copies, the other multiplies (8 warps)"},
+            "sm_90, views the copy engine cannot read: one warpgroup copies, "
+            "the other multiplies (8 warps)"},
            {"GROUP_M", {1, 8}, 8,
             "row blocks of C per group of programs sharing L2"},
            {"TRANS_A", {0, 1}, 0, "op(A) = A^T"},

@@ -7,6 +7,8 @@
 #include "tilejit/CachedCompile.h"
 #include "tilejit/Error.h"
 #include "tilejit/KernelSpec.h"
+#include "tilejit/Log.h"
+#include "tilejit/TensorMap.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ThreadPool.h"
@@ -261,6 +263,43 @@ KernelUsage Kernel::resources() const {
           on.function->sharedBytes(), int(on.compiled->dynamicSharedBytes)};
 }
 
+namespace {
+
+/// Encodes tensor map `i` of kernel `kernel` from a launch's arguments into
+/// `map`; false (and a debug log of why) where the copy engine cannot read
+/// the view. Throws for parameter indices the arguments do not have (a
+/// damaged cache entry).
+bool tensorMapShape(const TensorMapParam &param,
+                    const std::vector<KernelArg> &args,
+                    const std::string &kernel, size_t i, CUtensorMap &map) {
+  auto arg = [&](int index, bool pointer) -> const KernelArg & {
+    if (index < 0 || size_t(index) >= args.size() ||
+        (args[index].kind == KernelArg::Kind::Pointer) != pointer)
+      throw Error("kernel '" + kernel + "': tensor map " + std::to_string(i) +
+                  " names parameter " + std::to_string(index) +
+                  ", which is not a " + (pointer ? "pointer" : "scalar"));
+    return args[index];
+  };
+  auto value = [&](LaunchValue v) {
+    return v.param < 0 ? v.value : arg(v.param, false).i;
+  };
+  TensorMapShape shape;
+  std::string why;
+  if (resolveTensorMap(
+          param, reinterpret_cast<uint64_t>(arg(param.pointer, true).ptr),
+          value(param.inner), value(param.outer), value(param.outerStride),
+          shape, why))
+    why = cuda::encodeTensorMap(shape, map);
+  if (why.empty())
+    return true;
+  log()->debug("{}: tensor map {} not encoded ({}): its dot loop copies "
+               "with cp.async",
+               kernel, i, why);
+  return false;
+}
+
+} // namespace
+
 void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
                     CUstream stream) const {
   checkArgs(args, /*onCpu=*/false);
@@ -310,6 +349,17 @@ void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
     }
     pointers[i] = slot;
   }
+  // The tensor maps of the kernel's dot loops, encoded from these
+  // arguments, then the mask of those the copy engine can read.
+  std::vector<CUtensorMap> maps(k.tensorMaps.size());
+  uint32_t mapsOk = 0;
+  for (size_t i = 0; i < maps.size(); ++i) {
+    if (tensorMapShape(k.tensorMaps[i], args, name(), i, maps[i]))
+      mapsOk |= uint32_t(1) << i;
+    pointers.push_back(&maps[i]);
+  }
+  if (!maps.empty())
+    pointers.push_back(&mapsOk);
   cuda::launch(*function,
                {unsigned(grid.x), unsigned(grid.y), unsigned(grid.z)},
                {unsigned(k.threads)}, size_t(k.dynamicSharedBytes), stream,

@@ -166,6 +166,9 @@ std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
            std::to_string(k.clusterSize) + ":" +
            std::to_string(k.splitRows) + ":" +
            std::to_string(k.dynamicSharedBytes) + ":" + k.requestDigest + ":");
+  for (const TensorMapParam &m : k.tensorMaps)
+    for (int64_t f : flattenTensorMap(m))
+      h.update(std::to_string(f) + ",");
   for (const auto &[name, bytes] : payload(k)) {
     h.update(name + ":" + std::to_string(bytes.size()) + ":");
     h.update(bytes);
@@ -348,6 +351,15 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   k.splitRows = meta->getInteger("split_rows").value_or(0);
   k.dynamicSharedBytes = meta->getInteger("dynamic_shared_bytes").value_or(0);
   k.requestDigest = str("request_digest");
+  if (const llvm::json::Array *maps = meta->getArray("tensor_maps"))
+    for (const llvm::json::Value &m : *maps) {
+      std::vector<int64_t> fields;
+      if (const llvm::json::Array *a = m.getAsArray())
+        for (const llvm::json::Value &f : *a)
+          fields.push_back(f.getAsInteger().value_or(-1));
+      if (!unflattenTensorMap(fields, k.tensorMaps.emplace_back()))
+        return "meta.json's tensor_maps entries are not 11 integers each";
+    }
   for (const PayloadFile &f : kTextFiles)
     if (!readFile(entry / f.name, k.*f.text))
       return std::string(f.name) + " is missing or unreadable";
@@ -476,6 +488,11 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
     auto it = keyFields.find(name);
     return it == keyFields.end() ? std::string() : it->second;
   };
+  llvm::json::Array maps;
+  for (const TensorMapParam &m : k.tensorMaps) {
+    std::vector<int64_t> fields = flattenTensorMap(m);
+    maps.push_back(llvm::json::Array(fields));
+  }
   llvm::json::Object meta{
       {"format", kFormat},
       {"key", key},
@@ -488,6 +505,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"cluster_size", k.clusterSize},
       {"split_rows", k.splitRows},
       {"dynamic_shared_bytes", k.dynamicSharedBytes},
+      {"tensor_maps", std::move(maps)},
       {"request_digest", k.requestDigest},
       {"resources", cubinResources(k.cubin, k.name)},
       {"compile_us", llvm::json::Object{{"mlir", int64_t(k.mlirMs * 1000)},

@@ -10,6 +10,7 @@
 #include "runtime/CudaDriver.h"
 
 #include "tilejit/Error.h"
+#include "tilejit/TensorMap.h"
 #include "tilejit/Timing.h"
 
 #include <algorithm>
@@ -77,7 +78,8 @@ namespace {
   X(cuGraphInstantiateWithFlags)                                               \
   X(cuGraphLaunch)                                                             \
   X(cuGraphExecDestroy)                                                        \
-  X(cuGraphDestroy)
+  X(cuGraphDestroy)                                                             \
+  X(cuTensorMapEncodeTiled)
 
 /// The resolved driver, or why it is unusable.
 struct DriverApi {
@@ -607,6 +609,24 @@ void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
          "launching '" + fn.name + "' with grid " + dimText(grid) + ", block " +
              dimText(block) + ", " + std::to_string(sharedBytes) +
              " bytes of dynamic shared memory");
+}
+
+std::string encodeTensorMap(const TensorMapShape &shape, CUtensorMap &map) {
+  const DriverApi &d = api();
+  cuuint64_t dims[2] = {shape.dims[0], shape.dims[1]};
+  cuuint64_t strides[1] = {shape.strideBytes};
+  cuuint32_t box[2] = {shape.box[0], shape.box[1]}, ones[2] = {1, 1};
+  CUtensorMapSwizzle swizzle = shape.swizzleBytes == 128
+                                   ? CU_TENSOR_MAP_SWIZZLE_128B
+                               : shape.swizzleBytes == 64
+                                   ? CU_TENSOR_MAP_SWIZZLE_64B
+                                   : CU_TENSOR_MAP_SWIZZLE_32B;
+  CUresult r = d.cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2,
+      reinterpret_cast<void *>(shape.address), dims, strides, box, ones,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? "" : errorText(d, r);
 }
 
 void synchronize() { check(api().cuCtxSynchronize(), "cuCtxSynchronize"); }

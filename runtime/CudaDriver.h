@@ -19,6 +19,8 @@
 
 #include <cuda.h>
 
+#include "tilejit/TensorMap.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -182,6 +184,12 @@ struct Dim3 {
 /// `argPointers[i]` points at the value of kernel parameter i.
 void launch(const Function &fn, Dim3 grid, Dim3 block, size_t sharedBytes,
             CUstream stream, std::vector<void *> &argPointers);
+
+/// Encodes a 2-D tensor map of `shape` (tilejit/TensorMap.h) into `map`
+/// (cuTensorMapEncodeTiled: 16-bit elements, 128-, 64- or 32-byte swizzle,
+/// zeros outside the tensor). Returns the driver's error text, or "" once
+/// encoded.
+std::string encodeTensorMap(const TensorMapShape &shape, CUtensorMap &map);
 
 /// Waits for all work in the current context (cuCtxSynchronize).
 void synchronize();

@@ -291,6 +291,9 @@ static int compileKernel() {
     if (k.dynamicSharedBytes > 0)
       std::cerr << ", " << k.dynamicSharedBytes
                 << " bytes of dynamic shared memory";
+    if (!k.tensorMaps.empty())
+      std::cerr << ", " << k.tensorMaps.size()
+                << " tensor maps and their 32-bit mask after the arguments";
     std::cerr << "\n";
   }
   return 0;

@@ -7,6 +7,7 @@
 #ifndef TILEJIT_COMPILER_H
 #define TILEJIT_COMPILER_H
 
+#include "tilejit/TensorMap.h"
 #include "tilejit/TileModule.h"
 
 #include <string>
@@ -39,6 +40,10 @@ struct CompiledKernel {
   /// Dynamic shared memory per program (its sharedArray()s), in bytes: the
   /// launch must pass it (cuda::launch then raises the 48 KiB default).
   int64_t dynamicSharedBytes = 0;
+  /// Tensor maps each launch encodes from its arguments and passes after
+  /// them, followed by a 32-bit mask of those it could encode
+  /// (tilejit/TensorMap.h); empty: none, and no mask.
+  std::vector<TensorMapParam> tensorMaps;
   std::string tileIR; ///< after verify/specialize/canonicalize
   std::string simtIR; ///< after layout + lowering
   std::string cuda;   ///< CUDA C++ given to NVRTC

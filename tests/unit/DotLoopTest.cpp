@@ -175,6 +175,13 @@ TEST(DotLoop, PtxHasPipelinedTensorCoreLoop) {
                     "ldmatrix.sync.aligned.m8n8.x4"};
         for (const std::string &instr : instrs)
           EXPECT_NE(k.ptx.find(instr), std::string::npos) << instr;
+        // Both views are kernel parameters with a stride of 1: the launch
+        // passes their tensor maps, and sm_90a copies through them.
+        ASSERT_EQ(k.tensorMaps.size(), 2u);
+        EXPECT_EQ(k.tensorMaps[0].pointer, 0);
+        EXPECT_EQ(k.tensorMaps[1].pointer, 1);
+        EXPECT_EQ(k.ptx.find("cp.async.bulk.tensor.2d") != std::string::npos,
+                  arch == "sm_90");
         // The producer and consumer warpgroups meet on mbarriers.
         cfg.params["DOT_SPECIALIZE"] = 1;
         CompiledKernel ws = compile(spec.build(cfg), {arch, Stage::Ptx, {}});
@@ -187,9 +194,11 @@ TEST(DotLoop, PtxHasPipelinedTensorCoreLoop) {
       }
 }
 
-// Every config kind: wgmma with 64- and 128-byte swizzles (BLOCK_K 32, 64),
-// N = 64 and 128, 4 and 8 warps, with and without a producer warpgroup;
-// mma.sync (BLOCK_M = 64 over 8 warps); 2 to 4 stages.
+// Every config kind: wgmma with 32-, 64- and 128-byte swizzles (BLOCK_K 16,
+// 32, 64), N = 64, 128 and 256, M up to 256, 4 and 8 warps; blocks copied by
+// the tensor memory accelerator (views with 16-byte strides), else with and
+// without a producer warpgroup; mma.sync (BLOCK_M = 64 over 8 warps); 2 to
+// 4 stages.
 TEST(DotLoopGpu, MatchesFp64) {
   TILEJIT_SKIP_WITHOUT_GPU();
   cuda::Device device = cuda::Device::open();
@@ -197,8 +206,15 @@ TEST(DotLoopGpu, MatchesFp64) {
   all.push_back({300, 200, 264, false, true});
   all.push_back({257, 130, 1000, true, false, 5});
   all.push_back({512, 384, 2048, false, true});
+  // Transposed views whose strides the copy engine can read (A^T's rows of
+  // 256 and 136 elements).
+  all.push_back({256, 136, 200, true, true});
+  all.push_back({136, 264, 72, true, false});
   const std::vector<std::vector<std::string>> configs = {
       {},
+      {"BLOCK_N=256"},
+      {"BLOCK_M=256", "DOT_STAGES=3"},
+      {"BLOCK_N=64", "BLOCK_K=16"},
       {"BLOCK_K=64", "DOT_STAGES=3"},
       {"BLOCK_N=64", "BLOCK_K=64", "num_warps=4", "DOT_STAGES=2"},
       {"BLOCK_M=64"},

@@ -86,6 +86,11 @@ constexpr const char *kSharedBytes = "tile.shared_bytes";
 // string, on a kernel argument: the name the DSL declared it with (for
 // argument checks and error messages; no effect on the code).
 constexpr const char *kArgName = "tile.arg_name";
+// array of i64 arrays, on a kernel (simt-tensor-maps): the tensor maps each
+// launch passes after the kernel's arguments (tilejit/TensorMap.h), each
+// [pointer, element bytes, inner param, inner value, outer param, outer
+// value, stride param, stride value, box inner, box outer, swizzle bytes].
+constexpr const char *kTensorMaps = "simt.tensor_maps";
 } // namespace attr
 
 /// The DType of a scalar MLIR type (i1, i32, i64, bf16, f16, f32), or none.
