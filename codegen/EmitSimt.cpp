@@ -281,7 +281,8 @@ bool KernelEmitter::emitSimt(Operation *op) {
         ld.getOther() ? name(ld.getOther(), op) : zeroOf(et, op);
     auto element = [&](const std::string &e) {
       std::string access =
-          name(ld.getPtr(), op) + "[" + ref(ld.getOffsets(), e, op) + "]";
+          name(ld.getPtr(), op) + "[" + offsetRef(ld.getOffsets(), e, op) +
+          "]";
       if (!ld.getMask())
         return access;
       return ref(ld.getMask(), e, op) + " ? " + access + " : " + other;
@@ -305,7 +306,7 @@ bool KernelEmitter::emitSimt(Operation *op) {
   }
   if (auto st = dyn_cast<simt::StoreOp>(op)) {
     auto store = [&](const std::string &e) {
-      return name(st.getPtr(), op) + "[" + ref(st.getOffsets(), e, op) +
+      return name(st.getPtr(), op) + "[" + offsetRef(st.getOffsets(), e, op) +
              "] = " + ref(st.getValue(), e, op) + ";";
     };
     auto k = vecLen(st.getOffsets().getType(), op);
@@ -341,7 +342,7 @@ bool KernelEmitter::emitSimt(Operation *op) {
   if (auto cp = dyn_cast<simt::CopyAsyncOp>(op)) {
     std::string dst = name(cp.getDst(), op), src = name(cp.getSrc(), op);
     auto at = [&](const std::string &p, Value offs, const std::string &e) {
-      return p + "[" + ref(offs, e, op) + "]";
+      return p + "[" + offsetRef(offs, e, op) + "]";
     };
     // Lanes that cannot take a whole group copy element by element, at once.
     auto element = [&](const std::string &e) {

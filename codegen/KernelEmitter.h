@@ -131,6 +131,7 @@ private:
   llvm::DenseMap<Operation *, unsigned> clusterBarOf;
   unsigned clusterMbarriers = 0;
   int indent = 0;
+  bool inGroupFallback = false; // printing forEachGroup's scalar fallback
   unsigned nextId = 0;
   llvm::DenseMap<Value, std::string> names;
   // #line tracking: the file and line the compiler assumes for the next
@@ -414,11 +415,23 @@ private:
     line("#pragma unroll");
     line("for (int tj_j = 0; tj_j < " + w + "; ++tj_j)");
     ++indent;
+    inGroupFallback = true;
     stmt(element("tj_g + tj_j"));
+    inGroupFallback = false;
     indent -= 2;
     line("}");
     --indent;
     line("}");
+  }
+
+  /// Element e of an access's offsets. In the element-by-element fallback
+  /// of a vector access, whose offsets are consecutive within each group
+  /// (simt-vectorize-access), the group's first offset plus the element's
+  /// place in it: only the groups' first offsets stay live in registers.
+  std::string offsetRef(Value offsets, const std::string &e, Operation *op) {
+    if (inGroupFallback)
+      return "(" + ref(offsets, "tj_g", op) + " + tj_j)";
+    return ref(offsets, e, op);
   }
 
   int64_t elemBytes(Type t, Operation *op) const {

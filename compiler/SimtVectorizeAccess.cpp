@@ -4,7 +4,10 @@
 // property the emitter needs: how many adjacent elements of a thread's offset
 // vector are consecutive integers. tile-assign-layout arranges aranges in
 // groups of adjacent elements (up to simt.vec), so `i + arange(BLOCK)` keeps
-// that grouping, and each group can become one 16-byte access.
+// that grouping, and each group can become one 16-byte access. Tracking
+// which elements are equal and what divides a group's first element also
+// follows a 2-D tile's rows and columns (e / C and e % C with C a multiple
+// of the group), so `row * ld + col` is found contiguous too.
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/compiler/Passes.h"
@@ -14,6 +17,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/MathExtras.h"
+#include "mlir/IR/Matchers.h"
 
 namespace tilejit {
 #define GEN_PASS_DEF_SIMTVECTORIZEACCESS
@@ -25,24 +29,50 @@ using namespace mlir;
 namespace tilejit {
 namespace {
 
-/// What is known of a per-thread integer vector: all elements equal
-/// (uniform), or consecutive within aligned groups of `group` elements.
+/// What is known of a per-thread integer vector (or, for scalars, of the
+/// value every element would hold), over the thread's elements in aligned
+/// groups, as Triton's AxisInfo tracks it along a tensor's axis:
+///  - group (contiguity): within each aligned group of `group` elements the
+///    values are consecutive integers;
+///  - constancy: within each aligned group of `constancy` elements the
+///    values are equal (`uniform`: all of them, as a scalar's);
+///  - divisor: the element at each index that is a multiple of `group` is a
+///    multiple of `divisor` (a power of two);
+///  - nonNegative: every element is >= 0, so that division and remainder by
+///    a positive constant keep the groups that floor division would.
 struct Contiguity {
   bool uniform = false;
   int64_t group = 1;
+  int64_t constancy = 1;
+  int64_t divisor = 1;
+  bool nonNegative = false;
 };
 
-/// Largest power-of-two g dividing the length such that each aligned group of
-/// g elements of the constant holds consecutive integers.
-int64_t constantGroup(DenseIntElementsAttr values) {
-  SmallVector<int64_t> v;
-  for (const APInt &x : values.getValues<APInt>())
-    v.push_back(x.getSExtValue());
+constexpr int64_t kMaxDivisor = int64_t(1) << 30;
+
+/// The largest power of two dividing v (kMaxDivisor for 0).
+int64_t pow2Divisor(int64_t v) {
+  if (v == 0)
+    return kMaxDivisor;
+  return std::min<int64_t>(kMaxDivisor, v & -v);
+}
+
+/// The divisor of x's elements at indices that are multiples of g (a power
+/// of two): x's own where g is a multiple of its groups; inside a group,
+/// the group's first element plus a multiple of g.
+int64_t divisorAt(const Contiguity &x, int64_t g) {
+  return g >= x.group ? x.divisor : std::min(x.divisor, g);
+}
+
+/// Largest power-of-two g dividing the length such that in each aligned
+/// group of g elements every element is `next` of the one before it.
+int64_t groupWhere(ArrayRef<int64_t> v,
+                   llvm::function_ref<bool(int64_t, int64_t)> next) {
   int64_t n = v.size(), g = 1;
   while (2 * g <= n && n % (2 * g) == 0) {
     bool ok = true;
     for (int64_t i = 0; i < n && ok; ++i)
-      ok = i % (2 * g) == 0 || v[i] == v[i - 1] + 1;
+      ok = i % (2 * g) == 0 || next(v[i - 1], v[i]);
     if (!ok)
       break;
     g *= 2;
@@ -50,11 +80,30 @@ int64_t constantGroup(DenseIntElementsAttr values) {
   return g;
 }
 
+Contiguity ofConstant(ArrayRef<int64_t> v, int64_t length) {
+  Contiguity c;
+  c.group = groupWhere(v, [](int64_t a, int64_t b) { return b == a + 1; });
+  c.constancy = groupWhere(v, [](int64_t a, int64_t b) { return a == b; });
+  c.uniform = c.constancy == int64_t(v.size());
+  if (c.uniform)
+    c.constancy = length;
+  c.divisor = kMaxDivisor;
+  c.nonNegative = true;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (int64_t(i) % c.group == 0)
+      c.divisor = std::min(c.divisor, pow2Divisor(v[i]));
+    c.nonNegative &= v[i] >= 0;
+  }
+  return c;
+}
+
+Contiguity ofUniform(int64_t divisor, bool nonNegative, int64_t length) {
+  return {true, 1, length, divisor, nonNegative};
+}
+
 class ContiguityAnalysis {
 public:
   Contiguity get(Value v) {
-    if (!isa<VectorType>(v.getType()))
-      return {true, 1}; // scalars are uniform
     auto it = cache.find(v);
     if (it != cache.end())
       return it->second;
@@ -64,32 +113,104 @@ public:
   }
 
 private:
+  static int64_t lengthOf(Value v) {
+    auto vec = dyn_cast<VectorType>(v.getType());
+    return vec ? vec.getNumElements() : 1;
+  }
+
   Contiguity compute(Value v) {
+    int64_t n = lengthOf(v);
     Operation *def = v.getDefiningOp();
-    if (!def)
-      return {}; // block arguments: unknown
-    if (isa<vector::BroadcastOp>(def))
-      return {true, 1};
+    if (!def) // a kernel argument (scalar) or a loop's carried value
+      return isa<VectorType>(v.getType()) ? Contiguity{}
+                                          : ofUniform(1, false, 1);
+    if (isa<simt::ThreadIdOp, simt::BlockIdOp, simt::GridDimOp>(def))
+      return ofUniform(1, true, 1);
+    if (auto b = dyn_cast<vector::BroadcastOp>(def)) {
+      Contiguity s = get(b.getSource());
+      return ofUniform(s.divisor, s.nonNegative, n);
+    }
     if (auto cst = dyn_cast<arith::ConstantOp>(def)) {
-      auto values = dyn_cast<DenseIntElementsAttr>(cst.getValue());
-      if (!values)
-        return {};
-      if (values.isSplat())
-        return {true, 1};
-      return {false, constantGroup(values)};
+      SmallVector<int64_t> values;
+      if (auto dense = dyn_cast<DenseIntElementsAttr>(cst.getValue()))
+        for (const APInt &x : dense.getValues<APInt>())
+          values.push_back(x.getSExtValue());
+      else if (auto i = dyn_cast<IntegerAttr>(cst.getValue()))
+        values.push_back(i.getValue().getSExtValue());
+      return values.empty() ? Contiguity{} : ofConstant(values, n);
     }
-    if (isa<arith::ExtSIOp, arith::ExtUIOp>(def))
+    if (isa<arith::ExtSIOp, arith::ExtUIOp, arith::IndexCastOp>(def))
       return get(def->getOperand(0));
-    if (isa<arith::AddIOp, arith::SubIOp>(def)) {
-      Contiguity a = get(def->getOperand(0)), b = get(def->getOperand(1));
-      if (a.uniform && b.uniform)
-        return {true, 1};
-      if (b.uniform)
-        return a; // x + c and x - c keep x's groups
-      if (a.uniform && isa<arith::AddIOp>(def))
-        return b;
+    if (def->getNumOperands() != 2)
+      return uniformOrUnknown(def, n);
+    Contiguity a = get(def->getOperand(0)), b = get(def->getOperand(1));
+    Contiguity r;
+    r.uniform = a.uniform && b.uniform;
+    r.constancy = std::min(a.constancy, b.constancy);
+    if (isa<arith::AddIOp>(def)) {
+      r.group = std::max(std::min(a.group, b.constancy),
+                         std::min(a.constancy, b.group));
+      r.divisor = std::min(divisorAt(a, r.group), divisorAt(b, r.group));
+      r.nonNegative = a.nonNegative && b.nonNegative;
+    } else if (isa<arith::SubIOp>(def)) {
+      r.group = std::min(a.group, b.constancy);
+      r.divisor = std::min(divisorAt(a, r.group), divisorAt(b, r.group));
+    } else if (isa<arith::MulIOp>(def)) {
+      std::optional<int64_t> ca = constantOf(def->getOperand(0)),
+                             cb = constantOf(def->getOperand(1));
+      r.group = cb == 1 ? a.group : ca == 1 ? b.group : 1;
+      r.divisor = std::min(kMaxDivisor, divisorAt(a, r.group) *
+                                            divisorAt(b, r.group));
+      r.nonNegative = a.nonNegative && b.nonNegative;
+    } else if (isa<arith::DivSIOp, arith::DivUIOp, arith::RemSIOp,
+                   arith::RemUIOp>(def)) {
+      // x / c and x % c for a positive constant c, x >= 0 (or read
+      // unsigned): a group of g consecutive values starting at a multiple
+      // of g, g dividing c, has one quotient and consecutive remainders.
+      std::optional<int64_t> c = constantOf(def->getOperand(1));
+      bool unsignedOp = isa<arith::DivUIOp, arith::RemUIOp>(def);
+      if (!c || *c <= 0 || !(a.nonNegative || unsignedOp))
+        return uniformOrUnknown(def, n);
+      int64_t g = std::min(a.group, a.divisor);
+      bool aligned = *c % g == 0;
+      r.nonNegative = true;
+      if (isa<arith::DivSIOp, arith::DivUIOp>(def)) {
+        r.group = *c == 1 ? a.group : 1;
+        r.constancy = std::max(a.constancy, aligned ? g : 1);
+        r.divisor = *c == 1 ? a.divisor : 1;
+      } else {
+        r.group = aligned ? g : 1;
+        r.constancy = a.constancy;
+        r.divisor = std::min(divisorAt(a, r.group), pow2Divisor(*c));
+      }
+    } else {
+      return uniformOrUnknown(def, n);
     }
-    return {};
+    if (r.uniform)
+      r.constancy = n;
+    return r;
+  }
+
+  /// An op the analysis does not follow: for an elementwise arith op whose
+  /// operands are all uniform, uniform; else nothing known.
+  Contiguity uniformOrUnknown(Operation *def, int64_t n) {
+    if (!isa<arith::ArithDialect>(def->getDialect()) ||
+        def->getNumOperands() == 0)
+      return {};
+    for (Value operand : def->getOperands())
+      if (!get(operand).uniform)
+        return {};
+    return ofUniform(1, false, n);
+  }
+
+  /// The value of a scalar, or of every element of a splat, where constant.
+  std::optional<int64_t> constantOf(Value v) {
+    APInt c;
+    if (matchPattern(v, m_ConstantInt(&c)))
+      return c.getSExtValue();
+    if (auto b = v.getDefiningOp<vector::BroadcastOp>())
+      return constantOf(b.getSource());
+    return std::nullopt;
   }
 
   llvm::DenseMap<Value, Contiguity> cache;
