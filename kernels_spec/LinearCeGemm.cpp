@@ -77,7 +77,7 @@ KernelSpec linearCeGemmSpec() {
           "linear CE chunk GEMM in the DSL: C = alpha op(A) op(B) + beta C "
           "(tile dot)",
           {{"BLOCK_M", {64, 128}, 128, "rows of C per program"},
-           {"BLOCK_N", {64, 128, 256}, 128, "columns of C per program"},
+           {"BLOCK_N", {64, 128, 256}, 256, "columns of C per program"},
            {"BLOCK_K", {32, 64}, 64, "K per dot step"},
            {"num_warps", {4, 8}, 8, "warps per program"},
            {"DOT_STAGES", {2, 3, 4}, 4,

@@ -167,7 +167,7 @@ TEST(DotLoop, PtxHasPipelinedTensorCoreLoop) {
         EXPECT_NE(k.ptx.find("cp.async.cg.shared.global"), std::string::npos);
         std::vector<std::string> instrs;
         if (arch == "sm_90")
-          instrs = {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+          instrs = {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
                     "p, 1, 1, " + std::to_string(ta) + ", " +
                         std::to_string(!tb) + ";"};
         else
