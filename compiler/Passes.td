@@ -180,7 +180,9 @@ def SimtTensorMaps : Pass<"simt-tensor-maps", "mlir::ModuleOp"> {
     K 16, 32 or 64, at most 128 accumulators per thread, M at most 256)
     whose two views each have a constant stride of 1 along one dimension
     and kernel parameters (possibly widened) or constants for their
-    address, extents and other stride: appends the two views' maps to the
+    address, extents and other stride, over arrays the kernel does not
+    store to (the copy engine would not see those stores): appends the two
+    views' maps to the
     kernel's `simt.tensor_maps` and sets the op's `tensor_maps` to the
     index of the first. Each launch encodes them from its arguments and
     passes them after the kernel's own (tilejit/TensorMap.h); the GPU

@@ -9,14 +9,17 @@
 // hold its address, extents and stride; each launch encodes the maps from
 // its arguments (tilejit/TensorMap.h). The dot loops taken are those the
 // GPU code runs on wgmma with at most 128 accumulators per thread, whose
-// views have a contiguous dimension of stride 1 (a constant) and whose
-// other values are kernel parameters, possibly widened, or constants.
+// views have a contiguous dimension of stride 1 (a constant), whose other
+// values are kernel parameters, possibly widened, or constants, and whose
+// arrays the kernel does not store to (the copy engine would not see those
+// stores).
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/compiler/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "tilejit/Error.h"
 
 namespace tilejit {
@@ -96,10 +99,19 @@ struct SimtTensorMapsPass
       auto threads = kernel->getAttrOfType<IntegerAttr>(attr::kThreads);
       if (!kernel->hasAttr(attr::kKernel) || !threads)
         return;
+      // The copy engine reads through the async proxy, which does not see
+      // this kernel's own earlier stores: views of arrays it writes keep
+      // cp.async.
+      llvm::SmallPtrSet<void *, 4> written;
+      kernel.walk([&](simt::StoreOp st) {
+        written.insert(pointerRoot(st.getPtr()).getAsOpaquePointer());
+      });
       Builder b(kernel);
       SmallVector<Attribute> maps;
       kernel.walk([&](simt::DotLoopOp op) {
-        if (!runsOnWgmma(op, threads.getInt()) || maps.size() + 2 > kMaxMaps)
+        if (!runsOnWgmma(op, threads.getInt()) || maps.size() + 2 > kMaxMaps ||
+            written.contains(op.getA().getAsOpaquePointer()) ||
+            written.contains(op.getB().getAsOpaquePointer()))
           return;
         int64_t m = op.getM(), n = op.getN(), k = op.getK();
         auto a = viewMap(kernel, op.getA(), op.getARows(), op.getACols(),
@@ -128,7 +140,8 @@ std::vector<TensorMapParam> tensorMapParams(Operation *kernel) {
       if (!unflattenTensorMap({fields.begin(), fields.end()},
                               out.emplace_back()))
         throw Error(std::string(attr::kTensorMaps) +
-                    ": each entry has 11 fields");
+                    ": an entry is not 11 fields of a map a launch can "
+                    "encode");
     }
   return out;
 }

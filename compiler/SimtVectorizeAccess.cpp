@@ -128,6 +128,8 @@ private:
       return ofUniform(1, true, 1);
     if (auto b = dyn_cast<vector::BroadcastOp>(def)) {
       Contiguity s = get(b.getSource());
+      if (isa<VectorType>(b.getSource().getType()) && !s.uniform)
+        return {};
       return ofUniform(s.divisor, s.nonNegative, n);
     }
     if (auto cst = dyn_cast<arith::ConstantOp>(def)) {
@@ -139,9 +141,17 @@ private:
         values.push_back(i.getValue().getSExtValue());
       return values.empty() ? Contiguity{} : ofConstant(values, n);
     }
-    if (isa<arith::ExtSIOp, arith::ExtUIOp, arith::IndexCastOp>(def))
+    if (isa<arith::ExtSIOp, arith::IndexCastOp>(def))
       return get(def->getOperand(0));
-    if (def->getNumOperands() != 2)
+    // Zero extension keeps the values only where they are not negative.
+    if (isa<arith::ExtUIOp>(def)) {
+      Contiguity s = get(def->getOperand(0));
+      return s.nonNegative ? s : uniformOrUnknown(def, n);
+    }
+    // The rules below assume integers that do not wrap: index arithmetic in
+    // i32 or i64 (CudaEmitter.h: signed overflow does not happen).
+    Type elem = getElementTypeOrSelf(v.getType());
+    if (def->getNumOperands() != 2 || !(elem.isInteger(32) || elem.isInteger(64)))
       return uniformOrUnknown(def, n);
     Contiguity a = get(def->getOperand(0)), b = get(def->getOperand(1));
     Contiguity r;
@@ -173,7 +183,8 @@ private:
         return uniformOrUnknown(def, n);
       int64_t g = std::min(a.group, a.divisor);
       bool aligned = *c % g == 0;
-      r.nonNegative = true;
+      // Unsigned division by 1 keeps the bits, and their sign.
+      r.nonNegative = a.nonNegative || *c > 1;
       if (isa<arith::DivSIOp, arith::DivUIOp>(def)) {
         r.group = *c == 1 ? a.group : 1;
         r.constancy = std::max(a.constancy, aligned ? g : 1);
@@ -221,6 +232,8 @@ int64_t accessWidth(ContiguityAnalysis &analysis, Value offsets,
                     Type elementType) {
   auto vec = dyn_cast<VectorType>(offsets.getType());
   if (!vec)
+    return 1;
+  if (elementType.isInteger(1)) // no vector accesses of i1
     return 1;
   Contiguity c = analysis.get(offsets);
   int64_t maxElems =

@@ -358,7 +358,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
         for (const llvm::json::Value &f : *a)
           fields.push_back(f.getAsInteger().value_or(-1));
       if (!unflattenTensorMap(fields, k.tensorMaps.emplace_back()))
-        return "meta.json's tensor_maps entries are not 11 integers each";
+        return "meta.json's tensor_maps are not maps a launch can encode";
     }
   for (const PayloadFile &f : kTextFiles)
     if (!readFile(entry / f.name, k.*f.text))

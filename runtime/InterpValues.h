@@ -39,10 +39,10 @@
 #include <optional>
 #include <thread>
 
-using namespace mlir;
-
 namespace tilejit {
 namespace interp {
+
+using namespace mlir;
 
 //===----------------------------------------------------------------------===//
 // Runtime values

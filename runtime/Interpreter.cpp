@@ -16,6 +16,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/InterpRunner.h"
 
+using namespace mlir;
+
 namespace tilejit {
 namespace interp {
 

@@ -31,7 +31,10 @@ bool unflattenTensorMap(const std::vector<int64_t> &f, TensorMapParam &p) {
   p.boxInner = int(f[8]);
   p.boxOuter = int(f[9]);
   p.swizzleBytes = int(f[10]);
-  return true;
+  return p.pointer >= 0 && p.elementBytes == 2 && p.boxInner > 0 &&
+         p.boxOuter > 0 &&
+         (p.swizzleBytes == 32 || p.swizzleBytes == 64 ||
+          p.swizzleBytes == 128);
 }
 
 bool resolveTensorMap(const TensorMapParam &param, uint64_t address,

@@ -127,20 +127,9 @@ tj_dot_loop_wgmma_tma(unsigned char *smem, const tj_tensor_map *aMap,
     }
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  __syncthreads(); // every copy has landed and been read: the ring is free
-  tj_wgmma_acc_store<N, MI>(cs, wg * MW, d, ACC_ZERO && nk == 0);
-  __syncthreads();
-  tj_rows_to_tile<M, N, P, VC>(cs, out);
-  __syncthreads(); // before the next call's copies reuse the ring
-  if (threadIdx.x == 0) // the next call initializes them anew
-    for (int s = 0; s < STAGES; ++s) {
-      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(
-                       tj_smem_addr(full + s))
-                   : "memory");
-      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(
-                       tj_smem_addr(empty + s))
-                   : "memory");
-    }
+  // Every copy has landed and been read.
+  tj_wgmma_finish<M, N, P, VC, MI, STAGES>(cs, wg * MW, d, ACC_ZERO && nk == 0,
+                                           true, out, full);
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL

@@ -31,6 +31,28 @@ __device__ __forceinline__ void tj_mbar_wait(unsigned long long *bar,
                : "memory");
 }
 
+// The end of a dot loop on mbarriers, once its products are done: the
+// accumulators of the warpgroups that hold them (`holds`, rows from m0)
+// pass through cs into the kernel's layout (out), and the STAGES `full`
+// and STAGES `empty` mbarriers from `bars` are invalidated for the next
+// call to initialize anew.
+template <int M, int N, int P, int VC, int MI, int STAGES>
+__device__ __forceinline__ void
+tj_wgmma_finish(float *cs, int m0, const float (&d)[MI][N / 2], bool zero,
+                bool holds, float *out, unsigned long long *bars) {
+  __syncthreads(); // the ring is free: it holds the accumulator now
+  if (holds)
+    tj_wgmma_acc_store<N, MI>(cs, m0, d, zero);
+  __syncthreads();
+  tj_rows_to_tile<M, N, P, VC>(cs, out);
+  __syncthreads(); // before the next call's copies reuse the ring
+  if (threadIdx.x == 0)
+    for (int s = 0; s < 2 * STAGES; ++s)
+      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(
+                       tj_smem_addr(bars + s))
+                   : "memory");
+}
+
 template <int M, int N, int K, int P> struct tj_wgmma_ws_fits {
   static constexpr bool value = P == 256 && (M == 64 || M == 128) &&
                                 (N == 64 || N == 128 || N == 256) &&
@@ -109,21 +131,8 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   }
-  __syncthreads(); // the ring is free: it holds the accumulator now
-  if (!producer)
-    tj_wgmma_acc_store<N, MI>(cs, 0, d, ACC_ZERO && nk == 0);
-  __syncthreads();
-  tj_rows_to_tile<M, N, P, VC>(cs, out);
-  __syncthreads(); // before the next call's copies reuse the ring
-  if (threadIdx.x == 0) // the next call initializes them anew
-    for (int s = 0; s < STAGES; ++s) {
-      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(
-                       tj_smem_addr(full + s))
-                   : "memory");
-      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(
-                       tj_smem_addr(empty + s))
-                   : "memory");
-    }
+  tj_wgmma_finish<M, N, P, VC, MI, STAGES>(cs, 0, d, ACC_ZERO && nk == 0,
+                                           !producer, out, full);
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL

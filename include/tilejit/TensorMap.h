@@ -45,7 +45,9 @@ struct TensorMapParam {
 /// `param` as 11 integers (the order of its fields above, a LaunchValue as
 /// param then value), as the IR and the kernel cache record it.
 std::vector<int64_t> flattenTensorMap(const TensorMapParam &param);
-/// The inverse of flattenTensorMap; false for a list not 11 long.
+/// The inverse of flattenTensorMap; false for a list not 11 long or a map
+/// the launch cannot encode (a negative pointer index, elements other than
+/// 16-bit, an empty box, a swizzle other than 32, 64 or 128 bytes).
 bool unflattenTensorMap(const std::vector<int64_t> &fields,
                         TensorMapParam &param);
 

@@ -109,6 +109,9 @@ public:
   }
 
   void launchAsync(const LoadedCandidate &k) {
+    if (!k.compiled.tensorMaps.empty()) // only Kernel::launch encodes them
+      throw Error("kernel '" + k.compiled.name +
+                  "' takes tensor maps: launch it through Kernel::launch");
     std::vector<void *> args =
         launchArgs(k.compiled.name == kBwd, ScalarArgs, Ptrs);
     cuda::launch(k.fn, {static_cast<unsigned>(In.BT * k.compiled.clusterSize)},

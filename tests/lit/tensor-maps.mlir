@@ -67,3 +67,20 @@ func.func @too_many_accumulators(%a: !tile.ptr<bf16>, %b: !tile.ptr<bf16>, %M: i
   %r = simt.dot_loop %a[%m0, k] of [%M, %K] strides [%lda, %c1] times %b[k, %n0] of [%K, %M] strides [%ldb, %c1] over [%c0, %K) plus %acc {k = 64 : i64, m = 128 : i64, n = 256 : i64, smem_offset = 0 : i64, stages = 4 : i64} : !tile.ptr<bf16>, !tile.ptr<bf16>, vector<256xf32> -> vector<256xf32>
   return
 }
+
+// -----
+
+// The kernel stores into B's array: the copy engine would not see those
+// stores, so the loop keeps cp.async.
+// CHECK-LABEL: func.func @writes_b(
+// CHECK-NOT:     tensor_maps
+func.func @writes_b(%a: !tile.ptr<bf16>, %b: !tile.ptr<bf16>, %M: i64, %K: i64, %lda: i64, %ldb: i64, %m0: i64, %n0: i64) attributes {tile.kernel, simt.threads = 256 : i64} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %acc = arith.constant dense<0.0> : vector<64xf32>
+  %offs = arith.constant dense<0> : vector<8xi64>
+  %zero = arith.constant dense<0.0> : vector<8xbf16>
+  simt.store %b[%offs], %zero : !tile.ptr<bf16>[vector<8xi64>], vector<8xbf16>
+  %r = simt.dot_loop %a[%m0, k] of [%M, %K] strides [%lda, %c1] times %b[k, %n0] of [%K, %M] strides [%ldb, %c1] over [%c0, %K) plus %acc {k = 64 : i64, m = 128 : i64, n = 128 : i64, smem_offset = 0 : i64, stages = 4 : i64} : !tile.ptr<bf16>, !tile.ptr<bf16>, vector<64xf32> -> vector<64xf32>
+  return
+}

@@ -85,3 +85,29 @@ func.func @rows_and_columns(%p: !tile.ptr<bf16>, %ld: i64, %i: i32) attributes {
   %z = simt.load %p[%soffs] : !tile.ptr<bf16>[vector<16xi32>] -> vector<16xbf16>
   return
 }
+
+// -----
+
+// Zero extension keeps the groups of offsets known not to be negative
+// (tid * 8 + iota) and nothing of others (i + iota may run from -1 to 0,
+// which become 2^32 - 1 and 0).
+// CHECK-LABEL: func.func @zero_extension
+func.func @zero_extension(%p: !tile.ptr<bf16>, %i: i32) attributes {tile.kernel, simt.threads = 256 : i64} {
+  %c8 = arith.constant 8 : i32
+  %iota = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : vector<8xi32>
+  %tid = simt.thread_id : i32
+  %base = arith.muli %tid, %c8 : i32
+  %bb = vector.broadcast %base : i32 to vector<8xi32>
+  %own = arith.addi %bb, %iota : vector<8xi32>
+  %ownWide = arith.extui %own : vector<8xi32> to vector<8xi64>
+  // CHECK: simt.load {{.*}} {vec = 8 : i64}
+  %x = simt.load %p[%ownWide] : !tile.ptr<bf16>[vector<8xi64>] -> vector<8xbf16>
+  %ib = vector.broadcast %i : i32 to vector<8xi32>
+  %any = arith.addi %ib, %iota : vector<8xi32>
+  %anyWide = arith.extui %any : vector<8xi32> to vector<8xi64>
+  // CHECK: simt.load
+  // CHECK-NOT: vec =
+  // CHECK-SAME: -> vector<8xbf16>
+  %y = simt.load %p[%anyWide] : !tile.ptr<bf16>[vector<8xi64>] -> vector<8xbf16>
+  return
+}

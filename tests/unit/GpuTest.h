@@ -5,6 +5,7 @@
 #include "runtime/Cache.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Compiler.h"
+#include "tilejit/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -30,6 +31,9 @@ runOnGpu(const ::tilejit::cuda::Device &device, const ::tilejit::TileModule &m,
          const std::vector<const ::tilejit::cuda::DeviceBuffer *> &buffers) {
   using namespace ::tilejit;
   CompiledKernel k = compile(m, {device.archString(), Stage::Cubin, {}});
+  if (!k.tensorMaps.empty()) // Kernel::launch encodes them from the args
+    throw Error("runOnGpu passes no tensor maps: launch '" + k.name +
+                "' through Kernel::launch");
   LoadedKernels loaded;
   std::vector<CUdeviceptr> ptrs;
   for (const cuda::DeviceBuffer *b : buffers)

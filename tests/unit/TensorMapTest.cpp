@@ -73,6 +73,12 @@ TEST(TensorMap, FlattensAndBack) {
   TensorMapParam q;
   ASSERT_TRUE(unflattenTensorMap(f, q));
   EXPECT_EQ(flattenTensorMap(q), f);
+  std::vector<int64_t> wide = f;
+  wide[1] = 4; // 32-bit elements: not what the dot loops copy
+  EXPECT_FALSE(unflattenTensorMap(wide, q));
+  std::vector<int64_t> swizzle = f;
+  swizzle[10] = 16;
+  EXPECT_FALSE(unflattenTensorMap(swizzle, q));
   f.pop_back();
   EXPECT_FALSE(unflattenTensorMap(f, q));
 }
