@@ -121,24 +121,24 @@ void KernelEmitter::emit() {
       bytes && bytes.getInt() > 0)
     line("extern __shared__ __align__(16) unsigned char tj_smem[]; // " +
          std::to_string(bytes.getInt()) + " bytes, set at launch");
-  if (clusterSize > 1) {
+  // The cluster combines' mbarriers (simt-cluster-barriers), and a run
+  // count for each combine in a loop.
+  auto mbarriers = func->getAttrOfType<IntegerAttr>(attr::kClusterMbarriers);
+  bool combines = clusterSize > 1 && mbarriers && mbarriers.getInt() > 0;
+  if (combines) {
     func.walk([&](tile::ClusterReduceOp op) {
-      clusterBarOf[op] = clusterMbarriers;
-      clusterMbarriers += runsOnce(op) ? 1 : 2;
-      if (!runsOnce(op))
-        line("unsigned tj_cluster_runs" + std::to_string(clusterBarOf[op]) +
-             " = 0;");
+      if (clusterBuffers(op) == 2)
+        line("unsigned tj_cluster_runs" +
+             std::to_string(clusterMbarrier(op)) + " = 0;");
     });
-    if (clusterMbarriers > 0) {
-      std::string k = std::to_string(clusterMbarriers);
-      line("__shared__ __align__(8) unsigned long long tj_cluster_bar[" + k +
-           "];");
-      line("tj_cluster_mbarriers_init<" + k + ">(tj_cluster_bar);");
-      line("bool tj_cluster_init_waited = false;");
-    }
+    std::string k = std::to_string(mbarriers.getInt());
+    line("__shared__ __align__(8) unsigned long long tj_cluster_bar[" + k +
+         "];");
+    line("tj_cluster_mbarriers_init<" + k + ">(tj_cluster_bar);");
+    line("bool tj_cluster_init_waited = false;");
   }
   emitBlock(body, {}, {});
-  if (clusterMbarriers > 0)
+  if (combines)
     line("tj_cluster_init_wait(tj_cluster_init_waited);");
   --indent;
   line("}");

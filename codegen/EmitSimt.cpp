@@ -426,9 +426,9 @@ void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
   line(t + " " + id + "[" + n + "] = {" + llvm::join(srcs, ", ") + "};");
   // In a loop the slots are written again each run: two buffers used in
   // turn.
-  bool once = runsOnce(op);
-  std::string bar = std::to_string(clusterBarOf.lookup(op));
-  std::string slots = std::to_string((once ? 1 : 2) * clusterSize *
+  bool once = clusterBuffers(op) == 1;
+  std::string bar = std::to_string(clusterMbarrier(op));
+  std::string slots = std::to_string(clusterBuffers(op) * clusterSize *
                                      int64_t(op.getSrcs().size()));
   line("__shared__ " + t + " " + id + "_slots[" + slots + "];");
   locate(op);

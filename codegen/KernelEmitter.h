@@ -43,12 +43,6 @@ using namespace mlir;
 // Literals
 //===----------------------------------------------------------------------===//
 
-/// A cluster_reduce outside loops: tj_cluster_reduce_once, on one mbarrier
-/// (in a loop: tj_cluster_reduce_loop, on two).
-inline bool runsOnce(tile::ClusterReduceOp op) {
-  return !op->getParentOfType<LoopLikeOpInterface>();
-}
-
 /// The prelude's combiner struct of a reduction.
 inline const char *combinerName(ReduceKind kind) {
   return kind == ReduceKind::Sum   ? "tj_sum_op"
@@ -125,11 +119,6 @@ private:
   int64_t clusterSize = 1;
   bool alignedVectors = false; // attr::kAlignedVectors: no alignment checks
   unsigned clusterOps = 0;     // tile.cluster_reduce ops printed so far
-  // Each tile.cluster_reduce's first mbarrier in tj_cluster_bar: one per op
-  // outside loops (tj_cluster_reduce_once), two per op in a loop
-  // (tj_cluster_reduce_loop, which also counts its runs in a variable).
-  llvm::DenseMap<Operation *, unsigned> clusterBarOf;
-  unsigned clusterMbarriers = 0;
   int indent = 0;
   bool inGroupFallback = false; // printing forEachGroup's scalar fallback
   unsigned nextId = 0;
@@ -140,6 +129,22 @@ private:
   int64_t presumedLine = -1;
   std::string pendingFile; // empty: no location pending
   int64_t pendingLine = 0;
+
+  /// A cluster combine's first mbarrier in tj_cluster_bar and its slot
+  /// buffers (simt-cluster-barriers: 1, or 2 used in turn in a loop).
+  int64_t clusterMbarrier(tile::ClusterReduceOp op) const {
+    return clusterAttr(op, attr::kClusterMbarrier);
+  }
+  int64_t clusterBuffers(tile::ClusterReduceOp op) const {
+    return clusterAttr(op, attr::kClusterBuffers);
+  }
+  int64_t clusterAttr(tile::ClusterReduceOp op, const char *name) const {
+    auto a = op->getAttrOfType<IntegerAttr>(name);
+    if (!a)
+      fail(op, std::string("missing '") + name +
+                   "' (run simt-cluster-barriers)");
+    return a.getInt();
+  }
 
   //--- errors ---------------------------------------------------------------
   [[noreturn]] void fail(Operation *op, const Twine &why) const {

@@ -190,4 +190,16 @@ def SimtTensorMaps : Pass<"simt-tensor-maps", "mlir::ModuleOp"> {
   }];
 }
 
+def SimtClusterBarriers : Pass<"simt-cluster-barriers", "mlir::ModuleOp"> {
+  let summary = "Give each cluster combine its mbarriers and slot buffers";
+  let description = [{
+    In a kernel of clusters of more than one program, each
+    tile.cluster_reduce gets `cluster_mbarrier` (its first mbarrier in the
+    kernel's array) and `cluster_buffers` (1 outside loops, 2 in a loop,
+    where the next run may write while a slower program still reads: the
+    mbarriers and slot buffers are used in turn), in program order; the
+    kernel gets `simt.cluster_mbarriers`, the array's size.
+  }];
+}
+
 #endif // TILEJIT_PASSES_TD

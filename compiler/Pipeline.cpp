@@ -116,6 +116,7 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
        createLoopInvariantCodeMotionPass());
   step(module, "simt-vectorize-access", createSimtVectorizeAccess());
   step(module, "simt-tensor-maps", createSimtTensorMaps());
+  step(module, "simt-cluster-barriers", createSimtClusterBarriers());
   out.simtIR = module.str();
   module.impl().module->walk([&](func::FuncOp f) {
     if (auto p = f->getAttrOfType<IntegerAttr>(attr::kThreads))

@@ -86,6 +86,12 @@ constexpr const char *kSharedBytes = "tile.shared_bytes";
 // string, on a kernel argument: the name the DSL declared it with (for
 // argument checks and error messages; no effect on the code).
 constexpr const char *kArgName = "tile.arg_name";
+// i64, on a kernel (simt-cluster-barriers): the mbarriers its cluster
+// combines use; on each tile.cluster_reduce, its first one and its slot
+// buffers (1, or 2 used in turn in a loop).
+constexpr const char *kClusterMbarriers = "simt.cluster_mbarriers";
+constexpr const char *kClusterMbarrier = "cluster_mbarrier";
+constexpr const char *kClusterBuffers = "cluster_buffers";
 // array of i64 arrays, on a kernel (simt-tensor-maps): the tensor maps each
 // launch passes after the kernel's arguments (tilejit/TensorMap.h), each
 // [pointer, element bytes, inner param, inner value, outer param, outer
