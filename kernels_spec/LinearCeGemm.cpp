@@ -70,29 +70,80 @@ TileModule buildGemm(const Config &cfg) {
   return k.finish();
 }
 
+/// C = alpha op(A) op(B) in fp64 (the CLI runs beta = 0), A and B read
+/// with the leading dimensions the launch passes.
+void gemmReference(ReferenceArgs &r) {
+  const HostTensor &a = r.in("A"), &b = r.in("B");
+  const int64_t M = r.size("M"), N = r.size("N"), K = r.size("K");
+  const bool ta = r.scalar("TRANS_A") != 0, tb = r.scalar("TRANS_B") != 0;
+  const int64_t lda = int64_t(r.scalar("lda")), ldb = int64_t(r.scalar("ldb"));
+  const double alpha = r.scalar("alpha");
+  std::vector<double> &c = r.out("C");
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k)
+        sum += a[ta ? k * lda + i : i * lda + k] *
+               b[tb ? j * ldb + k : k * ldb + j];
+      c[i * N + j] = alpha * sum;
+    }
+}
+
+/// The leading dimensions of contiguous A (M x K, or K x M with TRANS_A),
+/// B (K x N, or N x K) and C (M x N) at a launch shape, for `tilejit run`.
+void gemmLeadingDims(Config &c, const std::map<std::string, int64_t> &shape) {
+  auto M = shape.find("M"), N = shape.find("N"), K = shape.find("K");
+  if (M == shape.end() || N == shape.end() || K == shape.end())
+    return;
+  c.params["lda"] = c.get("TRANS_A") ? M->second : K->second;
+  c.params["ldb"] = c.get("TRANS_B") ? K->second : N->second;
+  c.params["ldc"] = N->second;
+}
+
 } // namespace
 
 KernelSpec linearCeGemmSpec() {
-  return {"lce_gemm",
-          "linear CE chunk GEMM in the DSL: C = alpha op(A) op(B) + beta C "
-          "(tile dot)",
-          {{"BLOCK_M", {64, 128}, 128, "rows of C per program"},
-           {"BLOCK_N", {64, 128, 256}, 256, "columns of C per program"},
-           {"BLOCK_K", {32, 64}, 64, "K per dot step"},
-           {"num_warps", {4, 8}, 8, "warps per program"},
-           {"DOT_STAGES", {2, 3, 4}, 4,
-            "blocks of A and B in flight in shared memory"},
-           {"DOT_SPECIALIZE", {0, 1}, 1,
-            "sm_90, views the copy engine cannot read: one warpgroup copies, "
-            "the other multiplies (8 warps)"},
-           {"GROUP_M", {1, 8}, 8,
-            "row blocks of C per group of programs sharing L2"},
-           {"TRANS_A", {0, 1}, 0, "op(A) = A^T"},
-           {"TRANS_B", {0, 1}, 0, "op(B) = B^T"},
-           {"C_F32", {0, 1}, 1, "C in f32 (1) or the input dtype (0)"}},
-          {DType::BF16, DType::F16},
-          buildGemm,
-          {}};
+  KernelSpec s;
+  s.name = "lce_gemm";
+  s.summary = "linear CE chunk GEMM in the DSL: C = alpha op(A) op(B) + beta C "
+              "(tile dot)";
+  s.params = {
+      {"BLOCK_M", {64, 128}, 128, "rows of C per program"},
+      {"BLOCK_N", {64, 128, 256}, 256, "columns of C per program"},
+      {"BLOCK_K", {32, 64}, 64, "K per dot step"},
+      {"num_warps", {4, 8}, 8, "warps per program"},
+      {"DOT_STAGES", {2, 3, 4}, 4,
+       "blocks of A and B in flight in shared memory"},
+      {"DOT_SPECIALIZE", {0, 1}, 1,
+       "sm_90, views the copy engine cannot read: one warpgroup copies, the "
+       "other multiplies (8 warps)"},
+      {"GROUP_M", {1, 8}, 8, "row blocks of C per group of programs sharing L2"},
+      // The problem, not its schedule: never tuned.
+      {"TRANS_A", {0, 1}, 0, "op(A) = A^T", false},
+      {"TRANS_B", {0, 1}, 0, "op(B) = B^T", false},
+      {"C_F32", {0, 1}, 1, "C in f32 (1) or the input dtype (0)", false}};
+  s.dtypes = {DType::BF16, DType::F16};
+  s.build = buildGemm;
+  s.tuneKey = {{"M", false}, {"N", false}, {"K", false}};
+  s.deriveParams = gemmLeadingDims;
+  using A = ArgSpec;
+  s.run.sizes = {{"M", "rows of C"}, {"N", "columns of C"}, {"K", "the sum's length"}};
+  s.run.grid = {"M/BLOCK_M", "N/BLOCK_N"};
+  // f32 sums of K products of exact bf16/f16 inputs, in another order than
+  // the reference's; C may then be rounded to the input dtype.
+  s.run.args = {A::input("A", {"M", "K"}, ArgFill::normal()),
+                A::input("B", {"K", "N"}, ArgFill::normal()),
+                A::output("C", {"M", "N"}, {1e-3, 1e-4}),
+                A::sizeScalar("M", "M"),
+                A::sizeScalar("N", "N"),
+                A::sizeScalar("K", "K"),
+                A::scalar("lda", 0, 0),
+                A::scalar("ldb", 0, 0),
+                A::scalar("ldc", 0, 0),
+                A::scalar("alpha", 1),
+                A::scalar("beta", 0, 0, 0)};
+  s.run.reference = gemmReference;
+  return s;
 }
 
 } // namespace tilejit

@@ -3,6 +3,7 @@
 #include "tilejit/KernelSpec.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <set>
 
@@ -111,6 +112,24 @@ const ArgSpec *RunSpec::arg(const std::string &name) const {
   return nullptr;
 }
 
+Grid runGrid(const RunSpec &run, const std::map<std::string, int64_t> &sizes,
+             const dsl::Config &config) {
+  std::vector<int64_t> programs;
+  for (const std::string &g : run.grid) {
+    auto [size, param] = llvm::StringRef(g).split('/');
+    auto n = sizes.find(size.str());
+    if (n == sizes.end())
+      throw Error("the grid names size '" + size.str() + "', which is unset");
+    int64_t block = param.empty() ? 1 : config.get(param.str());
+    if (block <= 0)
+      throw Error("the grid's block " + param.str() + " = " +
+                  std::to_string(block) + " is not positive");
+    programs.push_back(n->second / block + (n->second % block != 0));
+  }
+  programs.resize(3, 1);
+  return {programs[0], programs[1], programs[2]};
+}
+
 void checkRunSpec(const KernelSpec &spec,
                   const std::vector<KernelParam> &params) {
   const RunSpec &run = spec.run;
@@ -131,8 +150,15 @@ void checkRunSpec(const KernelSpec &spec,
   };
   if (run.grid.empty() || run.grid.size() > 3)
     fail("the grid must name 1 to 3 sizes");
-  for (const std::string &g : run.grid)
-    checkSize(g, "the grid");
+  for (const std::string &g : run.grid) {
+    auto [size, param] = llvm::StringRef(g).split('/');
+    checkSize(size.str(), "the grid");
+    if (!param.empty() &&
+        llvm::none_of(spec.params,
+                      [&](const ParamSpec &p) { return p.name == param; }))
+      fail("the grid names parameter '" + param.str() +
+           "', which the spec does not declare");
+  }
   std::set<std::string> seen;
   for (const ArgSpec &a : run.args) {
     if (!seen.insert(a.name).second)

@@ -162,6 +162,7 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
 
   // --set: scalar arguments by name, the rest are compile-time parameters.
   std::string params, scalars;
+  std::set<std::string> setScalars; // scalar arguments --set gave
   for (const ParamSpec &p : spec.params)
     params += " " + p.name;
   for (const ArgSpec &a : run.args)
@@ -187,6 +188,7 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
            formatNumber(a->minValue) + ", " + formatNumber(a->maxValue) + "]");
     }
     Scalars[name] = v;
+    setScalars.insert(name);
   }
   for (const ArgSpec &a : run.args)
     if (a.role == ArgSpec::Role::SizeScalar && O.sizes.count(a.size))
@@ -202,14 +204,19 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
   Config = spec.config(O.dtype, set, O.sizes);
   K.emplace(Kernel::compile(spec, {O.dtype, set, O.sizes, O.arch}));
   checkRunSpec(spec, K->params());
-  for (auto &[name, v] : Config.params)
-    Scalars.emplace(name, double(v));
+  for (auto &[name, v] : Config.params) {
+    // A value the spec derives from the launch shape (deriveParams) under
+    // a scalar argument's name is that argument's default (lce_gemm's
+    // leading dimensions); --set still overrides it.
+    bool derived = llvm::none_of(
+        spec.params, [&](const ParamSpec &p) { return p.name == name; });
+    if (derived && run.arg(name) && !setScalars.count(name))
+      Scalars[name] = double(v);
+    else
+      Scalars.emplace(name, double(v));
+  }
 
-  std::vector<int64_t> grid;
-  for (const std::string &g : run.grid)
-    grid.push_back(O.sizes.at(g));
-  grid.resize(3, 1);
-  G = {grid[0], grid[1], grid[2]};
+  G = runGrid(run, O.sizes, Config);
 
   for (const KernelParam &p : K->params()) {
     const ArgSpec *a = run.arg(p.name);
@@ -457,7 +464,8 @@ TuningKey SpecRun::tuningKey(const DeviceIdentity &device) const {
 namespace {
 struct Candidate : TuneCandidate {
   Kernel kernel;
-  explicit Candidate(Kernel k) : kernel(std::move(k)) {}
+  Grid grid; ///< its config's (a grid of blocks follows the block size)
+  Candidate(Kernel k, Grid g) : kernel(std::move(k)), grid(g) {}
 };
 } // namespace
 
@@ -471,8 +479,10 @@ public:
 
   std::unique_ptr<TuneCandidate> compile(const TuneParams &params) override {
     const SpecRunOptions &o = R.options();
-    return std::make_unique<Candidate>(Kernel::compile(
-        R.spec(), {o.dtype, paramOverrides(params), o.sizes, o.arch}));
+    std::vector<std::string> set = paramOverrides(params);
+    return std::make_unique<Candidate>(
+        Kernel::compile(R.spec(), {o.dtype, set, o.sizes, o.arch}),
+        runGrid(R.spec().run, o.sizes, R.spec().config(o.dtype, set, o.sizes)));
   }
   KernelResources load(TuneCandidate &c) override {
     const Kernel &k = static_cast<Candidate &>(c).kernel;
@@ -485,14 +495,18 @@ public:
         R.Device->buffers[i].memset(0xFF);
   }
   void launch(TuneCandidate &c) override {
-    static_cast<Candidate &>(c).kernel.launch(R.grid(), Args);
+    auto &k = static_cast<Candidate &>(c);
+    k.kernel.launch(k.grid, Args);
     cuda::synchronize();
   }
   double timeLaunch(TuneCandidate &c) override {
     if (!R.Device->timer)
       R.Device->timer.emplace(R.Device->device);
     return R.Device->timer->timeMs(
-        [&] { static_cast<Candidate &>(c).kernel.launch(R.grid(), Args); });
+        [&] {
+          auto &k = static_cast<Candidate &>(c);
+          k.kernel.launch(k.grid, Args);
+        });
   }
   std::string checkOutputs() override {
     for (size_t i = 0; i < R.Buffers.size(); ++i) {

@@ -3,6 +3,7 @@
 #define TILEJIT_KERNELSPEC_H
 
 #include "tilejit/DSL.h"
+#include "tilejit/Interpreter.h"
 #include "tilejit/TileModule.h"
 
 #include <cmath>
@@ -132,7 +133,9 @@ struct SizeSpec {
 struct RunSpec {
   std::vector<SizeSpec> sizes;
   std::vector<ArgSpec> args; ///< one per kernel parameter, any order
-  std::vector<std::string> grid; ///< programs along x, y, z: size names
+  /// Programs along x, y, z: a size name, or SIZE/PARAM for one program
+  /// per block of the config's PARAM elements (ceil(SIZE / PARAM)).
+  std::vector<std::string> grid;
   /// Bytes the kernel must move at least (the roofline's), for `tilejit
   /// bench`; unset: every pointer argument read or written once.
   std::function<double(const std::map<std::string, int64_t> &sizes,
@@ -145,6 +148,11 @@ struct RunSpec {
   /// The declaration of argument `name`, or nullptr.
   const ArgSpec *arg(const std::string &name) const;
 };
+
+/// Programs along each axis of `run`'s grid for `sizes` and a config.
+/// Throws tilejit::Error for a size or parameter it does not have.
+Grid runGrid(const RunSpec &run, const std::map<std::string, int64_t> &sizes,
+             const dsl::Config &config);
 
 /// A kernel written in the DSL: its parameters and how to build it.
 struct KernelSpec {

@@ -1,5 +1,6 @@
 //===- LinearCeGemmTest.cpp - lce_gemm against an fp64 product -----------===//
 #include "kernels_spec/LinearCe.h"
+#include "ops/SpecRun.h"
 #include "tilejit/Compiler.h"
 #include "tilejit/HostFloat.h"
 #include "tilejit/Interpreter.h"
@@ -94,6 +95,33 @@ TEST(LinearCeGemm, InterpreterMatchesFp64) {
           EXPECT_LE(worst, 1.0) << "transA " << ta << " transB " << tb
                                 << " cF32 " << cF32 << " beta " << beta;
         }
+}
+
+// `tilejit run lce_gemm` (its run spec): the grid follows the config's
+// blocks, the leading dimensions follow TRANS_A / TRANS_B, and the result
+// matches the fp64 product in every transpose at sizes no block divides.
+TEST(LinearCeGemm, RunsFromItsSpecInEveryTranspose) {
+  const KernelSpec &spec = findKernel("lce_gemm");
+  for (const char *ta : {"TRANS_A=0", "TRANS_A=1"})
+    for (const char *tb : {"TRANS_B=0", "TRANS_B=1"}) {
+      SpecRunOptions o;
+      o.dtype = DType::BF16;
+      o.sizes = {{"M", 100}, {"N", 72}, {"K", 88}};
+      o.set = {ta, tb, "BLOCK_M=64", "BLOCK_N=64", "BLOCK_K=32",
+               "num_warps=4", "C_F32=0"};
+      SpecRun r(spec, o);
+      EXPECT_EQ(r.grid().x, 2);
+      EXPECT_EQ(r.grid().y, 2);
+      r.runOnCpu();
+      for (const OutputCheck &c : r.check())
+        EXPECT_TRUE(c.passed) << ta << " " << tb << " " << c.name << " "
+                              << c.worstRatio;
+    }
+  SpecRunOptions o;
+  o.sizes = {{"M", 8}, {"N", 8}, {"K", 8}};
+  o.dtype = DType::BF16;
+  o.set = {"beta=1"};
+  EXPECT_THROW(SpecRun(spec, o), Error); // C is an output: beta stays 0
 }
 
 } // namespace
