@@ -19,7 +19,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
-#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/DenseSet.h"
 #include "tilejit/Error.h"
 
 namespace tilejit {
@@ -34,6 +34,14 @@ namespace {
 
 constexpr int64_t kMaxMaps = 32; // bits of the launch's mask
 
+/// The index of the kernel parameter `v` is, if it is one.
+std::optional<int> kernelParam(Value v, func::FuncOp kernel) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &kernel.getBody().front())
+    return std::nullopt;
+  return int(arg.getArgNumber());
+}
+
 /// The kernel parameter or constant `v` is, through integer widening.
 std::optional<LaunchValue> launchValue(Value v, func::FuncOp kernel) {
   while (Operation *def = v.getDefiningOp()) {
@@ -44,9 +52,8 @@ std::optional<LaunchValue> launchValue(Value v, func::FuncOp kernel) {
   APInt c;
   if (matchPattern(v, m_ConstantInt(&c)))
     return LaunchValue{-1, c.getSExtValue()};
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (arg && arg.getOwner() == &kernel.getBody().front())
-    return LaunchValue{int(arg.getArgNumber()), 0};
+  if (std::optional<int> param = kernelParam(v, kernel))
+    return LaunchValue{*param, 0};
   return std::nullopt;
 }
 
@@ -57,8 +64,8 @@ std::optional<TensorMapParam> viewMap(func::FuncOp kernel, Value ptr,
                                       Value viewRows, Value viewCols,
                                       Value rowStride, Value colStride,
                                       int64_t rows, int64_t cols) {
-  auto arg = dyn_cast<BlockArgument>(ptr);
-  if (!arg || arg.getOwner() != &kernel.getBody().front())
+  std::optional<int> pointer = kernelParam(ptr, kernel);
+  if (!pointer)
     return std::nullopt;
   bool rowsContiguous =
       matchPattern(rowStride, m_One()) && !matchPattern(colStride, m_One());
@@ -70,7 +77,7 @@ std::optional<TensorMapParam> viewMap(func::FuncOp kernel, Value ptr,
   if (!inner || !outer || !stride)
     return std::nullopt;
   TensorMapParam p;
-  p.pointer = int(arg.getArgNumber());
+  p.pointer = *pointer;
   p.elementBytes = 2;
   p.inner = *inner;
   p.outer = *outer;
@@ -102,16 +109,14 @@ struct SimtTensorMapsPass
       // The copy engine reads through the async proxy, which does not see
       // this kernel's own earlier stores: views of arrays it writes keep
       // cp.async.
-      llvm::SmallPtrSet<void *, 4> written;
-      kernel.walk([&](simt::StoreOp st) {
-        written.insert(pointerRoot(st.getPtr()).getAsOpaquePointer());
-      });
+      llvm::SmallDenseSet<Value, 4> written;
+      kernel.walk(
+          [&](simt::StoreOp st) { written.insert(pointerRoot(st.getPtr())); });
       Builder b(kernel);
       SmallVector<Attribute> maps;
       kernel.walk([&](simt::DotLoopOp op) {
         if (!runsOnWgmma(op, threads.getInt()) || maps.size() + 2 > kMaxMaps ||
-            written.contains(op.getA().getAsOpaquePointer()) ||
-            written.contains(op.getB().getAsOpaquePointer()))
+            written.contains(op.getA()) || written.contains(op.getB()))
           return;
         int64_t m = op.getM(), n = op.getN(), k = op.getK();
         auto a = viewMap(kernel, op.getA(), op.getARows(), op.getACols(),

@@ -57,9 +57,7 @@ KernelSpec::config(DType dtype,
       throw Error("kernel '" + name + "': '" + o + "' has a non-integer value");
     }
     int64_t v = c.params[key];
-    const ParamSpec &spec =
-        *std::find_if(params.begin(), params.end(),
-                      [&](const ParamSpec &p) { return p.name == key; });
+    const ParamSpec &spec = *param(key);
     auto bad = [&](const std::string &why) {
       return Error("kernel '" + name + "': '" + o + "': " + why);
     };
@@ -136,10 +134,16 @@ std::vector<std::string>
 KernelSpec::ownOverrides(const std::vector<std::string> &overrides) const {
   std::vector<std::string> own;
   for (const std::string &o : overrides)
-    for (const ParamSpec &p : params)
-      if (o.compare(0, o.find('='), p.name) == 0)
-        own.push_back(o);
+    if (param(o.substr(0, o.find('='))))
+      own.push_back(o);
   return own;
+}
+
+const ParamSpec *KernelSpec::param(const std::string &name) const {
+  for (const ParamSpec &p : params)
+    if (p.name == name)
+      return &p;
+  return nullptr;
 }
 
 void setSwitchFromProblem(dsl::Config &c,

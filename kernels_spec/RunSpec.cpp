@@ -153,9 +153,7 @@ void checkRunSpec(const KernelSpec &spec,
   for (const std::string &g : run.grid) {
     auto [size, param] = llvm::StringRef(g).split('/');
     checkSize(size.str(), "the grid");
-    if (!param.empty() &&
-        llvm::none_of(spec.params,
-                      [&](const ParamSpec &p) { return p.name == param; }))
+    if (!param.empty() && !spec.param(param.str()))
       fail("the grid names parameter '" + param.str() +
            "', which the spec does not declare");
   }

@@ -174,8 +174,7 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
     std::string name = o.substr(0, o.find('='));
     const ArgSpec *a = run.arg(name);
     if (!a || a->role != ArgSpec::Role::Scalar) {
-      if (!llvm::any_of(spec.params,
-                        [&](const ParamSpec &p) { return p.name == name; }))
+      if (!spec.param(name))
         fail("--set " + o + ": it has no parameter or scalar argument '" +
              name + "' (its parameters:" + params + "; its scalar arguments:" +
              (scalars.empty() ? " none" : scalars) + ")");
@@ -208,9 +207,7 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
     // A value the spec derives from the launch shape (deriveParams) under
     // a scalar argument's name is that argument's default (lce_gemm's
     // leading dimensions); --set still overrides it.
-    bool derived = llvm::none_of(
-        spec.params, [&](const ParamSpec &p) { return p.name == name; });
-    if (derived && run.arg(name) && !setScalars.count(name))
+    if (!spec.param(name) && run.arg(name) && !setScalars.count(name))
       Scalars[name] = double(v);
     else
       Scalars.emplace(name, double(v));
@@ -466,6 +463,9 @@ struct Candidate : TuneCandidate {
   Kernel kernel;
   Grid grid; ///< its config's (a grid of blocks follows the block size)
   Candidate(Kernel k, Grid g) : kernel(std::move(k)), grid(g) {}
+  void launch(const std::vector<KernelArg> &args) const {
+    kernel.launch(grid, args);
+  }
 };
 } // namespace
 
@@ -495,18 +495,14 @@ public:
         R.Device->buffers[i].memset(0xFF);
   }
   void launch(TuneCandidate &c) override {
-    auto &k = static_cast<Candidate &>(c);
-    k.kernel.launch(k.grid, Args);
+    static_cast<Candidate &>(c).launch(Args);
     cuda::synchronize();
   }
   double timeLaunch(TuneCandidate &c) override {
     if (!R.Device->timer)
       R.Device->timer.emplace(R.Device->device);
     return R.Device->timer->timeMs(
-        [&] {
-          auto &k = static_cast<Candidate &>(c);
-          k.kernel.launch(k.grid, Args);
-        });
+        [&] { static_cast<Candidate &>(c).launch(Args); });
   }
   std::string checkOutputs() override {
     for (size_t i = 0; i < R.Buffers.size(); ++i) {

@@ -489,10 +489,8 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
     return it == keyFields.end() ? std::string() : it->second;
   };
   llvm::json::Array maps;
-  for (const TensorMapParam &m : k.tensorMaps) {
-    std::vector<int64_t> fields = flattenTensorMap(m);
-    maps.push_back(llvm::json::Array(fields));
-  }
+  for (const TensorMapParam &m : k.tensorMaps)
+    maps.push_back(llvm::json::Array(flattenTensorMap(m)));
   llvm::json::Object meta{
       {"format", kFormat},
       {"key", key},

@@ -78,7 +78,7 @@ namespace {
   X(cuGraphInstantiateWithFlags)                                               \
   X(cuGraphLaunch)                                                             \
   X(cuGraphExecDestroy)                                                        \
-  X(cuGraphDestroy)                                                             \
+  X(cuGraphDestroy)                                                            \
   X(cuTensorMapEncodeTiled)
 
 /// The resolved driver, or why it is unusable.

@@ -188,6 +188,8 @@ struct KernelSpec {
   /// leave unset, then deriveParams (if any), for the launch `shape`.
   dsl::Config config(DType dtype, const std::vector<std::string> &overrides,
                      const std::map<std::string, int64_t> &shape) const;
+  /// The declaration of parameter `name`, or nullptr.
+  const ParamSpec *param(const std::string &name) const;
   /// The NAME=VALUE entries of `overrides` that name one of this kernel's
   /// parameters (for options shared by several kernels of one operation).
   std::vector<std::string>
