@@ -294,14 +294,31 @@ bool KernelEmitter::emitSimt(Operation *op) {
     }
     std::string n = bind(ld.getResult());
     line(declaration(ld.getType(), n, op) + ";");
+    auto [mask, guard] = splitUniformMask(ld.getMask(), op);
+    if (!guard.empty())
+      stmt("if (" + guard + ") {"), ++indent;
     forEachGroup(
-        op, ld.getPtr(), ld.getOffsets(), ld.getMask(), et, width,
+        op, ld.getPtr(), ld.getOffsets(), mask, et, width,
         [&](const std::string &addr, const std::string &bytes) {
           return "tj_vload<" + bytes + ">(&" + n + "[tj_g], " + addr + ");";
         },
         [&](const std::string &e) {
-          return n + "[" + e + "] = " + element(e) + ";";
+          std::string access = name(ld.getPtr(), op) + "[" +
+                               offsetRef(ld.getOffsets(), e, op) + "]";
+          if (mask)
+            access = ref(mask, e, op) + " ? " + access + " : " + other;
+          return n + "[" + e + "] = " + access + ";";
         });
+    if (!guard.empty()) {
+      --indent;
+      line("} else {");
+      ++indent;
+      forEach(*vecLen(ld.getType(), op), [&](const std::string &e) {
+        stmt(n + "[" + e + "] = " + other + ";");
+      });
+      --indent;
+      line("}");
+    }
     return true;
   }
   if (auto st = dyn_cast<simt::StoreOp>(op)) {
@@ -330,13 +347,22 @@ bool KernelEmitter::emitSimt(Operation *op) {
     }
     Type et = elemType(st.getValue().getType());
     std::string value = name(st.getValue(), op);
+    auto [mask, guard] = splitUniformMask(st.getMask(), op);
+    if (!guard.empty())
+      stmt("if (" + guard + ") {"), ++indent;
     forEachGroup(
-        op, st.getPtr(), st.getOffsets(), st.getMask(), et, width,
+        op, st.getPtr(), st.getOffsets(), mask, et, width,
         [&](const std::string &addr, const std::string &bytes) {
           return "tj_vstore<" + bytes + ">(" + addr + ", &" + value +
                  "[tj_g]);";
         },
-        element);
+        [&](const std::string &e) {
+          if (mask)
+            return "if (" + ref(mask, e, op) + ") " + store(e);
+          return store(e);
+        });
+    if (!guard.empty())
+      --indent, line("}");
     return true;
   }
   if (auto cp = dyn_cast<simt::CopyAsyncOp>(op)) {

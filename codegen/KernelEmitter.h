@@ -429,6 +429,22 @@ private:
     line("}");
   }
 
+  /// A vector access's mask `m & broadcast(s)` (either order) as m and the
+  /// name of the uniform s, so that the access is printed under one
+  /// `if (s)` rather than testing s with every element (a GEMM's read of C
+  /// when beta != 0); any other mask as itself and "".
+  std::pair<Value, std::string> splitUniformMask(Value mask, Operation *op) {
+    auto andi = mask ? mask.getDefiningOp<arith::AndIOp>() : arith::AndIOp();
+    if (!andi)
+      return {mask, ""};
+    for (auto [m, b] : {std::pair(andi.getLhs(), andi.getRhs()),
+                        std::pair(andi.getRhs(), andi.getLhs())})
+      if (auto bc = b.getDefiningOp<vector::BroadcastOp>())
+        if (!isa<VectorType>(bc.getSource().getType()))
+          return {m, name(bc.getSource(), op)};
+    return {mask, ""};
+  }
+
   /// Element e of an access's offsets. In the element-by-element fallback
   /// of a vector access, whose offsets are consecutive within each group
   /// (simt-vectorize-access), the group's first offset plus the element's

@@ -54,7 +54,7 @@ bool warpsFit(int64_t m, int64_t n, int64_t warps) {
 /// mbarriers per stage.
 int64_t sharedBytes(int64_t m, int64_t n, int64_t k, int64_t stages,
                     int64_t elementBytes) {
-  return std::max(stages * (m * k + k * n) * elementBytes, m * (n + 4) * 4) +
+  return std::max(stages * (m * k + k * n) * elementBytes, m * (n + 8) * 4) +
          1024 + 16 * stages;
 }
 

@@ -143,6 +143,7 @@ KernelSpec linearCeGemmSpec() {
                 A::scalar("alpha", 1),
                 A::scalar("beta", 0, 0, 0)};
   s.run.reference = gemmReference;
+  s.run.gemm = RunSpec::Gemm{};
   return s;
 }
 

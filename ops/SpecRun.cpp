@@ -2,6 +2,7 @@
 #include "ops/SpecRun.h"
 
 #include "ops/TunedConfig.h"
+#include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "runtime/Npy.h"
 #include "tilejit/HostFloat.h"
@@ -360,6 +361,58 @@ double SpecRun::runOnGpu(int timedRuns) {
   std::vector<double> ms;
   for (int i = 0; i < timedRuns; ++i)
     ms.push_back(d.timer->timeMs([&] { K->launch(G, args); }));
+  return medianOf(ms);
+}
+
+double SpecRun::flops() const {
+  if (!Spec.run.gemm)
+    return 0;
+  const RunSpec::Gemm &g = *Spec.run.gemm;
+  return 2.0 * double(O.sizes.at(g.m)) * double(O.sizes.at(g.n)) *
+         double(O.sizes.at(g.k));
+}
+
+double SpecRun::vendorGemmMs(int timedRuns, bool copyOutput) {
+  if (!Spec.run.gemm)
+    throw Error("kernel '" + Spec.name + "' declares no product to time "
+                "cuBLASLt on");
+  if (!Device || Device->buffers.empty())
+    throw Error("vendorGemmMs: runOnGpu has not copied the operands");
+  const RunSpec::Gemm &g = *Spec.run.gemm;
+  auto value = [&](const std::string &name) {
+    auto it = Scalars.find(name);
+    if (it == Scalars.end())
+      throw Error("kernel '" + Spec.name + "': its product names '" + name +
+                  "', neither a parameter nor a scalar argument");
+    return it->second;
+  };
+  const int64_t m = O.sizes.at(g.m), n = O.sizes.at(g.n), k = O.sizes.at(g.k);
+  const bool ta = value(g.transA) != 0, tb = value(g.transB) != 0;
+  auto matrix = [&](const std::string &name, int64_t rows, int64_t cols,
+                    const std::string &ld) {
+    size_t i = &buffer(name) - Buffers.data();
+    return cublaslt::Matrix{Device->buffers[i].ptr(), Buffers[i].dtype, rows,
+                            cols, int64_t(value(ld))};
+  };
+  cublaslt::Matrix a = ta ? matrix(g.a, k, m, g.lda) : matrix(g.a, m, k, g.lda);
+  cublaslt::Matrix b = tb ? matrix(g.b, n, k, g.ldb) : matrix(g.b, k, n, g.ldb);
+  cublaslt::Matrix c = matrix(g.c, m, n, g.ldc);
+  const float alpha = float(value(g.alpha)), beta = float(value(g.beta));
+  cublaslt::Gemm gemm;
+  gemm.setTimedCandidates(8);
+  gemm.run(a, ta, b, tb, c, alpha, beta); // chooses the algorithm
+  cuda::synchronize();
+  if (copyOutput) {
+    size_t i = &buffer(g.c) - Buffers.data();
+    Device->buffers[i].copyToHost(Buffers[i].host.data(),
+                                  Buffers[i].host.size());
+  }
+  if (!Device->timer)
+    Device->timer.emplace(Device->device);
+  std::vector<double> ms;
+  for (int i = 0; i < timedRuns; ++i)
+    ms.push_back(
+        Device->timer->timeMs([&] { gemm.run(a, ta, b, tb, c, alpha, beta); }));
   return medianOf(ms);
 }
 

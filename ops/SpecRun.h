@@ -82,6 +82,18 @@ public:
   /// (L2 flushed before each) and returns their median in ms (0 for none).
   double runOnGpu(int timedRuns = 0);
 
+  /// FLOP of one launch: 2 M N K for a kernel that declares its product
+  /// (RunSpec::gemm), else 0.
+  double flops() const;
+  /// For a kernel that declares its product: cuBLASLt's C = alpha op(A)
+  /// op(B) + beta C on the operands runOnGpu copied (call it first), timed
+  /// as runOnGpu times the kernel (median of `timedRuns`, L2 flushed before
+  /// each) after choosing the fastest of cuBLASLt's first 8 heuristic
+  /// algorithms. It overwrites C on the GPU; with copyOutput, the host
+  /// copy too (check() then judges cuBLASLt's result). Throws
+  /// tilejit::Error without a declared product or cuBLASLt.
+  double vendorGemmMs(int timedRuns, bool copyOutput = false);
+
   bool hasReference() const { return bool(Spec.run.reference); }
   /// Each output the reference fills against it (Tolerance in KernelSpec.h).
   std::vector<OutputCheck> check() const;

@@ -6,6 +6,9 @@
 #   test   the GPU unit tests of dot and dot loops against fp64
 #   bench  scripts/bench/dsl_gemm.py: lce_gemm beside cuBLAS at a square
 #          shape and the linear CE's chunk products, for each of CONFIGS
+#   cli    `tilejit bench lce_gemm` at the same shapes for each of
+#          CLI_CONFIGS (space-separated, comma-separated NAME=VALUE; default
+#          "default"): TFLOP/s and the fraction of cuBLASLt, one process
 #   lce    `tilejit bench fused_linear_ce` at N = 8192, d = 4096,
 #          V = 128256 with its GEMMs on cuBLASLt, then on lce_gemm
 set -uo pipefail
@@ -18,6 +21,21 @@ fi
 if has bench; then
   timeout 500 python3 scripts/bench/dsl_gemm.py ${CONFIGS:+--configs "$CONFIGS"} \
     ${SHAPES:+--shapes "$SHAPES"} 2>&1 | grep -v Warning | tee "$out/gemm.jsonl"
+fi
+if has cli; then
+  # M N K TRANS_A TRANS_B, as scripts/bench/dsl_gemm.py's shapes.
+  for shape in "8192 8192 8192 0 0" "2048 128256 4096 0 1" \
+    "2048 4096 128256 0 0" "128256 4096 2048 1 0" ${CLI_SHAPES:-}; do
+    read -r m n k ta tb <<<"${shape//,/ }"
+    for cfg in ${CLI_CONFIGS:-default}; do
+      sets=()
+      [ "$cfg" = default ] || for kv in ${cfg//,/ }; do sets+=(--set "$kv"); done
+      echo "== M=$m N=$n K=$k TRANS_A=$ta TRANS_B=$tb $cfg"
+      timeout 120 ./gpu-bin/tilejit bench lce_gemm --size M=$m --size N=$n \
+        --size K=$k --set TRANS_A=$ta --set TRANS_B=$tb --set C_F32=0 \
+        "${sets[@]}" --iters ${ITERS:-20}
+    done
+  done 2>&1 | tee "$out/cli.log"
 fi
 if has lce; then
   for gemm in cublaslt tilejit; do

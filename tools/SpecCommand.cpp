@@ -12,13 +12,16 @@
 // fp64 reference when it has one (exit 1 on a mismatch; --check makes a
 // spec without one an error); `bench` times the
 // kernel against the memory roofline (its bytes over the copy bandwidth
-// measured in the same process); `tune` stores the winner that `run` and
-// `bench` then use on this GPU.
+// measured in the same process) and, for a kernel that declares its matrix
+// product (RunSpec::gemm), reports TFLOP/s and its fraction of cuBLASLt's
+// time on the same operands, in the same process; `tune` stores the winner
+// that `run` and `bench` then use on this GPU.
 //
 //===----------------------------------------------------------------------===//
 #include "Commands.h"
 
 #include "ops/SpecRun.h"
+#include "runtime/CublasLt.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 
@@ -151,6 +154,15 @@ int benchSpecKernel(const SpecCommandArgs &a) {
               "roofline %.3f ms  fraction %.2f\n",
               copyBytesPerS / 1e12, std::max(1, a.iters), ms,
               bytes / ms / 1e6, bytes, rooflineMs, rooflineMs / ms);
+  if (double flop = r.flops(); flop > 0 && ms > 0) {
+    // The vendor's product of the same operands, timed the same way.
+    double vendorMs = r.vendorGemmMs(std::max(1, a.iters));
+    std::printf("  %.0f TFLOP/s (2 M N K = %.4g FLOP)\n"
+                "  cuBLASLt %s, same operands: %9.3f ms  %.0f TFLOP/s  "
+                "%s at %.3f of it\n",
+                flop / ms / 1e9, flop, cublaslt::version().c_str(), vendorMs,
+                flop / vendorMs / 1e9, spec.name.c_str(), vendorMs / ms);
+  }
   return 0;
 }
 
@@ -174,7 +186,10 @@ int tuneSpecKernel(const SpecCommandArgs &a) {
                              : ("; " + t.path).c_str());
   for (const Trial &trial : t.entry.trials) {
     std::printf("  %-40s ", formatParams(trial.params).c_str());
-    if (trial.status == TrialStatus::Ok)
+    if (trial.status == TrialStatus::Ok && r.flops() > 0)
+      std::printf("%9.3f ms %8.1f TFLOP/s\n", trial.ms,
+                  r.flops() / trial.ms / 1e9);
+    else if (trial.status == TrialStatus::Ok)
       std::printf("%9.3f ms %8.1f GB/s\n", trial.ms, bytes / trial.ms / 1e6);
     else
       std::printf("%s\n", trial.statusText().c_str());

@@ -147,20 +147,48 @@ tj_fill_slot(T *slot, const T *a, long long aRows, long long aCols,
 }
 
 // The accumulator tile between the kernel's layout (thread elements
-// `tile`, layout group VC over P threads) and the row-padded M x (N + 4)
-// f32 array cs, from which the fragments are read and written.
+// `tile`, layout group VC over P threads) and the row-padded M x
+// tj_cs_ld<N> f32 array cs, from which the fragments are read and written.
+// A padding of 8 floats puts the 8 rows that a half-warp's float2 stores of
+// an m16n8 or m64nN fragment touch on distinct banks, and keeps each row
+// 16-byte aligned, so a layout group of 4 or more adjacent columns moves as
+// float4s (one wavefront per quarter-warp; scalar accesses to a group of 8
+// hit each bank 8 times).
+template <int N> constexpr int tj_cs_ld = N + 8;
+template <int N, int VC>
+constexpr int tj_cs_width = N % VC != 0 ? 1 : VC % 4 == 0 ? 4 : VC % 2 == 0 ? 2 : 1;
 template <int M, int N, int P, int VC>
 __device__ __forceinline__ void tj_tile_to_rows(const float *tile, float *cs) {
-  for (int e = 0; e < M * N / P; ++e) {
+  constexpr int W = tj_cs_width<N, VC>;
+#pragma unroll
+  for (int e = 0; e < M * N / P; e += W) {
     const int t = tj_tile_index<P, VC>(e);
-    cs[t / N * (N + 4) + t % N] = tile[e];
+    float *at = cs + t / N * tj_cs_ld<N> + t % N;
+    if constexpr (W == 4)
+      *reinterpret_cast<float4 *>(at) =
+          make_float4(tile[e], tile[e + 1], tile[e + 2], tile[e + 3]);
+    else if constexpr (W == 2)
+      *reinterpret_cast<float2 *>(at) = make_float2(tile[e], tile[e + 1]);
+    else
+      *at = tile[e];
   }
 }
 template <int M, int N, int P, int VC>
 __device__ __forceinline__ void tj_rows_to_tile(const float *cs, float *tile) {
-  for (int e = 0; e < M * N / P; ++e) {
+  constexpr int W = tj_cs_width<N, VC>;
+#pragma unroll
+  for (int e = 0; e < M * N / P; e += W) {
     const int t = tj_tile_index<P, VC>(e);
-    tile[e] = cs[t / N * (N + 4) + t % N];
+    const float *at = cs + t / N * tj_cs_ld<N> + t % N;
+    if constexpr (W == 4) {
+      const float4 v = *reinterpret_cast<const float4 *>(at);
+      tile[e] = v.x, tile[e + 1] = v.y, tile[e + 2] = v.z, tile[e + 3] = v.w;
+    } else if constexpr (W == 2) {
+      const float2 v = *reinterpret_cast<const float2 *>(at);
+      tile[e] = v.x, tile[e + 1] = v.y;
+    } else {
+      tile[e] = *at;
+    }
   }
 }
 
@@ -187,7 +215,7 @@ __device__ __forceinline__ void tj_ldmatrix_x4(unsigned (&r)[4],
 // VC). A_TR: A's rows are contiguous (A^T of a row-major matrix); B_TR:
 // B's rows are contiguous (B^T of a row-major matrix, as a linear layer's
 // weight). ACC_ZERO: acc is known to be 0. `smem` holds STAGES slots of
-// (M K + K N) elements and M (N + 4) floats. All threads must call it.
+// (M K + K N) elements and M tj_cs_ld<N> floats. All threads must call it.
 template <int M, int N, int K, int STAGES, int P, int VC, bool A_TR, bool B_TR,
           bool ACC_ZERO, typename T>
 __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows,
@@ -199,7 +227,7 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
   constexpr int W = P / 32, WM = tj_warp_grid<M, N, W>::WM, WN = W / WM;
   constexpr int TM = M / WM, TN = N / WN, MI = TM / 16, NI = TN / 8;
   constexpr int AL = A_TR ? M : K, BL = B_TR ? K : N; // array row lengths
-  constexpr int STAGE = M * K + K * N, CN = N + 4;
+  constexpr int STAGE = M * K + K * N, CN = tj_cs_ld<N>;
   T *ring = reinterpret_cast<T *>(smem);
   float *cs = reinterpret_cast<float *>(smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -290,8 +318,9 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        cs[at(mi, ni, i)] = c[mi][ni][i];
+      for (int i = 0; i < 4; i += 2)
+        *reinterpret_cast<float2 *>(cs + at(mi, ni, i)) =
+            make_float2(c[mi][ni][i], c[mi][ni][i + 1]);
   __syncthreads();
   tj_rows_to_tile<M, N, P, VC>(cs, out);
   __syncthreads(); // before the next call's copies reuse the ring

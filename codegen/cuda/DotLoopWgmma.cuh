@@ -141,12 +141,12 @@ __device__ __forceinline__ void tj_wgmma_slot(const T *sa, const T *sb, int m0,
 // The accumulators of a warpgroup whose rows start at m0 (MI bands of 64
 // rows, wgmma's register fragments: those of mma.m16n8 C fragments for
 // N / 8 column blocks of each warp's 16 rows) to and from the row-padded
-// M x (N + 4) f32 array cs. ZERO: store zeros instead.
+// M x tj_cs_ld<N> f32 array cs. ZERO: store zeros instead.
 template <int N>
 __device__ __forceinline__ int tj_wgmma_acc_at(int m0, int mi, int j) {
   const int w = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, i = j % 4;
-  return (m0 + mi * 64 + w * 16 + lane / 4 + i / 2 * 8) * (N + 4) + j / 4 * 8 +
-         2 * (lane % 4) + i % 2;
+  return (m0 + mi * 64 + w * 16 + lane / 4 + i / 2 * 8) * tj_cs_ld<N> +
+         j / 4 * 8 + 2 * (lane % 4) + i % 2;
 }
 template <int N, int MI>
 __device__ __forceinline__ void tj_wgmma_acc_load(const float *cs, int m0,
@@ -154,8 +154,11 @@ __device__ __forceinline__ void tj_wgmma_acc_load(const float *cs, int m0,
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int j = 0; j < N / 2; ++j)
-      d[mi][j] = cs[tj_wgmma_acc_at<N>(m0, mi, j)];
+    for (int j = 0; j < N / 2; j += 2) {
+      const float2 v =
+          *reinterpret_cast<const float2 *>(cs + tj_wgmma_acc_at<N>(m0, mi, j));
+      d[mi][j] = v.x, d[mi][j + 1] = v.y;
+    }
 }
 template <int N, int MI>
 __device__ __forceinline__ void tj_wgmma_acc_store(float *cs, int m0,
@@ -164,8 +167,9 @@ __device__ __forceinline__ void tj_wgmma_acc_store(float *cs, int m0,
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int j = 0; j < N / 2; ++j)
-      cs[tj_wgmma_acc_at<N>(m0, mi, j)] = zero ? 0.0f : d[mi][j];
+    for (int j = 0; j < N / 2; j += 2)
+      *reinterpret_cast<float2 *>(cs + tj_wgmma_acc_at<N>(m0, mi, j)) =
+          zero ? make_float2(0.0f, 0.0f) : make_float2(d[mi][j], d[mi][j + 1]);
 }
 
 template <int M, int N, int K, int P> struct tj_wgmma_fits {

@@ -62,7 +62,7 @@ tj_dot_loop_wgmma_tma(unsigned char *smem, const tj_tensor_map *aMap,
                       long long bCol0, long long kBegin, long long kEnd,
                       const float *acc, float *out) {
   constexpr int G = P / 128, MW = M / G, MI = MW / 64, STAGE = M * K + K * N;
-  constexpr int RING = STAGES * STAGE * 2, CS = M * (N + 4) * 4;
+  constexpr int RING = STAGES * STAGE * 2, CS = M * tj_cs_ld<N> * 4;
   T *ring = reinterpret_cast<T *>(smem);
   float *cs = reinterpret_cast<float *>(smem);
   unsigned long long *full =

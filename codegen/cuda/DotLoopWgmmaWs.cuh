@@ -72,7 +72,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
                      long long bCols, long long bRs, long long bCs,
                      long long bCol0, long long kBegin, long long kEnd,
                      const float *acc, float *out) {
-  constexpr int P = 256, MI = M / 64, STAGE = M * K + K * N, CN = N + 4;
+  constexpr int P = 256, MI = M / 64, STAGE = M * K + K * N, CN = tj_cs_ld<N>;
   constexpr int RING = STAGES * STAGE * 2, AHEAD = STAGES - 1;
   constexpr int BARS = RING > M * CN * 4 ? RING : M * CN * 4;
   T *ring = reinterpret_cast<T *>(smem);

@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -143,6 +144,21 @@ struct RunSpec {
       bytesMoved;
   /// Fills the outputs in fp64 from the inputs; unset: no check.
   std::function<void(ReferenceArgs &)> reference;
+
+  /// For a kernel that computes C = alpha op(A) op(B) + beta C (row-major,
+  /// op(A) M x K, op(B) K x N): the names that make up the product, so that
+  /// `tilejit bench|tune` count its 2 M N K FLOP and `tilejit bench` times
+  /// cuBLASLt on the same operands in the same process. Each of transA,
+  /// transB, lda, ldb, ldc, alpha and beta names a parameter or a scalar
+  /// argument (transA and transB: 0 or 1).
+  struct Gemm {
+    std::string a = "A", b = "B", c = "C"; ///< array arguments
+    std::string m = "M", n = "N", k = "K"; ///< sizes
+    std::string transA = "TRANS_A", transB = "TRANS_B";
+    std::string lda = "lda", ldb = "ldb", ldc = "ldc";
+    std::string alpha = "alpha", beta = "beta";
+  };
+  std::optional<Gemm> gemm;
 
   bool declared() const { return !args.empty(); }
   /// The declaration of argument `name`, or nullptr.

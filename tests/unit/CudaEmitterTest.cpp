@@ -316,6 +316,50 @@ TEST_F(CudaEmitterTest, Bf16TruncStoreAndLineDirectivesCompile) {
             cuda.rfind("\"specs/to_bf16.cpp\""));
 }
 
+// A vector access whose mask is `m & broadcast(s)` runs under one `if (s)`
+// and tests only m per element: with s false (a GEMM's beta = 0) the load
+// gives `other` and the store writes nothing, without per-group tests.
+const char *kUniformMask = R"mlir(
+func.func @guarded(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %n: i32, %beta: f32)
+    attributes {tile.kernel, tile.num_warps = 1 : i64, simt.threads = 32 : i64} {
+  %c4 = arith.constant 4 : i32
+  %zero = arith.constant 0.0 : f32
+  %iota = arith.constant dense<[0, 1, 2, 3]> : vector<4xi32>
+  %tid = simt.thread_id : i32
+  %base = arith.muli %tid, %c4 : i32
+  %bb = vector.broadcast %base : i32 to vector<4xi32>
+  %offs = arith.addi %bb, %iota : vector<4xi32>
+  %nb = vector.broadcast %n : i32 to vector<4xi32>
+  %in = arith.cmpi slt, %offs, %nb : vector<4xi32>
+  %nz = arith.cmpf une, %beta, %zero : f32
+  %nzb = vector.broadcast %nz : i1 to vector<4xi1>
+  %m = arith.andi %in, %nzb : vector<4xi1>
+  %v = simt.load %x[%offs] mask %m other %zero {vec = 4 : i64} : !tile.ptr<f32>[vector<4xi32>] mask vector<4xi1> other f32 -> vector<4xf32>
+  simt.store %y[%offs], %v mask %m {vec = 4 : i64} : !tile.ptr<f32>[vector<4xi32>], vector<4xf32> mask vector<4xi1>
+  return
+}
+)mlir";
+
+TEST_F(CudaEmitterTest, UniformMaskFactorGuardsTheWholeAccess) {
+  std::string cuda = emitAndCompile(kUniformMask, "guarded");
+  std::smatch flag, product;
+  ASSERT_TRUE(std::regex_search(cuda, flag,
+                                std::regex(R"(bool (v\d+) = v3 != v\d+;)")))
+      << cuda;
+  ASSERT_TRUE(std::regex_search(
+      cuda, product, std::regex(R"((v\d+)\[e\] = v\d+\[e\] & v\d+\[e\];)")))
+      << cuda;
+  const std::string guard = "if (" + flag[1].str() + ") {";
+  // Both the load and the store are guarded ...
+  size_t first = cuda.find(guard);
+  ASSERT_NE(first, std::string::npos) << cuda;
+  EXPECT_NE(cuda.find(guard, first + 1), std::string::npos) << cuda;
+  // ... test the other factor per element, not the product ...
+  EXPECT_FALSE(contains(cuda, "tj_full && " + product[1].str())) << cuda;
+  // ... and without s the load gives `other`.
+  EXPECT_TRUE(contains(cuda, "} else {")) << cuda;
+}
+
 // An output written in place over an input: both pointers are marked
 // tile.may_alias and lose __restrict__; the others keep it.
 const char *kInPlace = R"mlir(

@@ -1,4 +1,5 @@
 //===- LinearCeGemmTest.cpp - lce_gemm against an fp64 product -----------===//
+#include "GpuTest.h"
 #include "kernels_spec/LinearCe.h"
 #include "ops/SpecRun.h"
 #include "tilejit/Compiler.h"
@@ -122,6 +123,44 @@ TEST(LinearCeGemm, RunsFromItsSpecInEveryTranspose) {
   o.dtype = DType::BF16;
   o.set = {"beta=1"};
   EXPECT_THROW(SpecRun(spec, o), Error); // C is an output: beta stays 0
+}
+
+// `tilejit bench lce_gemm` counts 2 M N K FLOP; a kernel that declares no
+// product counts none and has no vendor product to time.
+TEST(LinearCeGemm, DeclaresItsProductForBench) {
+  SpecRunOptions o;
+  o.dtype = DType::BF16;
+  o.sizes = {{"M", 100}, {"N", 72}, {"K", 88}};
+  SpecRun r(findKernel("lce_gemm"), o);
+  EXPECT_EQ(r.flops(), 2.0 * 100 * 72 * 88);
+  EXPECT_THROW(r.vendorGemmMs(1), Error); // nothing on the GPU yet
+  SpecRunOptions j;
+  j.sizes = {{"BT", 4}, {"V", 64}};
+  SpecRun jsd(findKernel("jsd"), j);
+  EXPECT_EQ(jsd.flops(), 0);
+  EXPECT_THROW(jsd.vendorGemmMs(1), Error);
+}
+
+// The product the spec declares is the kernel's: cuBLASLt on the declared
+// operands, leading dimensions and transposes matches the fp64 reference,
+// as the kernel does, in every transpose.
+TEST(LinearCeGemmGpu, CublasLtOnTheDeclaredOperandsMatchesTheReference) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  for (const char *ta : {"TRANS_A=0", "TRANS_A=1"})
+    for (const char *tb : {"TRANS_B=0", "TRANS_B=1"}) {
+      SpecRunOptions o;
+      o.dtype = DType::BF16;
+      o.gpu = true;
+      o.sizes = {{"M", 200}, {"N", 136}, {"K", 264}};
+      o.set = {ta, tb};
+      SpecRun r(findKernel("lce_gemm"), o);
+      r.runOnGpu();
+      for (const OutputCheck &c : r.check())
+        EXPECT_TRUE(c.passed) << ta << " " << tb << " lce_gemm " << c.name;
+      EXPECT_GT(r.vendorGemmMs(2, /*copyOutput=*/true), 0);
+      for (const OutputCheck &c : r.check())
+        EXPECT_TRUE(c.passed) << ta << " " << tb << " cuBLASLt " << c.name;
+    }
 }
 
 } // namespace
