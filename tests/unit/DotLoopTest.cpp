@@ -213,7 +213,7 @@ TEST(DotLoopGpu, MatchesFp64) {
   const std::vector<std::vector<std::string>> configs = {
       {},
       {"BLOCK_N=256"},
-      {"BLOCK_M=256", "DOT_STAGES=3"},
+      {"BLOCK_M=256", "BLOCK_N=128", "DOT_STAGES=3"},
       {"BLOCK_N=64", "BLOCK_K=16"},
       {"BLOCK_K=64", "DOT_STAGES=3"},
       {"BLOCK_N=64", "BLOCK_K=64", "num_warps=4", "DOT_STAGES=2"},
