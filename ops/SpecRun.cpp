@@ -364,12 +364,24 @@ double SpecRun::runOnGpu(int timedRuns) {
   return medianOf(ms);
 }
 
+/// Size `name` of a spec's declared product.
+static int64_t gemmSize(const KernelSpec &spec,
+                        const std::map<std::string, int64_t> &sizes,
+                        const std::string &name) {
+  auto it = sizes.find(name);
+  if (it == sizes.end())
+    throw Error("kernel '" + spec.name + "': its product names size '" + name +
+                "', which it does not declare");
+  return it->second;
+}
+
 double SpecRun::flops() const {
   if (!Spec.run.gemm)
     return 0;
   const RunSpec::Gemm &g = *Spec.run.gemm;
-  return 2.0 * double(O.sizes.at(g.m)) * double(O.sizes.at(g.n)) *
-         double(O.sizes.at(g.k));
+  return 2.0 * double(gemmSize(Spec, O.sizes, g.m)) *
+         double(gemmSize(Spec, O.sizes, g.n)) *
+         double(gemmSize(Spec, O.sizes, g.k));
 }
 
 double SpecRun::vendorGemmMs(int timedRuns, bool copyOutput) {
@@ -386,7 +398,9 @@ double SpecRun::vendorGemmMs(int timedRuns, bool copyOutput) {
                   "', neither a parameter nor a scalar argument");
     return it->second;
   };
-  const int64_t m = O.sizes.at(g.m), n = O.sizes.at(g.n), k = O.sizes.at(g.k);
+  const int64_t m = gemmSize(Spec, O.sizes, g.m),
+                n = gemmSize(Spec, O.sizes, g.n),
+                k = gemmSize(Spec, O.sizes, g.k);
   const bool ta = value(g.transA) != 0, tb = value(g.transB) != 0;
   auto matrix = [&](const std::string &name, int64_t rows, int64_t cols,
                     const std::string &ld) {
@@ -398,6 +412,11 @@ double SpecRun::vendorGemmMs(int timedRuns, bool copyOutput) {
   cublaslt::Matrix b = tb ? matrix(g.b, n, k, g.ldb) : matrix(g.b, k, n, g.ldb);
   cublaslt::Matrix c = matrix(g.c, m, n, g.ldc);
   const float alpha = float(value(g.alpha)), beta = float(value(g.beta));
+  // Choosing the algorithm runs the product several times: with beta != 0
+  // C would hold more than one accumulation.
+  if (copyOutput && beta != 0)
+    throw Error("kernel '" + Spec.name + "': cuBLASLt's C is compared only "
+                "at beta = 0");
   cublaslt::Gemm gemm;
   gemm.setTimedCandidates(8);
   gemm.run(a, ta, b, tb, c, alpha, beta); // chooses the algorithm

@@ -89,9 +89,9 @@ public:
   /// op(B) + beta C on the operands runOnGpu copied (call it first), timed
   /// as runOnGpu times the kernel (median of `timedRuns`, L2 flushed before
   /// each) after choosing the fastest of cuBLASLt's first 8 heuristic
-  /// algorithms. It overwrites C on the GPU; with copyOutput, the host
-  /// copy too (check() then judges cuBLASLt's result). Throws
-  /// tilejit::Error without a declared product or cuBLASLt.
+  /// algorithms. It overwrites C on the GPU; with copyOutput (beta = 0
+  /// only), the host copy too (check() then judges cuBLASLt's result).
+  /// Throws tilejit::Error without a declared product or cuBLASLt.
   double vendorGemmMs(int timedRuns, bool copyOutput = false);
 
   bool hasReference() const { return bool(Spec.run.reference); }

@@ -154,15 +154,21 @@ int benchSpecKernel(const SpecCommandArgs &a) {
               "roofline %.3f ms  fraction %.2f\n",
               copyBytesPerS / 1e12, std::max(1, a.iters), ms,
               bytes / ms / 1e6, bytes, rooflineMs, rooflineMs / ms);
-  if (double flop = r.flops(); flop > 0 && ms > 0) {
-    // The vendor's product of the same operands, timed the same way.
-    double vendorMs = r.vendorGemmMs(std::max(1, a.iters));
-    std::printf("  %.0f TFLOP/s (2 M N K = %.4g FLOP)\n"
-                "  cuBLASLt %s, same operands: %9.3f ms  %.0f TFLOP/s  "
-                "%s at %.3f of it\n",
-                flop / ms / 1e9, flop, cublaslt::version().c_str(), vendorMs,
-                flop / vendorMs / 1e9, spec.name.c_str(), vendorMs / ms);
+  double flop = r.flops();
+  if (flop <= 0 || ms <= 0)
+    return 0;
+  std::printf("  %.0f TFLOP/s (2 M N K = %.4g FLOP)\n", flop / ms / 1e9, flop);
+  // The vendor's product of the same operands, timed the same way.
+  std::string why;
+  if (!cublaslt::available(&why)) {
+    std::printf("  cuBLASLt not timed: %s\n", why.c_str());
+    return 0;
   }
+  double vendorMs = r.vendorGemmMs(std::max(1, a.iters));
+  std::printf("  cuBLASLt %s, same operands: %9.3f ms  %.0f TFLOP/s  "
+              "%s at %.3f of it\n",
+              cublaslt::version().c_str(), vendorMs, flop / vendorMs / 1e9,
+              spec.name.c_str(), vendorMs / ms);
   return 0;
 }
 
