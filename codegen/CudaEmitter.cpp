@@ -39,6 +39,8 @@ const char *const kDotLoop[] = {
     ,
 #include "DotLoopWgmmaTma.cuh.inc"
     ,
+#include "DotLoopResident.cuh.inc"
+    ,
 #include "DotLoop.cuh.inc"
 };
 
@@ -105,6 +107,10 @@ void KernelEmitter::emit() {
                        std::to_string(i));
     params.push_back("const unsigned tj_maps_ok");
   }
+  resident = func->hasAttr(attr::kResident);
+  if (resident)
+    for (const char *axis : {"x", "y", "z"})
+      params.push_back(std::string("const int tj_grid_") + axis);
   std::string head = kernelName + "(";
   if (params.empty()) {
     line(head + ") {");
@@ -137,7 +143,23 @@ void KernelEmitter::emit() {
     line("tj_cluster_mbarriers_init<" + k + ">(tj_cluster_bar);");
     line("bool tj_cluster_init_waited = false;");
   }
+  if (resident) {
+    // The programs of the grid in turn; the dot loop's ring carries over.
+    line("tj_ring_state tj_ring;");
+    line("const long long tj_programs = (long long)tj_grid_x * tj_grid_y * "
+         "tj_grid_z;");
+    line("for (long long tj_prog = blockIdx.x; tj_prog < tj_programs; "
+         "tj_prog += gridDim.x) {");
+    ++indent;
+    line("const int tj_pid_x = (int)(tj_prog % tj_grid_x), tj_pid_y = "
+         "(int)(tj_prog / tj_grid_x % tj_grid_y), tj_pid_z = (int)(tj_prog / "
+         "tj_grid_x / tj_grid_y);");
+  }
   emitBlock(body, {}, {});
+  if (resident) {
+    --indent;
+    line("}");
+  }
   if (combines)
     line("tj_cluster_init_wait(tj_cluster_init_waited);");
   --indent;

@@ -174,15 +174,18 @@ bool KernelEmitter::emitSimt(Operation *op) {
   auto axisName = [](uint32_t axis) {
     return axis == 0 ? "x" : axis == 1 ? "y" : "z";
   };
+  // In a resident kernel, the program the loop over the grid is at.
   if (auto b = dyn_cast<simt::BlockIdOp>(op)) {
     define(op, b.getResult(), [&](const std::string &) {
-      return std::string("(int)blockIdx.") + axisName(b.getAxis());
+      return std::string(resident ? "tj_pid_" : "(int)blockIdx.") +
+             axisName(b.getAxis());
     });
     return true;
   }
   if (auto g = dyn_cast<simt::GridDimOp>(op)) {
     define(op, g.getResult(), [&](const std::string &) {
-      return std::string("(int)gridDim.") + axisName(g.getAxis());
+      return std::string(resident ? "tj_grid_" : "(int)gridDim.") +
+             axisName(g.getAxis());
     });
     return true;
   }
@@ -263,6 +266,11 @@ bool KernelEmitter::emitSimt(Operation *op) {
     } else {
       args.push_back("nullptr");
       args.push_back("nullptr");
+    }
+    if (dl.getResident()) {
+      emitNextProgramDotArgs(dl);
+      args.push_back("&tj_ring");
+      args.push_back("&tj_next");
     }
     stmt("tj_dot_loop<" + std::to_string(dl.getM()) + ", " +
          std::to_string(dl.getN()) + ", " + std::to_string(dl.getK()) + ", " +
@@ -470,6 +478,43 @@ void KernelEmitter::emitClusterReduce(tile::ClusterReduceOp op) {
     line(t + " " + bind(res) + " = " + id + "[" + std::to_string(i) + "];");
 }
 
+
+/// `tj_next`: the A row, B column and K range of a resident kernel's dot
+/// loop for the program after this one (simt-resident-programs checked that
+/// they follow from program ids, grid sizes, parameters and arithmetic):
+/// those ops printed again in a scope where tj_pid_* name that program.
+void KernelEmitter::emitNextProgramDotArgs(simt::DotLoopOp op) {
+  Value roots[] = {op.getARow0(), op.getBCol0(), op.getKBegin(),
+                   op.getKEnd()};
+  llvm::SmallPtrSet<Operation *, 16> slice;
+  SmallVector<Value> work(std::begin(roots), std::end(roots));
+  while (!work.empty())
+    if (Operation *def = work.pop_back_val().getDefiningOp();
+        def && slice.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  line("tj_dot_next tj_next;");
+  line("{");
+  ++indent;
+  line("const long long tj_prog_next = tj_prog + gridDim.x;");
+  line("tj_next.has = tj_prog_next < tj_programs;");
+  line("const int tj_pid_x = (int)(tj_prog_next % tj_grid_x), tj_pid_y = "
+       "(int)(tj_prog_next / tj_grid_x % tj_grid_y), tj_pid_z = "
+       "(int)(tj_prog_next / tj_grid_x / tj_grid_y);");
+  auto outer = names;
+  for (Operation &o : *op->getBlock()) {
+    if (&o == op.getOperation())
+      break;
+    if (slice.contains(&o))
+      emitOp(&o);
+  }
+  stmt("tj_next.aRow0 = " + name(roots[0], op) +
+       ", tj_next.bCol0 = " + name(roots[1], op) +
+       ", tj_next.kBegin = " + name(roots[2], op) +
+       ", tj_next.kEnd = " + name(roots[3], op) + ";");
+  names = std::move(outer);
+  --indent;
+  line("}");
+}
 
 } // namespace emit
 } // namespace tilejit

@@ -121,6 +121,7 @@ private:
   unsigned clusterOps = 0;     // tile.cluster_reduce ops printed so far
   int indent = 0;
   bool inGroupFallback = false; // printing forEachGroup's scalar fallback
+  bool resident = false;        // simt.resident: the body loops over programs
   unsigned nextId = 0;
   llvm::DenseMap<Value, std::string> names;
   // #line tracking: the file and line the compiler assumes for the next
@@ -543,6 +544,7 @@ private:
   bool emitVector(Operation *op);
   bool emitSimt(Operation *op);
   void emitClusterReduce(tile::ClusterReduceOp op);
+  void emitNextProgramDotArgs(simt::DotLoopOp op);
 
   std::string r(Operation *op, unsigned i, const std::string &e) const {
     return ref(op->getOperand(i), e, op);

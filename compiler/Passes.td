@@ -172,6 +172,21 @@ def SimtVectorizeAccess : Pass<"simt-vectorize-access", "mlir::ModuleOp"> {
   }];
 }
 
+def SimtResidentPrograms : Pass<"simt-resident-programs", "mlir::ModuleOp"> {
+  let summary = "Keep a GEMM's programs resident, each block running several";
+  let description = [{
+    For a kernel marked tile.resident with one simt.dot_loop whose views
+    have tensor maps, at the top of the kernel, accumulating from zero, in
+    blocks of a multiple of 128 threads and no cluster, whose A row, B
+    column and K range depend only on program ids, grid sizes, kernel
+    parameters and scalar arithmetic: marks the kernel simt.resident and
+    the loop `resident`. Each launched block then runs programs
+    blockIdx.x, blockIdx.x + gridDim.x, ... (the launch passes the grid
+    after the tensor maps' mask), and the loop fills the next program's
+    first blocks while the current one runs its epilogue.
+  }];
+}
+
 def SimtTensorMaps : Pass<"simt-tensor-maps", "mlir::ModuleOp"> {
   let summary = "Record the tensor maps a launch builds for a dot loop's views";
   let description = [{

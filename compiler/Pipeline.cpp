@@ -116,6 +116,7 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
        createLoopInvariantCodeMotionPass());
   step(module, "simt-vectorize-access", createSimtVectorizeAccess());
   step(module, "simt-tensor-maps", createSimtTensorMaps());
+  step(module, "simt-resident-programs", createSimtResidentPrograms());
   step(module, "simt-cluster-barriers", createSimtClusterBarriers());
   out.simtIR = module.str();
   module.impl().module->walk([&](func::FuncOp f) {
@@ -127,6 +128,7 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
       out.splitRows = std::max<int64_t>(1, r.getInt());
     if (auto s = f->getAttrOfType<IntegerAttr>(attr::kSharedBytes))
       out.dynamicSharedBytes = s.getInt();
+    out.resident |= f->hasAttr(attr::kResident);
     if (f->hasAttr(attr::kKernel))
       out.tensorMaps = tensorMapParams(f);
   });

@@ -87,6 +87,8 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   }
   if (param("DOT_SPECIALIZE"))
     k.func->setAttr(attr::kDotSpecialize, k.b.getUnitAttr());
+  if (param("RESIDENT"))
+    k.func->setAttr(attr::kResidentRequest, k.b.getUnitAttr());
   if (int64_t extent = param("ROW_EXTENT"); extent > 0)
     k.func->setAttr(attr::kRowExtent, k.b.getI64IntegerAttr(extent));
   if (config.params.count("min_programs_per_sm")) {

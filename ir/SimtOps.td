@@ -88,7 +88,10 @@ def Simt_DotLoopOp : Simt_Op<"dot_loop", [MemoryEffects<[MemRead]>]> {
     the thread's elements of its tiles (in the kernel's layout). Every
     thread of the block must reach it: it is a barrier. `tensor_maps`
     (simt-tensor-maps): the index, in the kernel's `simt.tensor_maps`, of
-    the map of A's view; B's is the next one.
+    the map of A's view; B's is the next one. `resident`
+    (simt-resident-programs): the kernel's programs run in turn in each
+    block, and the loop fills the next program's first blocks while this
+    one finishes.
   }];
   let arguments = (ins Tile_PtrType:$a, I64:$a_rows, I64:$a_cols,
                    I64:$a_row_stride, I64:$a_col_stride, I64:$a_row0,
@@ -98,7 +101,8 @@ def Simt_DotLoopOp : Simt_Op<"dot_loop", [MemoryEffects<[MemRead]>]> {
                    VectorOfRankAndType<[1], [F32]>:$acc,
                    I64Attr:$m, I64Attr:$n, I64Attr:$k, I64Attr:$stages,
                    I64Attr:$smem_offset,
-                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$tensor_maps);
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$tensor_maps,
+                   UnitAttr:$resident);
   let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
   let assemblyFormat = [{
     $a `[` $a_row0 `,` `k` `]` `of` `[` $a_rows `,` $a_cols `]` `strides`

@@ -305,9 +305,13 @@ void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
   checkArgs(args, /*onCpu=*/false);
   const CompiledKernel &k = compileForGpu();
   const cuda::Function *function;
+  int smCount = 0;
   {
     std::lock_guard<std::mutex> lock(S->mutex);
-    function = S->gpus.at(cuda::Device::currentOrdinal())->function;
+    const State::OnGpu &g = *S->gpus.at(cuda::Device::currentOrdinal());
+    function = g.function;
+    if (k.resident)
+      smCount = g.device.smCount();
   }
   // A row split over a cluster runs as splitRows programs.
   if (grid.x > 0 && grid.x <= INT32_MAX / k.splitRows)
@@ -360,6 +364,16 @@ void Kernel::launch(Grid grid, const std::vector<KernelArg> &args,
   }
   if (!maps.empty())
     pointers.push_back(&mapsOk);
+  // A resident kernel's blocks run the grid's programs in turn: one block
+  // per SM at most (its shared memory allows no second), the grid after
+  // the mask.
+  int32_t programs[3] = {int32_t(grid.x), int32_t(grid.y), int32_t(grid.z)};
+  if (k.resident) {
+    for (int32_t &p : programs)
+      pointers.push_back(&p);
+    int64_t blocks = grid.x * grid.y * grid.z;
+    grid = {std::min<int64_t>(blocks, smCount), 1, 1};
+  }
   cuda::launch(*function,
                {unsigned(grid.x), unsigned(grid.y), unsigned(grid.z)},
                {unsigned(k.threads)}, size_t(k.dynamicSharedBytes), stream,

@@ -165,7 +165,8 @@ std::string entryChecksum(const std::string &key, const CompiledKernel &k) {
   h.update(key + ":" + k.name + ":" + std::to_string(k.threads) + ":" +
            std::to_string(k.clusterSize) + ":" +
            std::to_string(k.splitRows) + ":" +
-           std::to_string(k.dynamicSharedBytes) + ":" + k.requestDigest + ":");
+           std::to_string(k.dynamicSharedBytes) + ":" + k.requestDigest + ":" +
+           (k.resident ? "resident:" : ""));
   for (const TensorMapParam &m : k.tensorMaps)
     for (int64_t f : flattenTensorMap(m))
       h.update(std::to_string(f) + ",");
@@ -350,6 +351,7 @@ std::string readEntry(const fs::path &entry, const std::string &key,
   k.clusterSize = meta->getInteger("cluster_size").value_or(0);
   k.splitRows = meta->getInteger("split_rows").value_or(0);
   k.dynamicSharedBytes = meta->getInteger("dynamic_shared_bytes").value_or(0);
+  k.resident = meta->getBoolean("resident").value_or(false);
   k.requestDigest = str("request_digest");
   if (const llvm::json::Array *maps = meta->getArray("tensor_maps"))
     for (const llvm::json::Value &m : *maps) {
@@ -503,6 +505,7 @@ void KernelCache::publish(const std::string &key, const CompiledKernel &k,
       {"cluster_size", k.clusterSize},
       {"split_rows", k.splitRows},
       {"dynamic_shared_bytes", k.dynamicSharedBytes},
+      {"resident", k.resident},
       {"tensor_maps", std::move(maps)},
       {"request_digest", k.requestDigest},
       {"resources", cubinResources(k.cubin, k.name)},

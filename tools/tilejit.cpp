@@ -291,6 +291,9 @@ static int compileKernel() {
     if (k.dynamicSharedBytes > 0)
       std::cerr << ", " << k.dynamicSharedBytes
                 << " bytes of dynamic shared memory";
+    if (k.resident)
+      std::cerr << ", resident (at most one block per SM runs the grid's "
+                   "programs in turn; the grid as 3 x i32 after the mask)";
     if (!k.tensorMaps.empty())
       std::cerr << ", " << k.tensorMaps.size()
                 << " tensor maps and their 32-bit mask after the arguments";

@@ -40,6 +40,10 @@ struct CompiledKernel {
   /// Dynamic shared memory per program (its sharedArray()s), in bytes: the
   /// launch must pass it (cuda::launch then raises the 48 KiB default).
   int64_t dynamicSharedBytes = 0;
+  /// Its programs run in turn in each launched block (simt-resident-
+  /// programs): a launch starts at most one block per SM along x and
+  /// passes the grid (three i32) after the tensor maps' mask.
+  bool resident = false;
   /// Tensor maps each launch encodes from its arguments and passes after
   /// them, followed by a 32-bit mask of those it could encode
   /// (tilejit/TensorMap.h); empty: none, and no mask.

@@ -126,6 +126,24 @@ std::vector<Problem> problems() {
   return out;
 }
 
+/// Runs lce_gemm with `set` on the GPU and compares with g's fp64 result.
+void runOnGpuAndCheck(const Gemm &g, const std::vector<std::string> &set) {
+  auto [k, grid] = gemmKernel(g, set);
+  cuda::DeviceBuffer da(g.a.size()), db(g.b.size()), dc(g.c.size() * 4);
+  da.copyFromHost(g.a.data(), g.a.size());
+  db.copyFromHost(g.b.data(), g.b.size());
+  dc.copyFromHost(g.c.data(), g.c.size() * 4);
+  k.launch(grid,
+           g.args(reinterpret_cast<void *>(da.ptr()),
+                  reinterpret_cast<void *>(db.ptr()),
+                  reinterpret_cast<void *>(dc.ptr()), false),
+           nullptr);
+  cuda::synchronize();
+  std::vector<float> c(g.c.size());
+  dc.copyToHost(c.data(), c.size() * 4);
+  g.expectMatches(c);
+}
+
 TEST(DotLoop, LceGemmIsOneDotLoop) {
   dsl::Config cfg = findKernel("lce_gemm").config(DType::BF16, {"TRANS_B=1"});
   CompiledKernel k =
@@ -232,22 +250,29 @@ TEST(DotLoopGpu, MatchesFp64) {
                      << named << "M " << p.m << " N " << p.n << " K " << p.k
                      << " transA " << p.transA << " transB " << p.transB
                      << " pad " << p.pad);
-        Gemm g(p, dt);
-        auto [k, grid] = gemmKernel(g, set);
-        cuda::DeviceBuffer da(g.a.size()), db(g.b.size()), dc(g.c.size() * 4);
-        da.copyFromHost(g.a.data(), g.a.size());
-        db.copyFromHost(g.b.data(), g.b.size());
-        dc.copyFromHost(g.c.data(), g.c.size() * 4);
-        k.launch(grid,
-                 g.args(reinterpret_cast<void *>(da.ptr()),
-                        reinterpret_cast<void *>(db.ptr()),
-                        reinterpret_cast<void *>(dc.ptr()), false),
-                 nullptr);
-        cuda::synchronize();
-        std::vector<float> c(g.c.size());
-        dc.copyToHost(c.data(), c.size() * 4);
-        g.expectMatches(c);
+        runOnGpuAndCheck(Gemm(p, dt), set);
       }
+}
+
+// Resident programs (RESIDENT=1: each block runs programs blockIdx.x,
+// blockIdx.x + gridDim.x, ... and fills the next one's first blocks during
+// the epilogue): grids of more programs than an H100 or H200 has SMs, so
+// that blocks run two or three programs each, in every transpose, with
+// ragged M, N and K, and views the copy engine cannot read (the per-program
+// fallback).
+TEST(DotLoopGpu, ResidentProgramsMatchFp64) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  cuda::Device device = cuda::Device::open();
+  const std::vector<std::string> small = {"RESIDENT=1", "BLOCK_M=64",
+                                          "BLOCK_N=64", "num_warps=4"};
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transA " << ta << " transB " << tb);
+      runOnGpuAndCheck(Gemm({1000, 1100, 200, ta, tb}, DType::BF16), small);
+    }
+  runOnGpuAndCheck(Gemm({2048, 2600, 72, false, true}, DType::BF16),
+                   {"RESIDENT=1"});
+  runOnGpuAndCheck(Gemm({1000, 1100, 72, false, false, 3}, DType::F16), small);
 }
 
 /// C += op(A) op(B) with the accumulator loaded from C (a block of an f32

@@ -61,6 +61,14 @@ constexpr const char *kDotStages = "tile.dot_stages";
 // unit: a dot loop's warps split into a producer and a consumer warpgroup
 // where the GPU code allows it (sm_90a, 8 warps).
 constexpr const char *kDotSpecialize = "tile.dot_specialize";
+// unit: the kernel asks for resident programs (simt-resident-programs
+// decides whether it can have them).
+constexpr const char *kResidentRequest = "tile.resident";
+// unit, on a kernel (simt-resident-programs): each launched block runs the
+// programs blockIdx.x, blockIdx.x + gridDim.x, ... of the grid passed after
+// the tensor maps' mask (three i32: programs along x, y, z); its dot loop
+// (marked `resident`) keeps its ring from one program to the next.
+constexpr const char *kResident = "simt.resident";
 // i64: the longest row the kernel is compiled for (0 or absent: unknown);
 // tile-keep-rows sizes its arrays to it.
 constexpr const char *kRowExtent = "tile.row_extent";
