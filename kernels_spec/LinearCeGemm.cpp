@@ -118,10 +118,12 @@ KernelSpec linearCeGemmSpec() {
        "sm_90, views the copy engine cannot read: one warpgroup copies, the "
        "other multiplies (8 warps)"},
       {"GROUP_M", {1, 8}, 8, "row blocks of C per group of programs sharing L2"},
+      // Not tuned until timed on the GPU beside RESIDENT=0.
       {"RESIDENT", {0, 1}, 0,
        "sm_90, views the copy engine reads: one block per SM runs the "
        "programs in turn, filling the next one's first blocks during the "
-       "epilogue"},
+       "epilogue",
+       false},
       // The problem, not its schedule: never tuned.
       {"TRANS_A", {0, 1}, 0, "op(A) = A^T", false},
       {"TRANS_B", {0, 1}, 0, "op(B) = B^T", false},
