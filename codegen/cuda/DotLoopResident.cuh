@@ -50,18 +50,9 @@ tj_dot_loop_resident(unsigned char *smem, const tj_tensor_map *aMap,
     const bool own = f < base + nk;
     const long long kk =
         own ? kBegin + (f - base) * K : next.kBegin + (f - base - nk) * K;
-    const long long a0 = own ? aRow0 : next.aRow0;
-    const long long b0 = own ? bCol0 : next.bCol0;
-    T *sa = slots + s * STAGE, *sb = sa + M * K;
-    tj_mbar_expect_tx(full + s, STAGE * sizeof(T));
-    if constexpr (A_TR)
-      tj_tma_block<K, M>(sa, aMap, full + s, a0, kk);
-    else
-      tj_tma_block<M, K>(sa, aMap, full + s, kk, a0);
-    if constexpr (B_TR)
-      tj_tma_block<N, K>(sb, bMap, full + s, kk, b0);
-    else
-      tj_tma_block<K, N>(sb, bMap, full + s, b0, kk);
+    tj_tma_stage<M, N, K, A_TR, B_TR>(slots + s * STAGE, aMap, bMap,
+                                      full + s, own ? aRow0 : next.aRow0,
+                                      own ? bCol0 : next.bCol0, kk);
   };
   auto fillUpTo = [&](long long upTo) {
     if (threadIdx.x == 0)

@@ -45,6 +45,26 @@ __device__ __forceinline__ void tj_tma_block(T *dst, const tj_tensor_map *map,
                  : "memory");
 }
 
+// One ring slot's copies: A's M x K block at row aRow0 and B's K x N block
+// at column bCol0, from K index kk, completing on `bar` (its expected bytes
+// set first).
+template <int M, int N, int K, bool A_TR, bool B_TR, typename T>
+__device__ __forceinline__ void
+tj_tma_stage(T *slot, const tj_tensor_map *aMap, const tj_tensor_map *bMap,
+             unsigned long long *bar, long long aRow0, long long bCol0,
+             long long kk) {
+  T *sa = slot, *sb = slot + M * K;
+  tj_mbar_expect_tx(bar, (M * K + K * N) * sizeof(T));
+  if constexpr (A_TR) // array [K][M]: rows of A's view are contiguous
+    tj_tma_block<K, M>(sa, aMap, bar, aRow0, kk);
+  else
+    tj_tma_block<M, K>(sa, aMap, bar, kk, aRow0);
+  if constexpr (B_TR) // array [N][K]
+    tj_tma_block<N, K>(sb, bMap, bar, kk, bCol0);
+  else
+    tj_tma_block<K, N>(sb, bMap, bar, bCol0, kk);
+}
+
 template <int M, int N, int K, int P> struct tj_wgmma_tma_fits {
   static constexpr bool value =
       tj_wgmma_fits<M, N, K, P>::value && M * N / P <= 128 && M <= 256;
@@ -73,17 +93,8 @@ tj_dot_loop_wgmma_tma(unsigned char *smem, const tj_tensor_map *aMap,
   // Thread 0 only: the copies of stage `it` into its slot.
   auto fill = [&](long long it) {
     const int s = it % STAGES;
-    const long long kk = kBegin + it * K;
-    T *sa = ring + s * STAGE, *sb = sa + M * K;
-    tj_mbar_expect_tx(full + s, STAGE * sizeof(T));
-    if constexpr (A_TR) // array [K][M]: rows of A's view are contiguous
-      tj_tma_block<K, M>(sa, aMap, full + s, aRow0, kk);
-    else
-      tj_tma_block<M, K>(sa, aMap, full + s, kk, aRow0);
-    if constexpr (B_TR) // array [N][K]
-      tj_tma_block<N, K>(sb, bMap, full + s, kk, bCol0);
-    else
-      tj_tma_block<K, N>(sb, bMap, full + s, bCol0, kk);
+    tj_tma_stage<M, N, K, A_TR, B_TR>(ring + s * STAGE, aMap, bMap, full + s,
+                                      aRow0, bCol0, kBegin + it * K);
   };
 
   float d[MI][N / 2];
