@@ -87,7 +87,7 @@ tj_dot_loop_resident(unsigned char *smem, const tj_tensor_map *aMap,
     if (it > 0) {
       if (threadIdx.x % 128 == 0)
         tj_mbar_arrive(empty + (g - 1) % STAGES);
-      fillUpTo(g - 1 + STAGES < base + nk ? g - 1 + STAGES + 1 : base + nk);
+      fillUpTo(g + STAGES < base + nk ? g + STAGES : base + nk);
       __syncwarp();
     }
   }
