@@ -192,6 +192,24 @@ __device__ __forceinline__ void tj_rows_to_tile(const float *cs, float *tile) {
   }
 }
 
+// A dot loop's mbarriers (full, then empty, STAGES each) in `smem`, after
+// the ring of STAGES slots and the accumulator's copy, which share the
+// start of it.
+template <int M, int N, int K, int STAGES>
+__device__ __forceinline__ unsigned long long *
+tj_ring_mbarriers(unsigned char *smem) {
+  constexpr int RING = STAGES * (M * K + K * N) * 2, CS = M * tj_cs_ld<N> * 4;
+  return reinterpret_cast<unsigned long long *>(smem +
+                                                (RING > CS ? RING : CS));
+}
+
+// The K steps of a dot loop over [kBegin, kEnd).
+template <int K>
+__device__ __forceinline__ long long tj_k_steps(long long kBegin,
+                                                long long kEnd) {
+  return kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
+}
+
 template <bool TRANS>
 __device__ __forceinline__ void tj_ldmatrix_x4(unsigned (&r)[4],
                                                const void *src) {
@@ -260,7 +278,7 @@ __device__ void tj_dot_loop_mma(unsigned char *smem, const T *a, long long aRows
     __syncthreads();
   }
 
-  const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
+  const long long nk = tj_k_steps<K>(kBegin, kEnd);
   auto fill = [&](long long slot, long long kk) {
     tj_fill_slot<M, N, K, A_TR, B_TR, P>(ring + slot * STAGE, a, aRows, aCols,
                                          aRs, aCs, aRow0, b, bRows, bCols, bRs,

@@ -28,17 +28,12 @@ tj_dot_loop_resident(unsigned char *smem, const tj_tensor_map *aMap,
                      long long bCol0, long long kBegin, long long kEnd,
                      float *out, tj_ring_state &ring, const tj_dot_next &next) {
   constexpr int G = P / 128, MW = M / G, MI = MW / 64, STAGE = M * K + K * N;
-  constexpr int RING = STAGES * STAGE * 2, CS = M * tj_cs_ld<N> * 4;
   T *slots = reinterpret_cast<T *>(smem);
   float *cs = reinterpret_cast<float *>(smem);
-  unsigned long long *full =
-      reinterpret_cast<unsigned long long *>(smem + (RING > CS ? RING : CS));
+  unsigned long long *full = tj_ring_mbarriers<M, N, K, STAGES>(smem);
   unsigned long long *empty = full + STAGES;
   const int wg = threadIdx.x / 128;
-  auto steps = [](long long b, long long e) {
-    return e > b ? (e - b + K - 1) / K : 0;
-  };
-  const long long nk = steps(kBegin, kEnd);
+  const long long nk = tj_k_steps<K>(kBegin, kEnd);
   const long long base = ring.used;
   // Thread 0 only: fills global stage f (of this program, or from
   // base + nk on, of the next) into its slot once the stage that held the
@@ -106,7 +101,7 @@ tj_dot_loop_resident(unsigned char *smem, const tj_tensor_map *aMap,
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (next.has) {
-    const long long nn = steps(next.kBegin, next.kEnd);
+    const long long nn = tj_k_steps<K>(next.kBegin, next.kEnd);
     fillUpTo(base + nk + (nn < STAGES ? nn : STAGES));
   }
 }

@@ -204,7 +204,7 @@ __device__ void tj_dot_loop_wgmma(unsigned char *smem, const T *a,
     __syncthreads();
   }
 
-  const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
+  const long long nk = tj_k_steps<K>(kBegin, kEnd);
   auto fill = [&](long long slot, long long kk) {
     tj_fill_slot<M, N, K, A_TR, B_TR, P>(ring + slot * STAGE, a, aRows, aCols,
                                          aRs, aCs, aRow0, b, bRows, bCols, bRs,

@@ -82,14 +82,12 @@ tj_dot_loop_wgmma_tma(unsigned char *smem, const tj_tensor_map *aMap,
                       long long bCol0, long long kBegin, long long kEnd,
                       const float *acc, float *out) {
   constexpr int G = P / 128, MW = M / G, MI = MW / 64, STAGE = M * K + K * N;
-  constexpr int RING = STAGES * STAGE * 2, CS = M * tj_cs_ld<N> * 4;
   T *ring = reinterpret_cast<T *>(smem);
   float *cs = reinterpret_cast<float *>(smem);
-  unsigned long long *full =
-      reinterpret_cast<unsigned long long *>(smem + (RING > CS ? RING : CS));
+  unsigned long long *full = tj_ring_mbarriers<M, N, K, STAGES>(smem);
   unsigned long long *empty = full + STAGES;
   const int wg = threadIdx.x / 128;
-  const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
+  const long long nk = tj_k_steps<K>(kBegin, kEnd);
   // Thread 0 only: the copies of stage `it` into its slot.
   auto fill = [&](long long it) {
     const int s = it % STAGES;

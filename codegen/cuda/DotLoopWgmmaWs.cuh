@@ -72,13 +72,11 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
                      long long bCols, long long bRs, long long bCs,
                      long long bCol0, long long kBegin, long long kEnd,
                      const float *acc, float *out) {
-  constexpr int P = 256, MI = M / 64, STAGE = M * K + K * N, CN = tj_cs_ld<N>;
-  constexpr int RING = STAGES * STAGE * 2, AHEAD = STAGES - 1;
-  constexpr int BARS = RING > M * CN * 4 ? RING : M * CN * 4;
+  constexpr int P = 256, MI = M / 64, STAGE = M * K + K * N;
+  constexpr int AHEAD = STAGES - 1;
   T *ring = reinterpret_cast<T *>(smem);
   float *cs = reinterpret_cast<float *>(smem);
-  unsigned long long *full =
-      reinterpret_cast<unsigned long long *>(smem + BARS);
+  unsigned long long *full = tj_ring_mbarriers<M, N, K, STAGES>(smem);
   unsigned long long *empty = full + STAGES;
   const bool producer = threadIdx.x < 128;
   const int t = threadIdx.x % 128;
@@ -98,7 +96,7 @@ tj_dot_loop_wgmma_ws(unsigned char *smem, const T *a, long long aRows,
   }
   __syncthreads(); // the barriers are set up and the ring is free
 
-  const long long nk = kEnd > kBegin ? (kEnd - kBegin + K - 1) / K : 0;
+  const long long nk = tj_k_steps<K>(kBegin, kEnd);
   if (producer) {
     for (long long it = 0; it < nk + AHEAD; ++it) {
       // First the stage whose copies are due, so that the consumer can free
