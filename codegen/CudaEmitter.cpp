@@ -151,9 +151,7 @@ void KernelEmitter::emit() {
     line("for (long long tj_prog = blockIdx.x; tj_prog < tj_programs; "
          "tj_prog += gridDim.x) {");
     ++indent;
-    line("const int tj_pid_x = (int)(tj_prog % tj_grid_x), tj_pid_y = "
-         "(int)(tj_prog / tj_grid_x % tj_grid_y), tj_pid_z = (int)(tj_prog / "
-         "tj_grid_x / tj_grid_y);");
+    declareProgramIds("tj_prog");
   }
   emitBlock(body, {}, {});
   if (resident) {

@@ -287,17 +287,19 @@ bool KernelEmitter::emitSimt(Operation *op) {
     Type et = elemType(ld.getType());
     std::string other =
         ld.getOther() ? name(ld.getOther(), op) : zeroOf(et, op);
-    auto element = [&](const std::string &e) {
+    // Element e, read where `mask` (if any) holds.
+    auto masked = [&](Value mask, const std::string &e) {
       std::string access =
           name(ld.getPtr(), op) + "[" + offsetRef(ld.getOffsets(), e, op) +
           "]";
-      if (!ld.getMask())
+      if (!mask)
         return access;
-      return ref(ld.getMask(), e, op) + " ? " + access + " : " + other;
+      return ref(mask, e, op) + " ? " + access + " : " + other;
     };
     int64_t width = accessWidth(op);
     if (width < 2) {
-      define(op, ld.getResult(), element);
+      define(op, ld.getResult(),
+             [&](const std::string &e) { return masked(ld.getMask(), e); });
       return true;
     }
     std::string n = bind(ld.getResult());
@@ -311,11 +313,7 @@ bool KernelEmitter::emitSimt(Operation *op) {
           return "tj_vload<" + bytes + ">(&" + n + "[tj_g], " + addr + ");";
         },
         [&](const std::string &e) {
-          std::string access = name(ld.getPtr(), op) + "[" +
-                               offsetRef(ld.getOffsets(), e, op) + "]";
-          if (mask)
-            access = ref(mask, e, op) + " ? " + access + " : " + other;
-          return n + "[" + e + "] = " + access + ";";
+          return n + "[" + e + "] = " + masked(mask, e) + ";";
         });
     if (!guard.empty()) {
       --indent;
@@ -343,14 +341,15 @@ bool KernelEmitter::emitSimt(Operation *op) {
       stmt("if (" + cond + ") " + store(""));
       return true;
     }
-    auto element = [&](const std::string &e) {
-      if (st.getMask())
-        return "if (" + ref(st.getMask(), e, op) + ") " + store(e);
+    // Element e, stored where `mask` (if any) holds.
+    auto masked = [&](Value mask, const std::string &e) {
+      if (mask)
+        return "if (" + ref(mask, e, op) + ") " + store(e);
       return store(e);
     };
     int64_t width = accessWidth(op);
     if (width < 2) {
-      forEach(*k, [&](const std::string &e) { stmt(element(e)); });
+      forEach(*k, [&](const std::string &e) { stmt(masked(st.getMask(), e)); });
       return true;
     }
     Type et = elemType(st.getValue().getType());
@@ -364,11 +363,7 @@ bool KernelEmitter::emitSimt(Operation *op) {
           return "tj_vstore<" + bytes + ">(" + addr + ", &" + value +
                  "[tj_g]);";
         },
-        [&](const std::string &e) {
-          if (mask)
-            return "if (" + ref(mask, e, op) + ") " + store(e);
-          return store(e);
-        });
+        [&](const std::string &e) { return masked(mask, e); });
     if (!guard.empty())
       --indent, line("}");
     return true;
@@ -497,9 +492,7 @@ void KernelEmitter::emitNextProgramDotArgs(simt::DotLoopOp op) {
   ++indent;
   line("const long long tj_prog_next = tj_prog + gridDim.x;");
   line("tj_next.has = tj_prog_next < tj_programs;");
-  line("const int tj_pid_x = (int)(tj_prog_next % tj_grid_x), tj_pid_y = "
-       "(int)(tj_prog_next / tj_grid_x % tj_grid_y), tj_pid_z = "
-       "(int)(tj_prog_next / tj_grid_x / tj_grid_y);");
+  declareProgramIds("tj_prog_next");
   auto outer = names;
   for (Operation &o : *op->getBlock()) {
     if (&o == op.getOperation())

@@ -545,6 +545,13 @@ private:
   bool emitSimt(Operation *op);
   void emitClusterReduce(tile::ClusterReduceOp op);
   void emitNextProgramDotArgs(simt::DotLoopOp op);
+  /// A resident kernel's tj_pid_x, _y, _z: program `prog` of the grid
+  /// tj_grid_x x tj_grid_y x tj_grid_z, x fastest.
+  void declareProgramIds(const std::string &prog) {
+    line("const int tj_pid_x = (int)(" + prog + " % tj_grid_x), tj_pid_y = "
+         "(int)(" + prog + " / tj_grid_x % tj_grid_y), tj_pid_z = (int)(" +
+         prog + " / tj_grid_x / tj_grid_y);");
+  }
 
   std::string r(Operation *op, unsigned i, const std::string &e) const {
     return ref(op->getOperand(i), e, op);
