@@ -78,9 +78,8 @@ struct SimtResidentProgramsPass
                        loop.getKEnd()},
                       body))
       return;
-    OpBuilder b(loop);
     loop.setResident(true);
-    kernel->setAttr(attr::kResident, b.getUnitAttr());
+    kernel->setAttr(attr::kResident, UnitAttr::get(kernel.getContext()));
   }
 };
 

@@ -22,6 +22,14 @@ struct SpecRun::Gpu {
   cuda::Device device = cuda::Device::open();
   std::vector<cuda::DeviceBuffer> buffers; ///< parameter order; scalars empty
   std::vector<void *> pointers;
+  /// Times a launch with L2 flushed before it (made on first use).
+  double timeMs(const std::function<void()> &launch) {
+    if (!timer)
+      timer.emplace(device);
+    return timer->timeMs(launch);
+  }
+
+private:
   std::optional<L2FlushTimer> timer;
 };
 
@@ -356,11 +364,9 @@ double SpecRun::runOnGpu(int timedRuns) {
       d.buffers[i].copyToHost(Buffers[i].host.data(), Buffers[i].host.size());
   if (timedRuns <= 0)
     return 0;
-  if (!d.timer)
-    d.timer.emplace(d.device);
   std::vector<double> ms;
   for (int i = 0; i < timedRuns; ++i)
-    ms.push_back(d.timer->timeMs([&] { K->launch(G, args); }));
+    ms.push_back(d.timeMs([&] { K->launch(G, args); }));
   return medianOf(ms);
 }
 
@@ -402,9 +408,12 @@ double SpecRun::vendorGemmMs(int timedRuns, bool copyOutput) {
                 n = gemmSize(Spec, O.sizes, g.n),
                 k = gemmSize(Spec, O.sizes, g.k);
   const bool ta = value(g.transA) != 0, tb = value(g.transB) != 0;
+  auto index = [&](const std::string &name) {
+    return size_t(&buffer(name) - Buffers.data());
+  };
   auto matrix = [&](const std::string &name, int64_t rows, int64_t cols,
                     const std::string &ld) {
-    size_t i = &buffer(name) - Buffers.data();
+    size_t i = index(name);
     return cublaslt::Matrix{Device->buffers[i].ptr(), Buffers[i].dtype, rows,
                             cols, int64_t(value(ld))};
   };
@@ -422,16 +431,14 @@ double SpecRun::vendorGemmMs(int timedRuns, bool copyOutput) {
   gemm.run(a, ta, b, tb, c, alpha, beta); // chooses the algorithm
   cuda::synchronize();
   if (copyOutput) {
-    size_t i = &buffer(g.c) - Buffers.data();
+    size_t i = index(g.c);
     Device->buffers[i].copyToHost(Buffers[i].host.data(),
                                   Buffers[i].host.size());
   }
-  if (!Device->timer)
-    Device->timer.emplace(Device->device);
   std::vector<double> ms;
   for (int i = 0; i < timedRuns; ++i)
     ms.push_back(
-        Device->timer->timeMs([&] { gemm.run(a, ta, b, tb, c, alpha, beta); }));
+        Device->timeMs([&] { gemm.run(a, ta, b, tb, c, alpha, beta); }));
   return medianOf(ms);
 }
 
@@ -571,10 +578,7 @@ public:
     cuda::synchronize();
   }
   double timeLaunch(TuneCandidate &c) override {
-    if (!R.Device->timer)
-      R.Device->timer.emplace(R.Device->device);
-    return R.Device->timer->timeMs(
-        [&] { static_cast<Candidate &>(c).launch(Args); });
+    return R.Device->timeMs([&] { static_cast<Candidate &>(c).launch(Args); });
   }
   std::string checkOutputs() override {
     for (size_t i = 0; i < R.Buffers.size(); ++i) {
