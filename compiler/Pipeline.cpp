@@ -97,6 +97,19 @@ void optimizeTile(TileModule &module) {
   step(module, "cse", createCSEPass());
 }
 
+void lowerToSimt(TileModule &module) {
+  step(module, "tile-assign-layout", createTileAssignLayout());
+  step(module, "tile-lower-to-simt", createTileLowerToSimt());
+  step(module, "canonicalize", createCanonicalizerPass());
+  step(module, "cse", createCSEPass());
+  step(module, "loop-invariant-code-motion",
+       createLoopInvariantCodeMotionPass());
+  step(module, "simt-vectorize-access", createSimtVectorizeAccess());
+  step(module, "simt-tensor-maps", createSimtTensorMaps());
+  step(module, "simt-resident-programs", createSimtResidentPrograms());
+  step(module, "simt-cluster-barriers", createSimtClusterBarriers());
+}
+
 CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
   auto t0 = std::chrono::steady_clock::now();
   TileModule module = input.clone();
@@ -108,16 +121,7 @@ CompiledKernel compile(const TileModule &input, const CompileOptions &options) {
   if (options.upTo == Stage::Tile)
     return out;
 
-  step(module, "tile-assign-layout", createTileAssignLayout());
-  step(module, "tile-lower-to-simt", createTileLowerToSimt());
-  step(module, "canonicalize", createCanonicalizerPass());
-  step(module, "cse", createCSEPass());
-  step(module, "loop-invariant-code-motion",
-       createLoopInvariantCodeMotionPass());
-  step(module, "simt-vectorize-access", createSimtVectorizeAccess());
-  step(module, "simt-tensor-maps", createSimtTensorMaps());
-  step(module, "simt-resident-programs", createSimtResidentPrograms());
-  step(module, "simt-cluster-barriers", createSimtClusterBarriers());
+  lowerToSimt(module);
   out.simtIR = module.str();
   module.impl().module->walk([&](func::FuncOp f) {
     if (auto p = f->getAttrOfType<IntegerAttr>(attr::kThreads))

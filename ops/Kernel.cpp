@@ -30,7 +30,9 @@ struct Kernel::State {
   std::vector<KernelParam> params;
 
   std::mutex mutex;
-  std::optional<TileModule> optimized; ///< for the interpreter, made once
+  /// For the interpreter, each made once: the tile-level and the
+  /// thread-level module.
+  std::optional<TileModule> optimized, simt;
   /// The binary per target ("sm_90", ...), and per GPU the module loaded
   /// from it: a kernel runs on the GPU current on the calling thread.
   std::map<std::string, std::shared_ptr<const CompiledKernel>> compiled;
@@ -125,8 +127,10 @@ void Kernel::checkArgs(const std::vector<KernelArg> &args, bool onCpu) const {
   }
 }
 
-void Kernel::runOnCpu(Grid grid, const std::vector<KernelArg> &args) const {
+void Kernel::runOnCpu(Grid grid, const std::vector<KernelArg> &args,
+                      std::optional<InterpretLevel> asked) const {
   checkArgs(args, /*onCpu=*/true);
+  InterpretLevel level = asked ? *asked : defaultInterpretLevel();
   const TileModule *m;
   {
     std::lock_guard<std::mutex> lock(S->mutex);
@@ -135,7 +139,12 @@ void Kernel::runOnCpu(Grid grid, const std::vector<KernelArg> &args) const {
       optimizeTile(copy);
       S->optimized.emplace(std::move(copy));
     }
-    m = &*S->optimized;
+    if (level == InterpretLevel::Simt && !S->simt) {
+      TileModule copy = S->optimized->clone();
+      lowerToSimt(copy);
+      S->simt.emplace(std::move(copy));
+    }
+    m = level == InterpretLevel::Simt ? &*S->simt : &*S->optimized;
   }
   std::vector<InterpArg> interp;
   for (const KernelArg &a : args)

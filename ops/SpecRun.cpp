@@ -329,12 +329,12 @@ SpecRun::kernelArgs(const std::vector<void *> &pointers) const {
   return args;
 }
 
-void SpecRun::runOnCpu() {
+void SpecRun::runOnCpu(std::optional<InterpretLevel> level) {
   std::vector<void *> host;
   for (Buffer &b : Buffers)
     host.push_back(b.host.data());
   if (!emptyGrid(G))
-    K->runOnCpu(G, kernelArgs(host));
+    K->runOnCpu(G, kernelArgs(host), level);
 }
 
 double SpecRun::runOnGpu(int timedRuns) {

@@ -74,9 +74,10 @@ public:
   /// once).
   double bytesMoved() const;
 
-  /// Runs the kernel in the interpreter; the outputs land in the host
+  /// Runs the kernel in the interpreter at `level` (default:
+  /// defaultInterpretLevel(), Interpreter.h); the outputs land in the host
   /// buffers.
-  void runOnCpu();
+  void runOnCpu(std::optional<InterpretLevel> level = std::nullopt);
   /// Copies the inputs to the GPU, NaN-fills the outputs there, launches
   /// once and copies the outputs back; then times `timedRuns` more launches
   /// (L2 flushed before each) and returns their median in ms (0 for none).

@@ -324,6 +324,7 @@ void Runner::execConstant(arith::ConstantOp op) {
       r = makeI(s, std::move(out));
     }
   }
+  r = spread(std::move(r));
   constants.try_emplace(op, r);
   set(op.getResult(), std::move(r));
 }
@@ -454,25 +455,27 @@ void Runner::execSelect(arith::SelectOp op) {
   const RuntimeValue &c = intOperand(op, 0);
   const RuntimeValue &a = get(op.getTrueValue());
   const RuntimeValue &b = get(op.getFalseValue());
-  if (!c.tile) { // a scalar condition picks a whole value
+  if (c.size() == 1) { // a scalar condition picks a whole value
     RuntimeValue r = c.intScalar() ? a : b;
     return set(op.getResult(), std::move(r));
   }
-  checkSizes(c.size(), a.size());
+  // Element by element; in a SIMT kernel a thread's scalar condition picks
+  // its whole vector.
   checkSizes(a.size(), b.size());
   Shape s = shapeOf(op.getType());
-  size_t n = c.size();
+  size_t n = a.size();
+  size_t div = repeatOf(c.size(), n);
   const int64_t *pc = c.i->data();
   if (a.f && b.f) {
     auto out = std::make_shared<FVec>(n);
     for (size_t j = 0; j < n; ++j)
-      (*out)[j] = pc[j] ? (*a.f)[j] : (*b.f)[j];
+      (*out)[j] = pc[j / div] ? (*a.f)[j] : (*b.f)[j];
     return set(op.getResult(), makeF(s, std::move(out)));
   }
   if (a.i && b.i) {
     auto out = std::make_shared<IVec>(n);
     for (size_t j = 0; j < n; ++j)
-      (*out)[j] = pc[j] ? (*a.i)[j] : (*b.i)[j];
+      (*out)[j] = pc[j / div] ? (*a.i)[j] : (*b.i)[j];
     return set(op.getResult(), makeI(s, std::move(out)));
   }
   fail("select operands have mismatched kinds");

@@ -42,12 +42,8 @@ RuntimeValue Runner::loadElements(const RuntimeValue &ptr,
   if (ptr.elem != Elem::Ptr || ptr.ptrArg < 0)
     fail("load from a non-pointer value");
   size_t n = offs.size();
-  size_t maskStride = 0;
-  if (mask) {
-    if (mask->size() != 1)
-      checkSizes(mask->size(), n);
-    maskStride = mask->size() == 1 ? 0 : 1;
-  }
+  size_t maskDiv = mask ? repeatOf(mask->size(), n) : 1;
+  size_t otherDiv = other ? repeatOf(other->size(), n) : 1;
   const InterpBuffer &buf = bufferOf(ptr);
   const int64_t *po = offs.i->data();
   const int64_t *pm = mask ? mask->i->data() : nullptr;
@@ -55,14 +51,16 @@ RuntimeValue Runner::loadElements(const RuntimeValue &ptr,
   const int64_t size = buf.numElements;
 
   if (isFloatElem(s.elem)) {
-    float fill = other ? other->floatScalar() : 0.0f;
-    auto out = std::make_shared<FVec>(n, fill);
+    auto out = std::make_shared<FVec>(n, 0.0f);
     float *dst = out->data();
+    if (other)
+      for (size_t j = 0; j < n; ++j)
+        dst[j] = (*other->f)[j / otherDiv];
     withBufferType(dt, [&](auto *typed) {
       using T = std::remove_pointer_t<decltype(typed)>;
       const T *base = static_cast<const T *>(buf.data);
       for (size_t j = 0; j < n; ++j) {
-        if (pm && !pm[j * maskStride])
+        if (pm && !pm[j / maskDiv])
           continue;
         int64_t o = checkedOffset(ptr, size, po[j], j, "load");
         if constexpr (std::is_same_v<T, uint16_t>)
@@ -74,14 +72,16 @@ RuntimeValue Runner::loadElements(const RuntimeValue &ptr,
     });
     return makeF(s, std::move(out));
   }
-  int64_t fill = other ? other->intScalar() : 0;
-  auto out = std::make_shared<IVec>(n, fill);
+  auto out = std::make_shared<IVec>(n, 0);
   int64_t *dst = out->data();
+  if (other)
+    for (size_t j = 0; j < n; ++j)
+      dst[j] = (*other->i)[j / otherDiv];
   withBufferType(dt, [&](auto *typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     const T *base = static_cast<const T *>(buf.data);
     for (size_t j = 0; j < n; ++j) {
-      if (pm && !pm[j * maskStride])
+      if (pm && !pm[j / maskDiv])
         continue;
       int64_t o = checkedOffset(ptr, size, po[j], j, "load");
       if constexpr (std::is_same_v<T, uint8_t>)
@@ -103,15 +103,8 @@ void Runner::storeElements(const RuntimeValue &ptr, const RuntimeValue &offs,
   if (ptr.elem != Elem::Ptr || ptr.ptrArg < 0)
     fail("store to a non-pointer value");
   size_t n = offs.size();
-  if (val.size() != 1)
-    checkSizes(val.size(), n);
-  size_t valStride = val.size() == 1 ? 0 : 1;
-  size_t maskStride = 0;
-  if (mask) {
-    if (mask->size() != 1)
-      checkSizes(mask->size(), n);
-    maskStride = mask->size() == 1 ? 0 : 1;
-  }
+  size_t valDiv = repeatOf(val.size(), n);
+  size_t maskDiv = mask ? repeatOf(mask->size(), n) : 1;
   const InterpBuffer &buf = bufferOf(ptr);
   const int64_t *po = offs.i->data();
   const int64_t *pm = mask ? mask->i->data() : nullptr;
@@ -124,18 +117,18 @@ void Runner::storeElements(const RuntimeValue &ptr, const RuntimeValue &offs,
     using T = std::remove_pointer_t<decltype(typed)>;
     T *base = static_cast<T *>(buf.data);
     for (size_t j = 0; j < n; ++j) {
-      if (pm && !pm[j * maskStride])
+      if (pm && !pm[j / maskDiv])
         continue;
       int64_t o = checkedOffset(ptr, size, po[j], j, "store");
       if constexpr (std::is_same_v<T, uint16_t>) {
-        float x = (*val.f)[j * valStride];
+        float x = (*val.f)[j / valDiv];
         base[o] = dt == DType::BF16 ? floatToBf16(x) : floatToHalf(x);
       } else if constexpr (std::is_same_v<T, float>) {
-        base[o] = (*val.f)[j * valStride];
+        base[o] = (*val.f)[j / valDiv];
       } else if constexpr (std::is_same_v<T, uint8_t>) {
-        base[o] = (*val.i)[j * valStride] != 0 ? 1 : 0;
+        base[o] = (*val.i)[j / valDiv] != 0 ? 1 : 0;
       } else {
-        base[o] = static_cast<T>((*val.i)[j * valStride]);
+        base[o] = static_cast<T>((*val.i)[j / valDiv]);
       }
     }
   });
@@ -185,11 +178,8 @@ void Runner::execReduce(tile::ReduceOp op) {
   set(op.getResult(), intScalar(s.elem, r));
 }
 
-void Runner::execReduceRows(tile::ReduceRowsOp op) {
-  const RuntimeValue &src = get(op.getSrc());
-  Shape s = shapeOf(op.getType());
-  int64_t cols = op.getCols();
-  ReduceKind kind = op.getKind();
+RuntimeValue Runner::reduceRows(const RuntimeValue &src, ReduceKind kind,
+                                int64_t cols, Shape s) {
   if (src.f) { // in column order, as the GPU lowering
     auto out = std::make_shared<FVec>(s.n);
     for (int64_t r = 0; r < s.n; ++r) {
@@ -198,7 +188,7 @@ void Runner::execReduceRows(tile::ReduceRowsOp op) {
         acc = combineF(kind, acc, (*src.f)[r * cols + j]);
       (*out)[r] = acc;
     }
-    return set(op.getResult(), makeF(s, std::move(out)));
+    return makeF(s, std::move(out));
   }
   auto out = std::make_shared<IVec>(s.n);
   for (int64_t r = 0; r < s.n; ++r) {
@@ -207,23 +197,31 @@ void Runner::execReduceRows(tile::ReduceRowsOp op) {
       acc = combineI(kind, acc, (*src.i)[r * cols + j], s.elem);
     (*out)[r] = acc;
   }
-  set(op.getResult(), makeI(s, std::move(out)));
+  return makeI(s, std::move(out));
 }
 
-void Runner::execBroadcastRows(tile::BroadcastRowsOp op) {
-  const RuntimeValue &src = get(op.getSrc());
-  Shape s = shapeOf(op.getType());
-  int64_t cols = op.getCols();
+void Runner::execReduceRows(tile::ReduceRowsOp op) {
+  set(op.getResult(), reduceRows(get(op.getSrc()), op.getKind(), op.getCols(),
+                                 shapeOf(op.getType())));
+}
+
+RuntimeValue Runner::broadcastRows(const RuntimeValue &src, int64_t cols,
+                                   Shape s) {
   if (src.f) {
     auto out = std::make_shared<FVec>(s.n);
     for (int64_t i = 0; i < s.n; ++i)
       (*out)[i] = (*src.f)[i / cols];
-    return set(op.getResult(), makeF(s, std::move(out)));
+    return makeF(s, std::move(out));
   }
   auto out = std::make_shared<IVec>(s.n);
   for (int64_t i = 0; i < s.n; ++i)
     (*out)[i] = (*src.i)[i / cols];
-  set(op.getResult(), makeI(s, std::move(out)));
+  return makeI(s, std::move(out));
+}
+
+void Runner::execBroadcastRows(tile::BroadcastRowsOp op) {
+  set(op.getResult(),
+      broadcastRows(get(op.getSrc()), op.getCols(), shapeOf(op.getType())));
 }
 
 /// acc += a b for row-major a (M x K), b (K x N), acc (M x N): products
@@ -246,8 +244,11 @@ void Runner::execDot(tile::DotOp op) {
   set(op.getResult(), makeF(shapeOf(op.getType()), std::move(out)));
 }
 
-void Runner::execDotLoop(tile::DotLoopOp op) {
-  auto scalar = [&](Value v) { return get(v).intScalar(); };
+template <typename DotLoop>
+RuntimeValue Runner::dotLoop(DotLoop op, const RuntimeValue &acc) {
+  auto scalar = [&](Value v) {
+    return uniformInt(v, "a dot loop's view or K range");
+  };
   // The R x C block at (r0, c0) of a view, zeros outside it (tile.load_block).
   auto block = [&](Value ptr, Value rows, Value cols, Value rs, Value cs,
                    int64_t r0, int64_t c0, int64_t R, int64_t C) {
@@ -268,7 +269,7 @@ void Runner::execDotLoop(tile::DotLoopOp op) {
     return loadElements(get(ptr), o, &m, nullptr, {Elem::F32, true, R * C});
   };
   int64_t M = op.getM(), N = op.getN(), K = op.getK();
-  auto out = std::make_shared<FVec>(*get(op.getAcc()).f);
+  auto out = std::make_shared<FVec>(*acc.f);
   for (int64_t kk = scalar(op.getKBegin()); kk < scalar(op.getKEnd());
        kk += K) {
     RuntimeValue a = block(op.getA(), op.getARows(), op.getACols(),
@@ -279,15 +280,22 @@ void Runner::execDotLoop(tile::DotLoopOp op) {
                            scalar(op.getBCol0()), K, N);
     accumulateProduct(*a.f, *b.f, *out, M, N, K);
   }
-  set(op.getResult(), makeF(shapeOf(op.getType()), std::move(out)));
+  return makeF({Elem::F32, true, M * N}, std::move(out));
+}
+template RuntimeValue Runner::dotLoop(tile::DotLoopOp, const RuntimeValue &);
+template RuntimeValue Runner::dotLoop(simt::DotLoopOp, const RuntimeValue &);
+
+void Runner::execDotLoop(tile::DotLoopOp op) {
+  set(op.getResult(), dotLoop(op, get(op.getAcc())));
 }
 
 void Runner::execClusterReduce(tile::ClusterReduceOp op) {
   std::vector<ClusterExchange::Scalar> mine;
   for (Value src : op.getSrcs()) {
-    const RuntimeValue &v = get(src);
-    mine.push_back(v.f ? ClusterExchange::Scalar{v.floatScalar(), 0}
-                       : ClusterExchange::Scalar{0, v.intScalar()});
+    const char *what = "a tile.cluster_reduce operand";
+    mine.push_back(get(src).f
+                       ? ClusterExchange::Scalar{uniformFloat(src, what), 0}
+                       : ClusterExchange::Scalar{0, uniformInt(src, what)});
   }
   if (!cluster) { // a cluster of one program
     for (auto [src, res] : llvm::zip(op.getSrcs(), op.getResults()))
@@ -302,23 +310,22 @@ void Runner::execClusterReduce(tile::ClusterReduceOp op) {
       float r = all[0][i].f;
       for (size_t c = 1; c < all.size(); ++c)
         r = combineF(kind, r, all[c][i].f);
-      set(res, makeF(s, std::make_shared<FVec>(1, r)));
+      set(res, spread(makeF(s, std::make_shared<FVec>(1, r))));
       continue;
     }
     int64_t r = all[0][i].i;
     for (size_t c = 1; c < all.size(); ++c)
       r = combineI(kind, r, all[c][i].i, s.elem);
-    set(res, intScalar(s.elem, r));
+    set(res, spread(intScalar(s.elem, r)));
   }
 }
 
 void Runner::execFor(scf::ForOp op) {
-  const RuntimeValue &lbv = intOperand(op, 0);
-  const RuntimeValue &ubv = intOperand(op, 1);
-  const RuntimeValue &stepv = intOperand(op, 2);
-  Elem ivElem = lbv.elem;
+  Elem ivElem = intOperand(op, 0).elem;
   bool isUnsigned = op.getUnsignedCmp();
-  int64_t lb = lbv.intScalar(), ub = ubv.intScalar(), step = stepv.intScalar();
+  int64_t lb = uniformInt(op.getLowerBound(), "scf.for's lower bound"),
+          ub = uniformInt(op.getUpperBound(), "scf.for's upper bound"),
+          step = uniformInt(op.getStep(), "scf.for's step");
   if (isUnsigned ? zext(step, ivElem) == 0 : step <= 0)
     fail("scf.for step must be positive, got " + std::to_string(step));
   llvm::SmallVector<RuntimeValue, 4> iter;
@@ -330,7 +337,7 @@ void Runner::execFor(scf::ForOp op) {
     return isUnsigned ? zext(i, ivElem) < zext(ub, ivElem) : i < ub;
   };
   for (int64_t i = lb; inRange(i);) {
-    set(iv, intScalar(ivElem, i));
+    set(iv, spread(intScalar(ivElem, i)));
     for (auto [arg, v] : llvm::zip(op.getRegionIterArgs(), iter))
       set(arg, v);
     Operation *term = runBlock(body);
@@ -357,7 +364,7 @@ void Runner::execFor(scf::ForOp op) {
 }
 
 void Runner::execIf(scf::IfOp op) {
-  bool cond = intOperand(op, 0).intScalar() != 0;
+  bool cond = uniformInt(op.getCondition(), "scf.if's condition") != 0;
   Region &region = cond ? op.getThenRegion() : op.getElseRegion();
   if (region.empty()) {
     if (op.getNumResults() != 0)
@@ -380,7 +387,8 @@ void Runner::execWhile(scf::WhileOp op) {
     auto condOp = dyn_cast<scf::ConditionOp>(term);
     if (!condOp || carried.empty())
       fail("scf.while: malformed before region");
-    bool cond = carried.front().intScalar() != 0;
+    bool cond =
+        uniformInt(condOp.getCondition(), "scf.while's condition") != 0;
     carried.erase(carried.begin());
     if (!cond) {
       cur = op;

@@ -2,8 +2,16 @@
 //
 // The kernel's shared state, the exchange of a cluster's programs and the
 // Runner that executes one program; its op families are in
-// Interpreter.cpp (dispatch, tile ops), InterpArith.cpp and
-// InterpMemory.cpp. Internal to runtime/.
+// Interpreter.cpp (dispatch, tile ops), InterpArith.cpp, InterpMemory.cpp
+// and InterpSimt.cpp (thread-level ops). Internal to runtime/.
+//
+// A thread-level (SIMT) kernel runs its P threads in lockstep: every value
+// holds all P threads' copies, thread-major (a scalar: P elements; a
+// vector<K>: P * K, thread t's at t * K), so the arithmetic of tile-level
+// kernels applies unchanged and block-wide ops see every thread at once.
+// Control flow, pointers and the scalars that steer them must be the same
+// in every thread (the lowering is uniform); a value that differs is an
+// error.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_RUNTIME_INTERPRUNNER_H
@@ -26,6 +34,7 @@ struct Kernel {
   llvm::SmallVector<RuntimeValue> argValues; // bound once, shared
   int64_t blockThreads = 128; // threads per program on the GPU (sum order)
   int64_t clusterSize = 1;    // programs per cluster along x
+  int64_t lanes = 1; // copies per value: P for a SIMT kernel, else 1
 };
 
 /// The meeting point of the programs of one cluster, each on its own
@@ -120,6 +129,10 @@ inline std::mutex &printMutex() {
   return m;
 }
 
+/// acc += a b for row-major a (M x K), b (K x N), acc (M x N) (tile.dot).
+void accumulateProduct(const FVec &a, const FVec &b, FVec &acc, int64_t M,
+                       int64_t N, int64_t K);
+
 //===----------------------------------------------------------------------===//
 // Runner: executes programs of one kernel, one at a time, on one thread
 //===----------------------------------------------------------------------===//
@@ -187,6 +200,10 @@ private:
     set(op.getResult(), std::move(v));
   }
 
+  int64_t gridDim(unsigned axis) const {
+    return axis == 0 ? k.grid.x : axis == 1 ? k.grid.y : k.grid.z;
+  }
+
   //--- errors ---------------------------------------------------------------
 
   [[noreturn]] void fail(const std::string &msg) {
@@ -229,6 +246,14 @@ private:
         fail("unsupported tile element type " + typeString(t));
       return {*e, true, tensor.getDimSize(0)};
     }
+    // A thread's part of a tile in a SIMT kernel (its value holds every
+    // thread's: k.lanes times as many elements).
+    if (auto vec = dyn_cast<VectorType>(t)) {
+      auto e = elemOfScalar(vec.getElementType());
+      if (vec.getRank() != 1 || !e || *e == Elem::Ptr)
+        fail("unsupported vector type " + typeString(t));
+      return {*e, true, vec.getNumElements()};
+    }
     auto e = elemOfScalar(t);
     if (!e)
       fail("unsupported type " + typeString(t));
@@ -256,6 +281,60 @@ private:
     return r;
   }
 
+  /// `v` held by every thread of a SIMT kernel: its elements repeated
+  /// k.lanes times (unchanged in a tile-level kernel).
+  RuntimeValue spread(RuntimeValue v) const {
+    if (k.lanes == 1 || v.elem == Elem::Ptr)
+      return v;
+    auto repeat = [&](const auto &src) {
+      using Vec = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
+      auto out = std::make_shared<Vec>();
+      out->reserve(src->size() * k.lanes);
+      for (int64_t t = 0; t < k.lanes; ++t)
+        out->insert(out->end(), src->begin(), src->end());
+      return out;
+    };
+    if (v.f)
+      v.f = repeat(v.f);
+    else if (v.i)
+      v.i = repeat(v.i);
+    return v;
+  }
+
+  /// The one value of scalar `v` that every thread holds; fails naming
+  /// `what` when threads differ (control flow, addresses and sizes must be
+  /// uniform in a program).
+  int64_t uniformInt(Value v, const char *what) {
+    const RuntimeValue &r = get(v);
+    if (!r.i)
+      fail(std::string(what) + " is not an integer value");
+    checkUniform(r, what);
+    return r.i->front();
+  }
+  float uniformFloat(Value v, const char *what) {
+    const RuntimeValue &r = get(v);
+    if (!r.f)
+      fail(std::string(what) + " is not a float value");
+    checkUniform(r, what);
+    return r.f->front();
+  }
+  void checkUniform(const RuntimeValue &r, const char *what) {
+    size_t n = r.size();
+    bool same = r.f ? std::all_of(r.f->begin(), r.f->end(),
+                                  [&](float x) {
+                                    return llvm::bit_cast<uint32_t>(x) ==
+                                           llvm::bit_cast<uint32_t>(r.f->front());
+                                  })
+                    : std::all_of(r.i->begin(), r.i->end(),
+                                  [&](int64_t x) { return x == r.i->front(); });
+    if (n != 1 && n != size_t(k.lanes))
+      fail(std::string(what) + " is not a scalar");
+    if (!same)
+      fail(std::string(what) +
+           " differs between the threads of the program (a SIMT kernel's "
+           "control flow, addresses and sizes must be uniform)");
+  }
+
   const RuntimeValue &floatOperand(Operation *op, unsigned idx) {
     const RuntimeValue &v = get(op->getOperand(idx));
     if (!v.f)
@@ -267,6 +346,19 @@ private:
     if (!v.i)
       fail("operand #" + std::to_string(idx) + " is not an integer value");
     return v;
+  }
+
+  /// How many consecutive elements of an n-element access share one
+  /// element of an operand of `size`: n (one for the whole access), 1 (one
+  /// each) or, in a SIMT kernel, K (a per-thread scalar beside a thread's
+  /// vector<K>).
+  size_t repeatOf(size_t size, size_t n) {
+    if (n == 0)
+      return 1;
+    if (size == 0 || n % size != 0)
+      fail("operand sizes differ (" + std::to_string(size) + " vs " +
+           std::to_string(n) + ")");
+    return n / size;
   }
 
   void checkSizes(size_t a, size_t b) {
@@ -364,6 +456,12 @@ private:
 
   void exec(Operation *op);
   void execTile(Operation *op);
+  void execSimt(Operation *op);
+  void execVector(Operation *op);
+  /// A SIMT value of a tile of `n` elements (P * K, thread-major) as the
+  /// tile in element order (the kernel's layout, layoutGroup), and back.
+  RuntimeValue gatherTile(const RuntimeValue &v, Shape s);
+  RuntimeValue scatterTile(const RuntimeValue &tile, Shape s);
   bool execFloat(Operation *op);
   bool execInt(Operation *op);
   bool execCast(Operation *op);
@@ -390,7 +488,8 @@ private:
   std::vector<PendingCopy> openCopies;             // since the last commit
   std::deque<std::vector<PendingCopy>> copyGroups; // committed, in flight
 
-  void execCopyAsync(tile::CopyAsyncOp op) {
+  /// tile.copy_async or simt.copy_async (the same operands).
+  template <typename CopyOp> void execCopyAsync(CopyOp op) {
     const RuntimeValue &src = get(op.getSrc());
     const RuntimeValue *mask = op.getMask() ? &get(op.getMask()) : nullptr;
     PendingCopy c;
@@ -399,8 +498,9 @@ private:
     // The destination is checked now, so an error names this op.
     const InterpBuffer &dst = bufferOf(c.dst);
     const int64_t *po = c.offsets.i->data();
+    size_t maskDiv = mask ? repeatOf(mask->size(), c.offsets.size()) : 1;
     for (size_t j = 0; j < c.offsets.size(); ++j)
-      if (!mask || (*mask->i)[mask->size() == 1 ? 0 : j])
+      if (!mask || (*mask->i)[j / maskDiv])
         checkedOffset(c.dst, dst.numElements, po[j], j, "copy");
     // The values: the source's element type in the offsets' shape.
     Shape s = shapeOf(op.getSrcOffsets().getType());
@@ -422,8 +522,8 @@ private:
   /// A hint with no effect here, but its range must lie in the buffer.
   void execPrefetchL2(tile::PrefetchL2Op op) {
     const RuntimeValue &ptr = get(op.getPtr());
-    int64_t offset = intOperand(op, 1).i->front();
-    int64_t count = intOperand(op, 2).i->front();
+    int64_t offset = uniformInt(op->getOperand(1), "the prefetch's offset");
+    int64_t count = uniformInt(op->getOperand(2), "the prefetch's count");
     if (count <= 0)
       return;
     int64_t size = bufferOf(ptr).numElements;
@@ -431,6 +531,12 @@ private:
     checkedOffset(ptr, size, offset + count - 1, 0, "prefetchL2");
   }
   void execReduce(tile::ReduceOp op);
+  RuntimeValue reduceRows(const RuntimeValue &src, ReduceKind kind,
+                          int64_t cols, Shape s);
+  RuntimeValue broadcastRows(const RuntimeValue &src, int64_t cols, Shape s);
+  /// tile.dot_loop's or simt.dot_loop's product plus `acc` (a whole tile).
+  template <typename DotLoop>
+  RuntimeValue dotLoop(DotLoop op, const RuntimeValue &acc);
   void execClusterReduce(tile::ClusterReduceOp op);
   void execDot(tile::DotOp op);
   void execDotLoop(tile::DotLoopOp op);

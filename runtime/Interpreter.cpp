@@ -27,6 +27,10 @@ void Runner::exec(Operation *op) {
   StringRef ns = dialect ? dialect->getNamespace() : "";
   if (ns == "tile")
     return execTile(op);
+  if (ns == "simt")
+    return execSimt(op);
+  if (ns == "vector")
+    return execVector(op);
   if (ns == "arith" || ns == "math") {
     if (auto c = dyn_cast<arith::ConstantOp>(op))
       return execConstant(c);
@@ -100,19 +104,17 @@ void Runner::execTile(Operation *op) {
   }
   if (auto addptr = dyn_cast<tile::AddPtrOp>(op)) {
     RuntimeValue r = get(addptr.getPtr());
-    const RuntimeValue &off = intOperand(op, 1);
+    int64_t off = uniformInt(addptr.getOffset(), "a pointer's offset");
     if (r.elem != Elem::Ptr)
       fail("operand is not a pointer");
-    if (__builtin_add_overflow(r.ptrOff, off.intScalar(), &r.ptrOff))
+    if (__builtin_add_overflow(r.ptrOff, off, &r.ptrOff))
       fail("pointer offset overflows int64");
     return set(addptr.getResult(), std::move(r));
   }
   if (auto p = dyn_cast<tile::ProgramIdOp>(op))
     return set(p.getResult(), intScalar(Elem::I32, pid[p.getAxis()]));
-  if (auto p = dyn_cast<tile::NumProgramsOp>(op)) {
-    int64_t dims[3] = {k.grid.x, k.grid.y, k.grid.z};
-    return set(p.getResult(), intScalar(Elem::I32, dims[p.getAxis()]));
-  }
+  if (auto p = dyn_cast<tile::NumProgramsOp>(op))
+    return set(p.getResult(), intScalar(Elem::I32, gridDim(p.getAxis())));
   if (auto c = dyn_cast<tile::ConstexprOp>(op))
     fail("tile.constexpr \"" + c.getName().str() +
          "\" is not specialized: run tile-specialize before interpreting");
@@ -219,8 +221,28 @@ void bindArguments(Kernel &k) {
       throw Error(prefix(i) + "has unsupported type " + typeString(t) +
                   " (kernels take !tile.ptr, i32, i64 or f32)");
     }
+    if (v.i) // every thread of a SIMT kernel holds it
+      v.i = std::make_shared<IVec>(k.lanes, (*v.i)[0]);
+    if (v.f)
+      v.f = std::make_shared<FVec>(k.lanes, (*v.f)[0]);
     k.argValues.push_back(std::move(v));
   }
+}
+
+/// Whether `func` is thread-level code (after tile-lower-to-simt): it has a
+/// thread count and no tile-typed value is left.
+bool isSimtKernel(func::FuncOp func) {
+  if (!func->hasAttr(attr::kThreads))
+    return false;
+  auto isTile = [](Type t) { return isa<RankedTensorType>(t); };
+  bool tiles = false;
+  func.walk([&](Operation *op) {
+    tiles |= llvm::any_of(op->getResultTypes(), isTile);
+    for (Region &r : op->getRegions())
+      for (Block &b : r)
+        tiles |= llvm::any_of(b.getArgumentTypes(), isTile);
+  });
+  return !tiles;
 }
 
 unsigned workerCount(int64_t programs) {
@@ -267,6 +289,29 @@ void runClusters(const Kernel &k, Grid grid) {
 }
 
 } // namespace
+
+namespace {
+/// -1: not read from the environment yet.
+std::atomic<int> defaultLevel{-1};
+} // namespace
+
+InterpretLevel defaultInterpretLevel() {
+  int level = defaultLevel.load();
+  if (level < 0) {
+    const char *env = std::getenv("TILEJIT_INTERPRET");
+    std::string v = env ? env : "";
+    if (v != "" && v != "tile" && v != "simt")
+      throw Error("TILEJIT_INTERPRET='" + v + "': expected tile or simt");
+    int fromEnv = int(v == "simt" ? InterpretLevel::Simt : InterpretLevel::Tile);
+    defaultLevel.compare_exchange_strong(level, fromEnv);
+    level = defaultLevel.load();
+  }
+  return InterpretLevel(level);
+}
+
+void setDefaultInterpretLevel(InterpretLevel level) {
+  defaultLevel.store(int(level));
+}
 
 void interpret(mlir::Operation *module, const std::string &kernelName,
                Grid grid, const std::vector<InterpArg> &args) {
@@ -316,6 +361,8 @@ void interpret(mlir::Operation *module, const std::string &kernelName,
     k.blockThreads = threads.getInt();
   else if (auto warps = k.func->getAttrOfType<IntegerAttr>(attr::kNumWarps))
     k.blockThreads = 32 * warps.getInt();
+  if (isSimtKernel(k.func))
+    k.lanes = k.blockThreads;
   bindArguments(k);
 
   int64_t programs = grid.x * grid.y * grid.z;

@@ -1,7 +1,8 @@
 //===- SpecCommand.cpp - run, bench and tune any spec-declared kernel -----===//
 //
 //   tilejit run KERNEL --size BT=4096 --size V=151936 [--dtype bf16]
-//               [--set NAME=VALUE ...] [--cpu | --device=cpu|gpu] [--check]
+//               [--set NAME=VALUE ...] [--cpu | --device=cpu|gpu] [--simt]
+//               [--check]
 //               [--input NAME=in.npy ...] [--output NAME=out.npy ...]
 //   tilejit bench KERNEL --size ... [--iters 50]
 //   tilejit tune KERNEL --size ... [--reps 20] [--retune]
@@ -120,11 +121,15 @@ int runSpecKernel(const SpecCommandArgs &a) {
   SpecRun r(spec, runOptions(a, spec, gpu));
   for (auto &[name, file] : outputs)
     r.buffer(name); // an unknown name fails before the run
-  printHeader("run", r, gpu ? "the GPU" : "the CPU (interpreter)");
+  printHeader("run", r,
+              gpu      ? "the GPU"
+              : a.simt || defaultInterpretLevel() == InterpretLevel::Simt
+                  ? "the CPU (interpreter, thread-level code)"
+                       : "the CPU (interpreter)");
   if (gpu)
     r.runOnGpu();
   else
-    r.runOnCpu();
+    r.runOnCpu(a.simt ? std::optional(InterpretLevel::Simt) : std::nullopt);
   for (auto &[name, file] : outputs) {
     r.writeNpy(name, file);
     std::printf("  wrote %s to %s\n", name.c_str(), file.c_str());

@@ -8,7 +8,7 @@
 //   tilejit tune fused_ce_tvd --bt N --vocab V [--dtype ...] (TuneCommand.cpp)
 //   tilejit [--load lib.so] run|bench|tune KERNEL --size NAME=N ... (any
 //           kernel whose spec declares its arguments: SpecCommand.cpp;
-//           run takes --cpu or --device=cpu|gpu, and --check)
+//           run takes --cpu or --device=cpu|gpu, --simt and --check)
 //
 // Exit status: 0 success, 1 a --check failed, 2 an error (message on stderr).
 //
@@ -109,6 +109,11 @@ static cl::opt<bool> cpuArg("cpu",
                             cl::desc("Spec kernels: run in the interpreter "
                                      "even with a GPU (as --device=cpu)"),
                             cl::sub(runCmd), cl::cat(category));
+static cl::opt<bool> simtArg(
+    "simt", cl::desc("Spec kernels: interpret the thread-level (SIMT) code, "
+                     "each program's threads in lockstep, instead of the "
+                     "tile-level program (implies --cpu)"),
+    cl::sub(runCmd), cl::cat(category));
 static cl::list<std::string>
     inputArgs("input", cl::desc("Spec kernels: read an input, NAME=file.npy"),
               cl::sub(runCmd), cl::cat(category));
@@ -445,10 +450,13 @@ static int runSpec() {
   if (deviceArg.getNumOccurrences()) {
     if (deviceArg != "gpu" && deviceArg != "cpu")
       throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
-    if (cpuArg && deviceArg == "gpu")
-      throw Error("--cpu and --device=gpu ask for different devices");
+    if ((cpuArg || simtArg) && deviceArg == "gpu")
+      throw Error(std::string(cpuArg ? "--cpu" : "--simt") +
+                  " and --device=gpu ask for different devices");
   }
-  a.cpu = cpuArg || (deviceArg.getNumOccurrences() && deviceArg == "cpu");
+  a.simt = simtArg;
+  a.cpu = cpuArg || simtArg ||
+          (deviceArg.getNumOccurrences() && deviceArg == "cpu");
   a.gpu = deviceArg.getNumOccurrences() && deviceArg == "gpu";
   a.check = checkArg;
   a.seed = seedArg;

@@ -66,9 +66,16 @@ struct CompiledKernel {
 };
 
 /// Runs the tile-level steps in place (verify, specialize, canonicalize, CSE,
-/// loop-invariant code motion): the form the CPU interpreter executes.
+/// loop-invariant code motion, the row schedules): the form the CPU
+/// interpreter executes by default.
 /// Throws tilejit::Error naming the kernel, the step and the diagnostics.
 void optimizeTile(TileModule &module);
+
+/// Runs the thread-level steps in place on an optimizeTile()d module (the
+/// layout, the lowering to per-thread code and the SIMT passes): the
+/// `--emit=simt` form, which codegen prints and the CPU interpreter can
+/// run thread by thread. Throws as optimizeTile().
+void lowerToSimt(TileModule &module);
 
 /// Runs the pipeline on a copy of `module` up to `options.upTo`.
 CompiledKernel compile(const TileModule &module, const CompileOptions &options);

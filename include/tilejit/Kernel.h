@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,8 +119,10 @@ public:
   /// without numElements.
   void checkArgs(const std::vector<KernelArg> &args, bool onCpu) const;
 
-  /// Runs every program of `grid` in the CPU interpreter on host buffers.
-  void runOnCpu(Grid grid, const std::vector<KernelArg> &args) const;
+  /// Runs every program of `grid` in the CPU interpreter on host buffers,
+  /// at `level` (default: defaultInterpretLevel(), Interpreter.h).
+  void runOnCpu(Grid grid, const std::vector<KernelArg> &args,
+                std::optional<InterpretLevel> level = std::nullopt) const;
 
   /// Compiles (through the cache) and loads the binary for the current
   /// device, if not done yet. Throws when there is no GPU.
