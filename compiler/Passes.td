@@ -78,6 +78,18 @@ def TileCopyAhead : Pass<"tile-copy-ahead", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def TileChooseOccupancy : Pass<"tile-choose-occupancy", "mlir::ModuleOp"> {
+  let summary = "Ask for as many programs per SM as a kept row's shared memory allows";
+  let description = [{
+    For a kernel that keeps rows in shared memory (tile.keep_row with
+    tile.shared_bytes) and does not set tile.min_programs_per_sm itself:
+    sets it to min(228 KiB / (shared bytes + 2 KiB), 2048 / threads,
+    64 K / (40 x threads)) when that is 2 or more, so that ptxas caps the
+    registers per thread at what that many programs leave. With
+    `tile.programs_per_sm = n > 0` (any kernel), sets n instead.
+  }];
+}
+
 def TileLoadAhead : Pass<"tile-load-ahead", "mlir::ModuleOp"> {
   let summary = "Issue each row walk's loads one tile ahead of their use";
   let description = [{

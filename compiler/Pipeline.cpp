@@ -89,6 +89,7 @@ void optimizeTile(TileModule &module) {
   step(module, "tile-split-rows", createTileSplitRows());
   step(module, "tile-keep-rows", createTileKeepRows());
   step(module, "tile-copy-ahead", createTileCopyAhead());
+  step(module, "tile-choose-occupancy", createTileChooseOccupancy());
   step(module, "tile-load-ahead", createTileLoadAhead());
   step(module, "tile-expand-softmax", createTileExpandSoftmax());
   step(module, "tile-pipeline-dot", createTilePipelineDot());

@@ -84,18 +84,25 @@ int64_t elementBytes(tile::LoadOp load) {
 struct Keeper {
   func::FuncOp kernel;
 
+  /// A program's slice of a row of `tile.row_extent` elements, in whole
+  /// steps of `walk`; std::nullopt when the extent is unknown.
+  std::optional<int64_t> slice(scf::ForOp walk) {
+    int64_t step = walkStep(walk);
+    auto extent = kernel->getAttrOfType<IntegerAttr>(attr::kRowExtent);
+    auto split = kernel->getAttrOfType<IntegerAttr>(attr::kSplitRows);
+    if (!extent || extent.getInt() <= 0)
+      return std::nullopt;
+    int64_t programs = split ? std::max<int64_t>(1, split.getInt()) : 1;
+    return ceilDiv(ceilDiv(extent.getInt(), programs), step) * step;
+  }
+
   int64_t capacity(scf::ForOp walk, int64_t bytesPerElement) {
     int64_t step = walkStep(walk);
     auto used = kernel->getAttrOfType<IntegerAttr>(attr::kSharedBytes);
     int64_t budget = kKeepBudgetBytes - (used ? used.getInt() : 0);
     int64_t k = budget / bytesPerElement / step * step;
-    auto extent = kernel->getAttrOfType<IntegerAttr>(attr::kRowExtent);
-    auto split = kernel->getAttrOfType<IntegerAttr>(attr::kSplitRows);
-    if (extent && extent.getInt() > 0) {
-      int64_t programs = split ? std::max<int64_t>(1, split.getInt()) : 1;
-      int64_t slice = ceilDiv(ceilDiv(extent.getInt(), programs), step) * step;
-      k = std::min(k, slice);
-    }
+    if (std::optional<int64_t> s = slice(walk))
+      k = std::min(k, *s);
     return k;
   }
 
@@ -161,6 +168,13 @@ struct Keeper {
     DenseMap<Operation *, Value> arrayOf;
     for (Operation *op : keptLoads)
       arrayOf[op] = allocate(cast<tile::LoadOp>(op), K);
+    // Where the arrays hold a program's whole slice of the rows the kernel
+    // is compiled for, the walks past them run only for longer rows.
+    std::optional<int64_t> whole = slice(first);
+    auto markTail = [&](scf::ForOp walk) {
+      if (whole && K >= *whole)
+        walk->setAttr(attr::kRowTail, UnitAttr::get(walk->getContext()));
+    };
 
     // mid = lb + min(K, ub - lb), before the first walk.
     OpBuilder b(first);
@@ -188,6 +202,7 @@ struct Keeper {
     // The first walk: its head also fills the arrays.
     IRMapping map;
     peelHead(first, mid, map);
+    markTail(first);
     for (Operation *op : keptLoads) {
       auto load = cast<tile::LoadOp>(map.lookup(op));
       OpBuilder at(load->getContext());
@@ -212,6 +227,7 @@ struct Keeper {
       }
       IRMapping wm;
       peelHead(walk, mid, wm);
+      markTail(walk);
       for (tile::LoadOp load : rereads) {
         auto copy = cast<tile::LoadOp>(wm.lookup(load.getOperation()));
         OpBuilder at(copy);

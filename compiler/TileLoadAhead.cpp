@@ -15,7 +15,10 @@
 // walk's range, so a split row's program never reads its neighbour's slice.
 // Loads whose operands depend on what the iteration computes, that read
 // shared memory, or whose memory the body may write (other than each
-// element it read, after reading it) stay where they are.
+// element it read, after reading it) stay where they are, as do the walks
+// tile-keep-rows marks as running only for rows longer than the kernel's
+// (`tile.row_tail`): their registers would count against every program.
+
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/RowWalk.h"
@@ -114,7 +117,7 @@ struct TileLoadAheadPass : public impl::TileLoadAheadBase<TileLoadAheadPass> {
         return;
       SmallVector<scf::ForOp> walks;
       kernel.walk([&](scf::ForOp loop) {
-        if (isRowWalk(loop))
+        if (isRowWalk(loop) && !loop->hasAttr(attr::kRowTail))
           walks.push_back(loop);
       });
       for (scf::ForOp loop : walks)

@@ -89,6 +89,13 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
     k.func->setAttr(attr::kDotSpecialize, k.b.getUnitAttr());
   if (param("RESIDENT"))
     k.func->setAttr(attr::kResidentRequest, k.b.getUnitAttr());
+  if (int64_t programs = param("PROGRAMS_PER_SM"); programs != 0) {
+    if (programs < 1 || programs > 32)
+      throw Error(kernelName + ": PROGRAMS_PER_SM = " +
+                  std::to_string(programs) +
+                  " is not 0 (the compiler's choice) or 1 to 32");
+    k.func->setAttr(attr::kProgramsPerSm, k.b.getI64IntegerAttr(programs));
+  }
   if (int64_t extent = param("ROW_EXTENT"); extent > 0)
     k.func->setAttr(attr::kRowExtent, k.b.getI64IntegerAttr(extent));
   if (config.params.count("min_programs_per_sm")) {

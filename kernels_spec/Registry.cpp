@@ -193,6 +193,13 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
        0,
        "compiler: fill a kept row with copies this many tiles ahead (0: off)",
        /*tuned=*/false});
+  spec.params.push_back(
+      {"PROGRAMS_PER_SM",
+       {0, 3, 4, 5, 6},
+       0,
+       "compiler: programs per SM the registers are capped for (0: as many "
+       "as a kept row's shared memory allows, else ptxas's choice)",
+       /*tuned=*/false});
   if (splits.size() > 1)
     spec.params.push_back(
         {"SPLIT_ROWS", std::move(splits), 1,

@@ -14,12 +14,15 @@
 // CHECK:           tile.store %[[KEEP]][%{{.*}}], %[[X]] mask
 // CHECK:         %[[SUM:.*]] = scf.for %{{.*}} = %[[MID]] to %arg2 {{.*}} iter_args(%{{.*}} = %[[HEAD]])
 // CHECK-NOT:       tile.store %[[KEEP]]
+// CHECK:         } {tile.row_tail}
 // CHECK:         tile.barrier
 // CHECK:         scf.for %{{.*}} = %c0{{.*}} to %[[MID]]
 // CHECK:           tile.load %[[KEEP]][%{{.*}}] mask
 // CHECK:           tile.store %arg1
 // CHECK:         scf.for %{{.*}} = %[[MID]] to %arg2
 // CHECK:           tile.load %[[XR]][
+// The walks past the arrays run only for rows longer than row_extent:
+// CHECK:         } {tile.row_tail}
 func.func @two_walks(%x: !tile.ptr<f32>, %y: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.keep_row = 1 : i64, tile.row_extent = 1000 : i64} {
   %c0 = arith.constant 0 : i32
   %c256 = arith.constant 256 : i32

@@ -61,3 +61,30 @@ func.func @written_by_the_walk(%x: !tile.ptr<f32>, %V: i32) attributes {tile.ker
   }
   return
 }
+
+// -----
+
+// A walk that runs only for rows longer than the kernel is compiled for
+// (tile-keep-rows' tile.row_tail) keeps its loads where they are: their
+// registers would count against every program.
+// CHECK-LABEL: func.func @row_tail(
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32) : i32 {
+// CHECK-NEXT:      tile.splat
+// CHECK-NEXT:      arith.addi
+// CHECK-NEXT:      tile.load %arg0
+func.func @row_tail(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.load_ahead = 1 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %zero = arith.constant 0.0 : f32
+  %r = tile.arange : tensor<256xi32>
+  %s = scf.for %i = %c0 to %V step %c256 iter_args(%acc = %zero) -> (f32) : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %ts = tile.reduce sum %t : tensor<256xf32> -> f32
+    %n = arith.addf %acc, %ts : f32
+    scf.yield %n : f32
+  } {tile.row_tail}
+  tile.store %out[%c0], %s : !tile.ptr<f32>[i32], f32
+  return
+}

@@ -72,9 +72,16 @@ constexpr const char *kResident = "simt.resident";
 // i64: the longest row the kernel is compiled for (0 or absent: unknown);
 // tile-keep-rows sizes its arrays to it.
 constexpr const char *kRowExtent = "tile.row_extent";
+// unit, on a row walk: tile-keep-rows' walk past the kept part of a row,
+// which runs only for rows longer than tile.row_extent (schedules that
+// trade registers for latency leave it alone).
+constexpr const char *kRowTail = "tile.row_tail";
 // i64: __launch_bounds__'s minimum blocks per SM (registers are capped to
 // fit them); absent or 0 = no minimum.
 constexpr const char *kMinProgramsPerSm = "tile.min_programs_per_sm";
+// i64: the programs per SM a kernel asks the compiler for
+// (PROGRAMS_PER_SM; tile-choose-occupancy); absent or 0 = its choice.
+constexpr const char *kProgramsPerSm = "tile.programs_per_sm";
 constexpr const char *kConstexprs = "tile.constexprs"; // dictionary name -> int
 constexpr const char *kThreads = "simt.threads";       // i64, set by layout
 constexpr const char *kVec = "simt.vec";               // i64, set by layout
