@@ -482,6 +482,11 @@ static int runKernel() {
                   "fused_ce_tvd");
   if (deviceArg != "gpu" && deviceArg != "cpu")
     throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
+  if (simtArg) { // every kernel of the operation, as TILEJIT_INTERPRET=simt
+    if (deviceArg != "cpu")
+      throw Error("--simt interprets on the CPU: add --device=cpu");
+    setDefaultInterpretLevel(InterpretLevel::Simt);
+  }
   DType dtype = parseDType(dtypeArg);
   if (btArg < 0 || vocabArg <= 0)
     throw Error("--bt must be >= 0 and --vocab positive");
