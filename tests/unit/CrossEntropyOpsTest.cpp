@@ -2,18 +2,22 @@
 //
 // The op on host memory in the interpreter against the fp64 row reference
 // (ref::crossEntropyRow) for each reduction: the loss, the rows and the
-// gradient, into a buffer and in place; an all-ignored batch; bad input.
+// gradient, into a buffer and in place; an all-ignored batch; bad input;
+// on the GPU, rows whose elements lie past 2^31.
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/ops/CrossEntropy.h"
 
 #include "kernels_spec/reference/LinearCeReference.h"
+#include "tilejit/HostFloat.h"
 
 #include "ExpectError.h"
+#include "GpuTest.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -210,6 +214,71 @@ TEST(CrossEntropyOp, BadInputIsAClearError) {
   char ws[8];
   expectError([&] { crossEntropy(a, ws, sizeof ws, Device::Cpu, nullptr); },
               {"the workspace has 8 bytes"});
+}
+
+// BT * V > 2^31 bf16 logits, gradient in place (4.3 GB): row 16384 starts
+// exactly at element 2^31 and the last row lies past it, rows 0 and 16382
+// below; each is checked against the fp64 reference, and ignored row 16390
+// gives zeros. The logits follow a pattern of (row, v), so the host holds
+// one row at a time.
+TEST(CrossEntropyOpGpu, RowsPastTwoToThe31Elements) {
+  TILEJIT_SKIP_WITHOUT_GPU();
+  constexpr int64_t kBT = 16400, kV = 131072;
+  static_assert(kBT * kV > (int64_t(1) << 31));
+  auto logit = [](int64_t row, int64_t v) {
+    return float((v * 7 + row * 13) % 97) / 16.f - 3.f;
+  };
+  cuda::Device device = cuda::Device::open();
+  cuda::DeviceBuffer logits(size_t(kBT * kV) * 2), target(kBT * 8),
+      rows(kBT * 4), zRows(kBT * 4);
+  {
+    std::vector<uint16_t> row(kV);
+    for (int64_t r = 0; r < kBT; ++r) {
+      for (int64_t v = 0; v < kV; ++v)
+        row[v] = floatToBf16(logit(r, v));
+      logits.copyFromHost(row.data(), kV * 2, size_t(r * kV) * 2);
+    }
+  }
+  std::vector<int64_t> y(kBT);
+  for (int64_t r = 0; r < kBT; ++r)
+    y[r] = r % 7 == 3 ? -100 : (r * 7919) % kV;
+  target.copyFromHost(y.data(), kBT * 8);
+  CrossEntropyArgs a;
+  a.dtype = DType::BF16;
+  a.BT = kBT;
+  a.V = kV;
+  a.logits = reinterpret_cast<const void *>(logits.ptr());
+  a.grad = reinterpret_cast<void *>(logits.ptr());
+  a.target = reinterpret_cast<const int64_t *>(target.ptr());
+  a.reduction = Reduction::None;
+  a.rowLoss = reinterpret_cast<float *>(rows.ptr());
+  a.rowZLoss = reinterpret_cast<float *>(zRows.ptr());
+  cuda::DeviceBuffer ws(crossEntropyWorkspaceBytes(a));
+  crossEntropy(a, reinterpret_cast<void *>(ws.ptr()), ws.size(), Device::Gpu,
+               nullptr);
+  cuda::synchronize();
+  std::vector<float> loss(kBT);
+  rows.copyToHost(loss.data(), kBT * 4);
+  ref::LinearCeParams params;
+  std::vector<double> r(kV), dr(kV);
+  std::vector<uint16_t> got(kV);
+  for (int64_t row : {int64_t(0), int64_t(16382), int64_t(16384), kBT - 1}) {
+    ASSERT_NE(y[row], -100) << row;
+    for (int64_t v = 0; v < kV; ++v)
+      r[v] = bf16ToFloat(floatToBf16(logit(row, v)));
+    ref::RowTerms t = ref::crossEntropyRow(r.data(), kV, y[row], nullptr,
+                                           double(kV), params, 1, 1, dr.data());
+    EXPECT_NEAR(loss[row], t.ce, 1e-4 * t.ce) << "row " << row;
+    logits.copyToHost(got.data(), kV * 2, size_t(row * kV) * 2);
+    for (int64_t v = 0; v < kV; ++v)
+      ASSERT_NEAR(bf16ToFloat(got[v]), dr[v], 1e-7 + std::ldexp(std::fabs(dr[v]), -7))
+          << "row " << row << ", v " << v;
+  }
+  ASSERT_EQ(y[16390], -100);
+  EXPECT_EQ(loss[16390], 0.f);
+  logits.copyToHost(got.data(), kV * 2, size_t(16390 * kV) * 2);
+  for (int64_t v = 0; v < kV; ++v)
+    ASSERT_EQ(got[v] & 0x7fff, 0) << "ignored row, v " << v;
 }
 
 } // namespace
