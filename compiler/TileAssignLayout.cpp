@@ -20,6 +20,7 @@
 // size is a multiple of P.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Layout.h"
 #include "tilejit/compiler/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,11 +34,8 @@ namespace tilejit {
 using namespace mlir;
 
 namespace tilejit {
-namespace {
 
-/// Elements per 16-byte access of the narrowest accessed type (1 for a
-/// kernel without tile accesses).
-int64_t vectorWidth(func::FuncOp kernel) {
+int64_t accessVectorWidth(func::FuncOp kernel) {
   int64_t vec = 1;
   kernel.walk([&](Operation *op) {
     Type accessed;
@@ -51,6 +49,16 @@ int64_t vectorWidth(func::FuncOp kernel) {
   });
   return vec;
 }
+
+int64_t plannedLayoutGroup(func::FuncOp kernel, int64_t tileElements) {
+  auto warps = kernel->getAttrOfType<IntegerAttr>(attr::kNumWarps);
+  if (!warps || warps.getInt() <= 0)
+    return 0;
+  return defaultLayoutGroup(accessVectorWidth(kernel),
+                            tileElements / (32 * warps.getInt()));
+}
+
+namespace {
 
 /// simt.groups: for each row op whose rows lie within a thread's groups,
 /// the vector's group width that keeps each row's entry with that thread.
@@ -89,7 +97,7 @@ struct TileAssignLayoutPass
       int64_t threads = 32 * warps.getInt();
       Builder b(kernel.getContext());
       kernel->setAttr(attr::kThreads, b.getI64IntegerAttr(threads));
-      kernel->setAttr(attr::kVec, b.getI64IntegerAttr(vectorWidth(kernel)));
+      kernel->setAttr(attr::kVec, b.getI64IntegerAttr(accessVectorWidth(kernel)));
       kernel->removeAttr(attr::kGroups); // from an earlier run: recomputed
       SmallVector<int64_t> groups = rowVectorGroups(kernel);
       if (!groups.empty())
