@@ -14,9 +14,10 @@
 //
 // (2 KiB: the block's own reductions and the 1 KiB the GPU reserves per
 // block; 40 registers per thread is the floor below which the row walks
-// spill.) `tile.programs_per_sm = n` pins n for any kernel instead (0:
-// this choice); a kernel that sets `tile.min_programs_per_sm` itself is
-// left alone, as is one that keeps nothing and is not pinned.
+// spill. The limits are sm_90's, as are tile-keep-rows' arrays.)
+// `tile.programs_per_sm = n` pins n for any kernel instead (0: this choice); a
+// kernel that sets `tile.min_programs_per_sm` itself is left alone, as is one
+// that keeps nothing and is not pinned.
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/compiler/Passes.h"
@@ -56,17 +57,17 @@ struct TileChooseOccupancyPass
       auto shared = kernel->getAttrOfType<IntegerAttr>(attr::kSharedBytes);
       if (pinned && pinned.getInt() > 0) {
         programs = pinned.getInt();
-      } else if (shared && shared.getInt() > 0 &&
-                 kernel->hasAttr(attr::kKeepRow)) {
-        programs = std::min(
-            {kSharedPerSm / (shared.getInt() + kBlockOverheadBytes),
-             kThreadsPerSm / threads,
-             kRegistersPerSm / (threads * kRegisterFloor)});
+      } else if (auto keep = kernel->getAttrOfType<IntegerAttr>(attr::kKeepRow);
+                 keep && keep.getInt() != 0 && shared && shared.getInt() > 0) {
+        programs =
+            std::min({kSharedPerSm / (shared.getInt() + kBlockOverheadBytes),
+                      kThreadsPerSm / threads,
+                      kRegistersPerSm / (threads * kRegisterFloor)});
       }
       if (programs > 1)
-        kernel->setAttr(attr::kMinProgramsPerSm,
-                        IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                         programs));
+        kernel->setAttr(
+            attr::kMinProgramsPerSm,
+            IntegerAttr::get(IntegerType::get(&getContext(), 64), programs));
     });
   }
 };

@@ -18,7 +18,6 @@
 // element it read, after reading it) stay where they are, as do the walks
 // tile-keep-rows marks as running only for rows longer than the kernel's
 // (`tile.row_tail`): their registers would count against every program.
-
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/RowWalk.h"

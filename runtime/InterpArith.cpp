@@ -455,8 +455,10 @@ void Runner::execSelect(arith::SelectOp op) {
   const RuntimeValue &c = intOperand(op, 0);
   const RuntimeValue &a = get(op.getTrueValue());
   const RuntimeValue &b = get(op.getFalseValue());
-  if (c.size() == 1) { // a scalar condition picks a whole value
-    RuntimeValue r = c.intScalar() ? a : b;
+  // A scalar condition picks a whole value: a pointer, or a tile.
+  if (c.size() == 1 || a.elem == Elem::Ptr) {
+    RuntimeValue r =
+        uniformInt(op.getCondition(), "a select's condition") ? a : b;
     return set(op.getResult(), std::move(r));
   }
   // Element by element; in a SIMT kernel a thread's scalar condition picks

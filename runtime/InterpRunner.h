@@ -34,7 +34,7 @@ struct Kernel {
   llvm::SmallVector<RuntimeValue> argValues; // bound once, shared
   int64_t blockThreads = 128; // threads per program on the GPU (sum order)
   int64_t clusterSize = 1;    // programs per cluster along x
-  int64_t lanes = 1; // copies per value: P for a SIMT kernel, else 1
+  int64_t lanes = 1;          // copies per value: P for a SIMT kernel, else 1
 };
 
 /// The meeting point of the programs of one cluster, each on its own
@@ -320,13 +320,14 @@ private:
   }
   void checkUniform(const RuntimeValue &r, const char *what) {
     size_t n = r.size();
-    bool same = r.f ? std::all_of(r.f->begin(), r.f->end(),
-                                  [&](float x) {
-                                    return llvm::bit_cast<uint32_t>(x) ==
-                                           llvm::bit_cast<uint32_t>(r.f->front());
-                                  })
-                    : std::all_of(r.i->begin(), r.i->end(),
-                                  [&](int64_t x) { return x == r.i->front(); });
+    bool same =
+        r.f ? std::all_of(r.f->begin(), r.f->end(),
+                          [&](float x) {
+                            return llvm::bit_cast<uint32_t>(x) ==
+                                   llvm::bit_cast<uint32_t>(r.f->front());
+                          })
+            : std::all_of(r.i->begin(), r.i->end(),
+                          [&](int64_t x) { return x == r.i->front(); });
     if (n != 1 && n != size_t(k.lanes))
       fail(std::string(what) + " is not a scalar");
     if (!same)
@@ -355,7 +356,9 @@ private:
   size_t repeatOf(size_t size, size_t n) {
     if (n == 0)
       return 1;
-    if (size == 0 || n % size != 0)
+    bool whole = size == 1 && k.lanes == 1;
+    bool perThread = k.lanes > 1 && size == size_t(k.lanes) && n % size == 0;
+    if (size != n && !whole && !perThread)
       fail("operand sizes differ (" + std::to_string(size) + " vs " +
            std::to_string(n) + ")");
     return n / size;
@@ -458,10 +461,10 @@ private:
   void execTile(Operation *op);
   void execSimt(Operation *op);
   void execVector(Operation *op);
-  /// A SIMT value of a tile of `n` elements (P * K, thread-major) as the
-  /// tile in element order (the kernel's layout, layoutGroup), and back.
-  RuntimeValue gatherTile(const RuntimeValue &v, Shape s);
-  RuntimeValue scatterTile(const RuntimeValue &tile, Shape s);
+  /// A SIMT value of a tile of `s.n` elements (P * K, thread-major) as the
+  /// tile in element order (the kernel's layout, layoutGroup) with
+  /// `toTile`, else the tile back as the threads' elements.
+  RuntimeValue relayout(const RuntimeValue &v, Shape s, bool toTile);
   bool execFloat(Operation *op);
   bool execInt(Operation *op);
   bool execCast(Operation *op);
@@ -578,7 +581,6 @@ private:
          dtypeName(buf.dtype) + " elements");
   }
 };
-
 
 } // namespace interp
 } // namespace tilejit

@@ -28,35 +28,27 @@ int64_t tileElement(int64_t t, int64_t i, int64_t threads, int64_t group) {
 
 } // namespace
 
-RuntimeValue Runner::gatherTile(const RuntimeValue &v, Shape s) {
+RuntimeValue Runner::relayout(const RuntimeValue &v, Shape s, bool toTile) {
   int64_t p = k.lanes, n = s.n;
   if (static_cast<int64_t>(v.size()) != n || n % p != 0)
     fail("a thread-level value of " + std::to_string(v.size()) +
          " elements is not a tile of " + std::to_string(n));
   int64_t perThread = n / p, group = layoutGroup(k.func, n);
+  if (group <= 0 || perThread % group != 0)
+    fail("the layout's group of " + std::to_string(group) +
+         " does not divide a thread's " + std::to_string(perThread) +
+         " elements of a tile of " + std::to_string(n));
   auto move = [&](const auto &src) {
     using Vec = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
     auto out = std::make_shared<Vec>(n);
     for (int64_t t = 0; t < p; ++t)
-      for (int64_t i = 0; i < perThread; ++i)
-        (*out)[tileElement(t, i, p, group)] = (*src)[t * perThread + i];
+      for (int64_t i = 0; i < perThread; ++i) {
+        int64_t e = tileElement(t, i, p, group), own = t * perThread + i;
+        (*out)[toTile ? e : own] = (*src)[toTile ? own : e];
+      }
     return out;
   };
   return v.f ? makeF(s, move(v.f)) : makeI(s, move(v.i));
-}
-
-RuntimeValue Runner::scatterTile(const RuntimeValue &tile, Shape s) {
-  int64_t p = k.lanes, n = s.n;
-  int64_t perThread = n / p, group = layoutGroup(k.func, n);
-  auto move = [&](const auto &src) {
-    using Vec = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
-    auto out = std::make_shared<Vec>(n);
-    for (int64_t t = 0; t < p; ++t)
-      for (int64_t i = 0; i < perThread; ++i)
-        (*out)[t * perThread + i] = (*src)[tileElement(t, i, p, group)];
-    return out;
-  };
-  return tile.f ? makeF(s, move(tile.f)) : makeI(s, move(tile.i));
 }
 
 void Runner::execSimt(Operation *op) {
@@ -75,7 +67,8 @@ void Runner::execSimt(Operation *op) {
   if (auto b = dyn_cast<simt::BlockIdOp>(op))
     return set(b.getResult(), spread(intScalar(Elem::I32, pid[b.getAxis()])));
   if (auto g = dyn_cast<simt::GridDimOp>(op))
-    return set(g.getResult(), spread(intScalar(Elem::I32, gridDim(g.getAxis()))));
+    return set(g.getResult(),
+               spread(intScalar(Elem::I32, gridDim(g.getAxis()))));
   if (auto br = dyn_cast<simt::BlockReduceOp>(op)) {
     const RuntimeValue &src = get(br.getSrc());
     Shape s = shapeOf(br.getType());
@@ -83,30 +76,28 @@ void Runner::execSimt(Operation *op) {
     if (k.lanes % 32 != 0 || src.size() != size_t(k.lanes))
       fail("simt.block_reduce needs one scalar per thread of whole warps");
     int64_t warps = k.lanes / 32;
-    if (src.f) {
-      FVec x = *src.f;
+    // A butterfly within each warp, then the warps' results in order.
+    auto reduce = [&](auto x, auto combine) {
       for (int offset = 16; offset > 0; offset >>= 1) {
-        FVec y = x;
+        auto y = x;
         for (int64_t t = 0; t < k.lanes; ++t)
-          y[t] = combineF(kind, x[t], x[t ^ offset]);
+          y[t] = combine(x[t], x[t ^ offset]);
         x = std::move(y);
       }
-      float r = x[0];
+      auto r = x[0];
       for (int64_t w = 1; w < warps; ++w)
-        r = combineF(kind, r, x[w * 32]);
+        r = combine(r, x[w * 32]);
+      return r;
+    };
+    if (src.f) {
+      float r = reduce(*src.f,
+                       [&](float a, float b) { return combineF(kind, a, b); });
       return set(br.getResult(),
                  spread(makeF(s, std::make_shared<FVec>(1, r))));
     }
-    IVec x = *src.i;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      IVec y = x;
-      for (int64_t t = 0; t < k.lanes; ++t)
-        y[t] = combineI(kind, x[t], x[t ^ offset], s.elem);
-      x = std::move(y);
-    }
-    int64_t r = x[0];
-    for (int64_t w = 1; w < warps; ++w)
-      r = combineI(kind, r, x[w * 32], s.elem);
+    int64_t r = reduce(*src.i, [&](int64_t a, int64_t b) {
+      return combineI(kind, a, b, s.elem);
+    });
     return set(br.getResult(), spread(intScalar(s.elem, r)));
   }
   if (auto load = dyn_cast<simt::LoadOp>(op)) {
@@ -117,43 +108,63 @@ void Runner::execSimt(Operation *op) {
                loadElements(get(load.getPtr()), intOperand(op, 1), mask, other,
                             shapeOf(load.getType())));
   }
-  if (auto store = dyn_cast<simt::StoreOp>(op))
-    return storeElements(get(store.getPtr()), intOperand(op, 1),
-                         get(store.getValue()),
-                         store.getMask() ? &get(store.getMask()) : nullptr);
+  if (auto store = dyn_cast<simt::StoreOp>(op)) {
+    const RuntimeValue *mask =
+        store.getMask() ? &get(store.getMask()) : nullptr;
+    if (isa<VectorType>(store.getOffsets().getType()))
+      return storeElements(get(store.getPtr()), intOperand(op, 1),
+                           get(store.getValue()), mask);
+    // A scalar store is thread 0's alone, as the GPU makes it.
+    auto first = [](RuntimeValue v) {
+      if (v.f)
+        v.f = std::make_shared<FVec>(1, v.f->front());
+      if (v.i)
+        v.i = std::make_shared<IVec>(1, v.i->front());
+      return v;
+    };
+    RuntimeValue firstMask = mask ? first(*mask) : RuntimeValue();
+    return storeElements(get(store.getPtr()), first(intOperand(op, 1)),
+                         first(get(store.getValue())),
+                         mask ? &firstMask : nullptr);
+  }
   if (auto copy = dyn_cast<simt::CopyAsyncOp>(op))
     return execCopyAsync(copy);
   if (auto rr = dyn_cast<simt::ReduceRowsOp>(op)) {
     Shape to = tileShape(rr.getResult());
-    RuntimeValue rows = reduceRows(gatherTile(get(rr.getSrc()), tileShape(rr.getSrc())),
-                                   rr.getKind(), rr.getCols(), to);
-    return set(rr.getResult(), scatterTile(rows, to));
+    RuntimeValue rows =
+        reduceRows(relayout(get(rr.getSrc()), tileShape(rr.getSrc()), true),
+                   rr.getKind(), rr.getCols(), to);
+    return set(rr.getResult(), relayout(rows, to, false));
   }
   if (auto br = dyn_cast<simt::BroadcastRowsOp>(op)) {
     Shape to = tileShape(br.getResult());
-    RuntimeValue tile = broadcastRows(
-        gatherTile(get(br.getSrc()), tileShape(br.getSrc())), br.getCols(), to);
-    return set(br.getResult(), scatterTile(tile, to));
+    RuntimeValue tile =
+        broadcastRows(relayout(get(br.getSrc()), tileShape(br.getSrc()), true),
+                      br.getCols(), to);
+    return set(br.getResult(), relayout(tile, to, false));
   }
   if (auto dot = dyn_cast<simt::DotOp>(op)) {
     Shape to = tileShape(dot.getResult());
-    RuntimeValue acc = gatherTile(get(dot.getAcc()), tileShape(dot.getAcc()));
+    RuntimeValue acc =
+        relayout(get(dot.getAcc()), tileShape(dot.getAcc()), true);
     auto out = std::make_shared<FVec>(*acc.f);
-    accumulateProduct(*gatherTile(get(dot.getA()), tileShape(dot.getA())).f,
-                      *gatherTile(get(dot.getB()), tileShape(dot.getB())).f,
+    accumulateProduct(*relayout(get(dot.getA()), tileShape(dot.getA()), true).f,
+                      *relayout(get(dot.getB()), tileShape(dot.getB()), true).f,
                       *out, dot.getM(), dot.getN(), dot.getK());
-    return set(dot.getResult(), scatterTile(makeF(to, std::move(out)), to));
+    return set(dot.getResult(), relayout(makeF(to, std::move(out)), to, false));
   }
   if (auto dl = dyn_cast<simt::DotLoopOp>(op)) {
     Shape to = tileShape(dl.getResult());
     RuntimeValue product =
-        dotLoop(dl, gatherTile(get(dl.getAcc()), tileShape(dl.getAcc())));
-    return set(dl.getResult(), scatterTile(product, to));
+        dotLoop(dl, relayout(get(dl.getAcc()), tileShape(dl.getAcc()), true));
+    return set(dl.getResult(), relayout(product, to, false));
   }
   fail("unsupported simt op in the CPU interpreter");
 }
 
 void Runner::execVector(Operation *op) {
+  if (op->getNumResults() != 1)
+    fail("unsupported vector op in the CPU interpreter");
   Value res = op->getResult(0);
   Shape s = shapeOf(res.getType());
   int64_t p = k.lanes, width = s.n; // elements per thread
@@ -192,26 +203,27 @@ void Runner::execVector(Operation *op) {
         RuntimeValue{}, [](int64_t, int64_t i) { return float(i); },
         [](int64_t, int64_t i) { return i; });
   if (auto fe = dyn_cast<vector::FromElementsOp>(op)) {
-    auto elems = fe.getElements();
-    const RuntimeValue &first = get(elems[0]);
+    SmallVector<const RuntimeValue *> elems;
+    for (Value v : fe.getElements())
+      elems.push_back(&get(v));
     return perThread(
-        first, [&](int64_t t, int64_t i) { return (*get(elems[i]).f)[t]; },
-        [&](int64_t t, int64_t i) { return (*get(elems[i]).i)[t]; });
+        *elems[0], [&](int64_t t, int64_t i) { return (*elems[i]->f)[t]; },
+        [&](int64_t t, int64_t i) { return (*elems[i]->i)[t]; });
   }
   if (auto ex = dyn_cast<vector::ExtractOp>(op)) {
     const RuntimeValue &src = get(ex.getSource());
     auto pos = ex.getMixedPosition();
+    if (pos.empty())
+      return set(res, src);
     if (pos.size() > 1)
       fail("only 1-D extracts are supported");
     int64_t w = src.size() / p;
     const RuntimeValue *dynamic = nullptr;
     int64_t fixed = 0;
-    if (!pos.empty()) {
-      if (auto a = dyn_cast<Attribute>(pos[0]))
-        fixed = cast<IntegerAttr>(a).getInt();
-      else
-        dynamic = &get(cast<Value>(pos[0]));
-    }
+    if (auto a = dyn_cast<Attribute>(pos[0]))
+      fixed = cast<IntegerAttr>(a).getInt();
+    else
+      dynamic = &get(cast<Value>(pos[0]));
     auto at = [&](int64_t t) {
       int64_t i = dynamic ? (*dynamic->i)[t] : fixed;
       if (i < 0 || i >= w)
@@ -274,8 +286,7 @@ void Runner::execVector(Operation *op) {
         fail("reduction kind does not fit the element type");
       }
     };
-    auto reduce = [&](const auto &x, const auto *init, auto step,
-                      int64_t t) {
+    auto reduce = [&](const auto &x, const auto *init, auto step, int64_t t) {
       auto r = init ? (*init)[t] : x[t * w];
       for (int64_t i = init ? 0 : 1; i < w; ++i)
         r = step(r, x[t * w + i]);
@@ -284,11 +295,12 @@ void Runner::execVector(Operation *op) {
     return perThread(
         src,
         [&](int64_t t, int64_t) {
-          return reduce(*src.f, acc ? acc->f.get() : nullptr,
-                        [&](float a, float b) {
-                          return roundTo(floatStep(a, b), s.elem);
-                        },
-                        t);
+          return reduce(
+              *src.f, acc ? acc->f.get() : nullptr,
+              [&](float a, float b) {
+                return roundTo(floatStep(a, b), s.elem);
+              },
+              t);
         },
         [&](int64_t t, int64_t) {
           return reduce(*src.i, acc ? acc->i.get() : nullptr, intStep, t);

@@ -1,4 +1,4 @@
-//===- Interpreter.cpp - CPU interpreter for tile-level kernels -----------===//
+//===- Interpreter.cpp - CPU interpreter for tile and SIMT kernels --------===//
 //
 // Every SSA value of a program is a RuntimeValue: a scalar or a 1-D tile of
 // one element type. Float values (bf16, f16, f32) are held as floats, which
@@ -112,15 +112,15 @@ void Runner::execTile(Operation *op) {
     return set(addptr.getResult(), std::move(r));
   }
   if (auto p = dyn_cast<tile::ProgramIdOp>(op))
-    return set(p.getResult(), intScalar(Elem::I32, pid[p.getAxis()]));
+    return set(p.getResult(), spread(intScalar(Elem::I32, pid[p.getAxis()])));
   if (auto p = dyn_cast<tile::NumProgramsOp>(op))
-    return set(p.getResult(), intScalar(Elem::I32, gridDim(p.getAxis())));
+    return set(p.getResult(),
+               spread(intScalar(Elem::I32, gridDim(p.getAxis()))));
   if (auto c = dyn_cast<tile::ConstexprOp>(op))
     fail("tile.constexpr \"" + c.getName().str() +
          "\" is not specialized: run tile-specialize before interpreting");
   fail("unsupported tile op in the CPU interpreter");
 }
-
 
 } // namespace interp
 
@@ -221,9 +221,9 @@ void bindArguments(Kernel &k) {
       throw Error(prefix(i) + "has unsupported type " + typeString(t) +
                   " (kernels take !tile.ptr, i32, i64 or f32)");
     }
-    if (v.i) // every thread of a SIMT kernel holds it
+    if (v.i && k.lanes > 1) // every thread of a SIMT kernel holds it
       v.i = std::make_shared<IVec>(k.lanes, (*v.i)[0]);
-    if (v.f)
+    if (v.f && k.lanes > 1)
       v.f = std::make_shared<FVec>(k.lanes, (*v.f)[0]);
     k.argValues.push_back(std::move(v));
   }
@@ -302,7 +302,8 @@ InterpretLevel defaultInterpretLevel() {
     std::string v = env ? env : "";
     if (v != "" && v != "tile" && v != "simt")
       throw Error("TILEJIT_INTERPRET='" + v + "': expected tile or simt");
-    int fromEnv = int(v == "simt" ? InterpretLevel::Simt : InterpretLevel::Tile);
+    int fromEnv =
+        int(v == "simt" ? InterpretLevel::Simt : InterpretLevel::Tile);
     defaultLevel.compare_exchange_strong(level, fromEnv);
     level = defaultLevel.load();
   }

@@ -110,8 +110,8 @@ static cl::opt<bool> cpuArg("cpu",
                                      "even with a GPU (as --device=cpu)"),
                             cl::sub(runCmd), cl::cat(category));
 static cl::opt<bool> simtArg(
-    "simt", cl::desc("Spec kernels: interpret the thread-level (SIMT) code, "
-                     "each program's threads in lockstep, instead of the "
+    "simt", cl::desc("Interpret the thread-level (SIMT) code, each "
+                     "program's threads in lockstep, instead of the "
                      "tile-level program (implies --cpu)"),
     cl::sub(runCmd), cl::cat(category));
 static cl::list<std::string>
@@ -483,8 +483,9 @@ static int runKernel() {
   if (deviceArg != "gpu" && deviceArg != "cpu")
     throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
   if (simtArg) { // every kernel of the operation, as TILEJIT_INTERPRET=simt
-    if (deviceArg != "cpu")
-      throw Error("--simt interprets on the CPU: add --device=cpu");
+    if (deviceArg.getNumOccurrences() && deviceArg == "gpu")
+      throw Error("--simt and --device=gpu ask for different devices");
+    deviceArg = "cpu";
     setDefaultInterpretLevel(InterpretLevel::Simt);
   }
   DType dtype = parseDType(dtypeArg);

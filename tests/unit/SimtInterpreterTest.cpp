@@ -68,8 +68,8 @@ LevelDiff compareLevels(const std::string &kernel, SpecRunOptions o) {
       if (want == got || (std::isnan(want) && std::isnan(got)))
         continue;
       double bound = 2 * ulpAt(want, x.dtype) + 1e-5 * largest;
-      double ratio = std::isfinite(got - want) ? std::fabs(got - want) / bound
-                                               : HUGE_VAL;
+      double ratio =
+          std::isfinite(got - want) ? std::fabs(got - want) / bound : HUGE_VAL;
       if (ratio > d.ratio) {
         d.ratio = ratio;
         d.worst = a.name + "[" + std::to_string(i) + "]: tile " +
@@ -118,8 +118,8 @@ TEST(SimtInterpreter, DotLoopGemmMatchesItsTileProgram) {
     for (const char *tb : {"TRANS_B=0", "TRANS_B=1"}) {
       LevelDiff d = compareLevels(
           "lce_gemm", options(DType::BF16, {{"M", 72}, {"N", 136}, {"K", 80}},
-                              {ta, tb, "BLOCK_M=64", "BLOCK_N=64",
-                               "BLOCK_K=32", "num_warps=4"}));
+                              {ta, tb, "BLOCK_M=64", "BLOCK_N=64", "BLOCK_K=32",
+                               "num_warps=4"}));
       EXPECT_LE(d.ratio, 1.0) << ta << " " << tb << ": " << d.worst;
     }
 }
@@ -139,8 +139,7 @@ std::unique_ptr<Parsed> parse(const std::string &text) {
   return p;
 }
 
-// Every thread adds its id; each stores the block's sum at its own index,
-// and thread 0 of each program also stores it at the program's slot.
+// Every thread adds its id; each stores the block's sum at its own index.
 TEST(SimtInterpreter, BlockReduceGivesEveryThreadTheSum) {
   auto p = parse(R"(
   func.func @sums(%out: !tile.ptr<f32>) attributes {tile.kernel, simt.threads = 96 : i64} {
@@ -151,7 +150,9 @@ TEST(SimtInterpreter, BlockReduceGivesEveryThreadTheSum) {
     %i = arith.addi %base, %t : i32
     %x = arith.sitofp %t : i32 to f32
     %s = simt.block_reduce sum %x : f32
-    simt.store %out[%i], %s : !tile.ptr<f32>[i32], f32
+    %iv = vector.broadcast %i : i32 to vector<1xi32>
+    %sv = vector.broadcast %s : f32 to vector<1xf32>
+    simt.store %out[%iv], %sv : !tile.ptr<f32>[vector<1xi32>], vector<1xf32>
     return
   })");
   ASSERT_TRUE(p->module);
@@ -200,18 +201,16 @@ TEST(SimtInterpreter, RowOpsGatherTheTileInTheKernelsLayout) {
   func.func @rows(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.kernel, simt.threads = 32 : i64, simt.groups = array<i64: 128, 2, 64, 1>} {
     %t = simt.thread_id : i32
     %c2 = arith.constant 2 : i32
-    %c32 = arith.constant 32 : i32
     %base = arith.muli %t, %c2 : i32
     %bv = vector.broadcast %base : i32 to vector<4xi32>
     %iota = arith.constant dense<[0, 1, 64, 65]> : vector<4xi32>
     %offs = arith.addi %bv, %iota : vector<4xi32>
     %v = simt.load %x[%offs] : !tile.ptr<f32>[vector<4xi32>] -> vector<4xf32>
     %r = simt.reduce_rows sum %v {cols = 2 : i64} : vector<4xf32> -> vector<2xf32>
-    %r0 = vector.extract %r[0] : f32 from vector<2xf32>
-    %r1 = vector.extract %r[1] : f32 from vector<2xf32>
-    %t1 = arith.addi %t, %c32 : i32
-    simt.store %out[%t], %r0 : !tile.ptr<f32>[i32], f32
-    simt.store %out[%t1], %r1 : !tile.ptr<f32>[i32], f32
+    %tv = vector.broadcast %t : i32 to vector<2xi32>
+    %rows = arith.constant dense<[0, 32]> : vector<2xi32>
+    %at = arith.addi %tv, %rows : vector<2xi32>
+    simt.store %out[%at], %r : !tile.ptr<f32>[vector<2xi32>], vector<2xf32>
     return
   })");
   ASSERT_TRUE(p->module);
@@ -223,6 +222,25 @@ TEST(SimtInterpreter, RowOpsGatherTheTileInTheKernelsLayout) {
              InterpBuffer{out.data(), DType::F32, 64}});
   for (int r = 0; r < 64; ++r)
     EXPECT_EQ(out[r], float(4 * r + 1)) << "row " << r;
+}
+
+// A scalar store is thread 0's alone, as the GPU makes it: the others'
+// values never land.
+TEST(SimtInterpreter, ScalarStoreIsThreadZeros) {
+  auto p = parse(R"(
+  func.func @one(%out: !tile.ptr<i32>) attributes {tile.kernel, simt.threads = 64 : i64} {
+    %t = simt.thread_id : i32
+    %c0 = arith.constant 0 : i32
+    %c5 = arith.constant 5 : i32
+    %t5 = arith.addi %t, %c5 : i32
+    simt.store %out[%c0], %t5 : !tile.ptr<i32>[i32], i32
+    return
+  })");
+  ASSERT_TRUE(p->module);
+  int32_t out = -1;
+  interpret(p->module->getOperation(), "one", Grid{1},
+            {InterpBuffer{&out, DType::I32, 1}});
+  EXPECT_EQ(out, 5);
 }
 
 } // namespace
