@@ -238,7 +238,9 @@ public:
   /// (m, d) of the row's max and sum-exp, m' = max(m, x) and
   /// d' = d exp(m - m') + exp(x - m'); a state starts at (-inf, 0). Returns
   /// (m', d'). The compiler knows it for a per-row reduction: a row split
-  /// over a cluster (SPLIT_ROWS) combines the programs' states on chip.
+  /// over a cluster (SPLIT_ROWS) combines the programs' states on chip, and
+  /// a state that only a walk carries to its softmaxTotal is kept per
+  /// thread's group of lanes (tile-expand-softmax), one exp per element.
   std::pair<Value, Value> softmaxFold(Value m, Value d, Value x,
                                       SourceLoc loc = SourceLoc::here());
   /// A state's row max M and sum S = sum over lanes of d exp(m - M) (M = -inf:
