@@ -11,11 +11,7 @@
 #include "ops/SpecRun.h"
 #include "tilejit/Error.h"
 #include "tilejit/Interpreter.h"
-#include "tilejit/ir/Dialects.h"
-
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
+#include "tilejit/TileModule.h"
 
 #include <gtest/gtest.h>
 
@@ -124,24 +120,9 @@ TEST(SimtInterpreter, DotLoopGemmMatchesItsTileProgram) {
     }
 }
 
-struct Parsed {
-  mlir::MLIRContext ctx;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-};
-
-std::unique_ptr<Parsed> parse(const std::string &text) {
-  auto p = std::make_unique<Parsed>();
-  mlir::DialectRegistry registry;
-  registerTilejitDialects(registry);
-  p->ctx.appendDialectRegistry(registry);
-  p->ctx.loadAllAvailableDialects();
-  p->module = mlir::parseSourceString<mlir::ModuleOp>(text, &p->ctx);
-  return p;
-}
-
 // Every thread adds its id; each stores the block's sum at its own index.
 TEST(SimtInterpreter, BlockReduceGivesEveryThreadTheSum) {
-  auto p = parse(R"(
+  TileModule m = TileModule::parse(R"(
   func.func @sums(%out: !tile.ptr<f32>) attributes {tile.kernel, simt.threads = 96 : i64} {
     %t = simt.thread_id : i32
     %b = simt.block_id 0 : i32
@@ -154,10 +135,10 @@ TEST(SimtInterpreter, BlockReduceGivesEveryThreadTheSum) {
     %sv = vector.broadcast %s : f32 to vector<1xf32>
     simt.store %out[%iv], %sv : !tile.ptr<f32>[vector<1xi32>], vector<1xf32>
     return
-  })");
-  ASSERT_TRUE(p->module);
+  })",
+                                   "sums");
   std::vector<float> out(2 * 96, -1);
-  interpret(p->module->getOperation(), "sums", Grid{2},
+  interpret(m.operation(), "sums", Grid{2},
             {InterpBuffer{out.data(), DType::F32, int64_t(out.size())}});
   for (size_t i = 0; i < out.size(); ++i)
     EXPECT_EQ(out[i], 95 * 96 / 2) << i;
@@ -166,7 +147,7 @@ TEST(SimtInterpreter, BlockReduceGivesEveryThreadTheSum) {
 // A loop bound that differs between threads is divergent control flow,
 // which the lowering never makes: an error, not a silent run of thread 0's.
 TEST(SimtInterpreter, LoopBoundThatDiffersBetweenThreadsIsAnError) {
-  auto p = parse(R"(
+  TileModule m = TileModule::parse(R"(
   func.func @divergent(%out: !tile.ptr<i32>) attributes {tile.kernel, simt.threads = 32 : i64} {
     %t = simt.thread_id : i32
     %c0 = arith.constant 0 : i32
@@ -177,11 +158,11 @@ TEST(SimtInterpreter, LoopBoundThatDiffersBetweenThreadsIsAnError) {
     }
     simt.store %out[%t], %n : !tile.ptr<i32>[i32], i32
     return
-  })");
-  ASSERT_TRUE(p->module);
+  })",
+                                   "divergent");
   std::vector<int32_t> out(32);
   try {
-    interpret(p->module->getOperation(), "divergent", Grid{1},
+    interpret(m.operation(), "divergent", Grid{1},
               {InterpBuffer{out.data(), DType::I32, 32}});
     FAIL() << "no error";
   } catch (const Error &e) {
@@ -197,7 +178,7 @@ TEST(SimtInterpreter, LoopBoundThatDiffersBetweenThreadsIsAnError) {
 // 64-element tile in groups of 1, thread t holding rows t and 32 + t: the
 // row op gathers the tile in the kernel's layout and scatters it back.
 TEST(SimtInterpreter, RowOpsGatherTheTileInTheKernelsLayout) {
-  auto p = parse(R"(
+  TileModule m = TileModule::parse(R"(
   func.func @rows(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>) attributes {tile.kernel, simt.threads = 32 : i64, simt.groups = array<i64: 128, 2, 64, 1>} {
     %t = simt.thread_id : i32
     %c2 = arith.constant 2 : i32
@@ -212,12 +193,12 @@ TEST(SimtInterpreter, RowOpsGatherTheTileInTheKernelsLayout) {
     %at = arith.addi %tv, %rows : vector<2xi32>
     simt.store %out[%at], %r : !tile.ptr<f32>[vector<2xi32>], vector<2xf32>
     return
-  })");
-  ASSERT_TRUE(p->module);
+  })",
+                                   "rows");
   std::vector<float> x(128), out(64, -1);
   for (int i = 0; i < 128; ++i)
     x[i] = float(i);
-  interpret(p->module->getOperation(), "rows", Grid{1},
+  interpret(m.operation(), "rows", Grid{1},
             {InterpBuffer{x.data(), DType::F32, 128},
              InterpBuffer{out.data(), DType::F32, 64}});
   for (int r = 0; r < 64; ++r)
@@ -227,7 +208,7 @@ TEST(SimtInterpreter, RowOpsGatherTheTileInTheKernelsLayout) {
 // A scalar store is thread 0's alone, as the GPU makes it: the others'
 // values never land.
 TEST(SimtInterpreter, ScalarStoreIsThreadZeros) {
-  auto p = parse(R"(
+  TileModule m = TileModule::parse(R"(
   func.func @one(%out: !tile.ptr<i32>) attributes {tile.kernel, simt.threads = 64 : i64} {
     %t = simt.thread_id : i32
     %c0 = arith.constant 0 : i32
@@ -235,11 +216,10 @@ TEST(SimtInterpreter, ScalarStoreIsThreadZeros) {
     %t5 = arith.addi %t, %c5 : i32
     simt.store %out[%c0], %t5 : !tile.ptr<i32>[i32], i32
     return
-  })");
-  ASSERT_TRUE(p->module);
+  })",
+                                   "one");
   int32_t out = -1;
-  interpret(p->module->getOperation(), "one", Grid{1},
-            {InterpBuffer{&out, DType::I32, 1}});
+  interpret(m.operation(), "one", Grid{1}, {InterpBuffer{&out, DType::I32, 1}});
   EXPECT_EQ(out, 5);
 }
 
