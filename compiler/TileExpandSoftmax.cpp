@@ -99,8 +99,13 @@ struct StateChain {
   SmallVector<Link> links;
 };
 
-/// Whether `v` is the f32 tile splat(c) (a tile.splat or a dense constant).
+/// Whether `v` is the f32 tile splat(c): a tile.splat, a dense constant, or
+/// a select between two such (tile-split-rows starts the programs other
+/// than a row's first from the combine's identity).
 bool isSplatOf(Value v, double c) {
+  if (auto select = v.getDefiningOp<arith::SelectOp>())
+    return isSplatOf(select.getTrueValue(), c) &&
+           isSplatOf(select.getFalseValue(), c);
   FloatAttr scalar;
   if (auto splat = v.getDefiningOp<tile::SplatOp>()) {
     if (!matchPattern(splat.getSrc(), m_Constant(&scalar)))

@@ -90,3 +90,33 @@ func.func @walk(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>, %V: i32) attributes {t
   tile.store %out[%c1], %sm : !tile.ptr<f32>[i32], f32
   return
 }
+
+// -----
+
+// tile-split-rows starts all but a row's first program from the combine's
+// identity, a select between two splats of it: still (-inf, 0).
+// CHECK-LABEL: func.func @split_walk(
+// CHECK:         scf.for {{.*}} -> (tensor<64xf32>, tensor<64xf32>)
+// CHECK:           tile.reduce_rows max %{{.*}} {cols = 4 : i64}
+func.func @split_walk(%x: !tile.ptr<f32>, %out: !tile.ptr<f32>, %V: i32, %first: i1) attributes {tile.kernel, tile.num_warps = 1 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %r = tile.arange : tensor<256xi32>
+  %f = tile.splat %first : i1 -> tensor<256xi1>
+  %ninfs = tile.splat %ninf : f32 -> tensor<256xf32>
+  %zeros = tile.splat %zero : f32 -> tensor<256xf32>
+  %m0 = arith.select %f, %ninfs, %ninfs : tensor<256xi1>, tensor<256xf32>
+  %d0 = arith.select %f, %zeros, %zeros : tensor<256xi1>, tensor<256xf32>
+  %s:2 = scf.for %i = %c0 to %V step %c256 iter_args(%m = %m0, %d = %d0) -> (tensor<256xf32>, tensor<256xf32>) : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %mn, %dn = tile.softmax_fold %m, %d, %t : tensor<256xf32>
+    scf.yield %mn, %dn : tensor<256xf32>, tensor<256xf32>
+  }
+  %mx, %sm = tile.softmax_total %s#0, %s#1 : tensor<256xf32>
+  tile.store %out[%c0], %mx : !tile.ptr<f32>[i32], f32
+  return
+}
