@@ -2,13 +2,18 @@
 //
 // Each kernel's SIMT code (after lowerToSimt: the layout, the lowering and
 // the SIMT passes) against its tile-level program, both in the CPU
-// interpreter on the same inputs, and the interpreter's own rules for
-// thread-level code. The CPU tests of the ops run again on SIMT code in the
-// `simt-interpreter` ctest entry (TILEJIT_INTERPRET=simt), against their
-// fp64 references.
+// interpreter on the same inputs: the spec-declared kernels through their
+// run specs, the others through the operations that launch them. Then the
+// interpreter's own rules for thread-level code. The CPU tests run again on
+// SIMT code in the `simt-interpreter` ctest entry (TILEJIT_INTERPRET=simt),
+// against their fp64 references.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels_spec/reference/Inputs.h"
 #include "ops/SpecRun.h"
+#include "ops/harness/FusedCeTvdOp.h"
+#include "ops/harness/FusedCeTvdReducedOp.h"
+#include "ops/harness/LinearCeOp.h"
 #include "tilejit/Error.h"
 #include "tilejit/Interpreter.h"
 #include "tilejit/TileModule.h"
@@ -118,6 +123,99 @@ TEST(SimtInterpreter, DotLoopGemmMatchesItsTileProgram) {
                                "num_warps=4"}));
       EXPECT_LE(d.ratio, 1.0) << ta << " " << tb << ": " << d.worst;
     }
+}
+
+/// The largest difference between `tile` and `simt` (floats, or raw
+/// bf16/f16/f32 bytes of `dtype`), as compareLevels measures it.
+double levelRatio(const std::vector<double> &tile,
+                  const std::vector<double> &simt, DType dtype) {
+  double largest = 0, worst = 0;
+  for (double v : tile)
+    if (std::isfinite(v))
+      largest = std::max(largest, std::fabs(v));
+  EXPECT_EQ(tile.size(), simt.size());
+  for (size_t i = 0; i < tile.size() && i < simt.size(); ++i) {
+    if (tile[i] == simt[i] || (std::isnan(tile[i]) && std::isnan(simt[i])))
+      continue;
+    double bound = 2 * ulpAt(tile[i], dtype) + 1e-5 * largest;
+    double d = std::fabs(simt[i] - tile[i]);
+    worst = std::max(worst, std::isfinite(d) ? d / bound : HUGE_VAL);
+  }
+  return worst;
+}
+
+std::vector<double> widen(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+std::vector<double> widen(const std::vector<uint8_t> &bytes, DType t) {
+  HostTensor h{bytes.data(), t, {int64_t(bytes.size() / dtypeSize(t))}};
+  std::vector<double> out(h.numElements());
+  for (int64_t i = 0; i < h.numElements(); ++i)
+    out[i] = h[i];
+  return out;
+}
+
+/// Runs `fn` with every CPU run at `level`, then back at the tile level.
+template <typename Fn> auto atLevel(InterpretLevel level, Fn fn) {
+  setDefaultInterpretLevel(level);
+  struct Restore {
+    ~Restore() { setDefaultInterpretLevel(InterpretLevel::Tile); }
+  } restore;
+  return fn();
+}
+
+// The kernels the operations launch: CE+TVD's forward (both forms) and
+// backward, its reduced loss + gradient with its row weights and sum, and
+// the linear CE's row weights, logits gradient, loss sum and DSL GEMMs.
+TEST(SimtInterpreter, OperationsMatchTheirTilePrograms) {
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    ref::CeTvdInputs in = ref::makeCeTvdInputs(6, 5001, dtype, 7);
+    std::vector<float> gCe, gTvd;
+    defaultUpstream(in.BT, gCe, gTvd);
+    for (const char *forward :
+         {"fused_ce_tvd_fwd", "fused_ce_tvd_fwd_cluster"}) {
+      CeTvdRunOptions o;
+      o.forwardKernel = forward;
+      auto run = [&] { return runCeTvdCpu(in, gCe, gTvd, o); };
+      CeTvdOutputs t = atLevel(InterpretLevel::Tile, run);
+      CeTvdOutputs s = atLevel(InterpretLevel::Simt, run);
+      for (auto [name, x, y] : {std::tuple{"ce", &t.ce, &s.ce},
+                                {"tvd", &t.tvd, &s.tvd},
+                                {"lse_s", &t.lseS, &s.lseS},
+                                {"sigma", &t.sigma, &s.sigma}})
+        EXPECT_LE(levelRatio(widen(*x), widen(*y), DType::F32), 1.0)
+            << forward << " " << dtypeName(dtype) << " " << name;
+      EXPECT_LE(levelRatio(widen(t.grad, dtype), widen(s.grad, dtype), dtype),
+                1.0)
+          << forward << " " << dtypeName(dtype) << " grad";
+    }
+    CeTvdReducedOptions ro;
+    auto reduced = [&] { return runCeTvdReducedCpu(in, ro); };
+    CeTvdReducedOutputs t = atLevel(InterpretLevel::Tile, reduced);
+    CeTvdReducedOutputs s = atLevel(InterpretLevel::Simt, reduced);
+    EXPECT_LE(levelRatio({t.loss}, {s.loss}, DType::F32), 1.0) << "loss";
+    EXPECT_LE(levelRatio(widen(t.grad, dtype), widen(s.grad, dtype), dtype),
+              1.0)
+        << dtypeName(dtype) << " reduced grad";
+  }
+  ref::LinearCeInputs lin =
+      makeLinearCeInputs(40, 64, 1000, DType::BF16, true, true, 3);
+  LinearCeOptions lo;
+  lo.params.labelSmoothing = 0.1;
+  lo.params.zLoss = 1e-3;
+  lo.params.softcap = 20;
+  lo.chunkRows = 16;
+  lo.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
+  auto linear = [&] { return runLinearCeCpu(lin, lo); };
+  LinearCeOutputs t = atLevel(InterpretLevel::Tile, linear);
+  LinearCeOutputs s = atLevel(InterpretLevel::Simt, linear);
+  EXPECT_LE(levelRatio({t.loss}, {s.loss}, DType::F32), 1.0) << "linear loss";
+  for (auto [name, x, y] : {std::tuple{"dh", &t.dh, &s.dh},
+                            {"dW", &t.dW, &s.dW},
+                            {"db", &t.db, &s.db}})
+    EXPECT_LE(levelRatio(widen(*x), widen(*y), DType::BF16), 1.0)
+        << "linear " << name;
 }
 
 // Every thread adds its id; each stores the block's sum at its own index.
