@@ -1,23 +1,23 @@
 //===- TileChooseOccupancy.cpp - programs per SM for a kept row ----------===//
 //
 // A kernel that keeps rows on chip (tile-keep-rows' `tile.shared_bytes`)
-// has as many programs per SM as its shared memory allows, unless ptxas
-// gives each thread so many registers that fewer fit: a row loss kept over
-// a cluster of 8 at V = 151936 takes 38 KiB per program (5 per SM) but
-// 69 registers per thread at 8 warps (3 per SM). This pass asks for the
-// programs the shared memory allows, as the launch bounds' minimum blocks
-// per SM (`tile.min_programs_per_sm`), so that ptxas keeps the registers
-// under 64 K / (programs x threads):
+// can have as many programs per SM as its shared memory allows (a row loss
+// kept over a cluster of 8 at V = 151936 takes 40 KiB: 5 per SM), unless
+// ptxas, free to take up to 255 registers per thread, takes more than
+// those programs leave. This pass asks for them as the launch bounds'
+// minimum blocks per SM (`tile.min_programs_per_sm`), so that ptxas keeps
+// the registers under 64 K / (programs x threads):
 //
 //   programs = min(228 KiB / (shared bytes + 2 KiB), 2048 / threads,
 //                  64 K / (threads x 40))
 //
 // (2 KiB: the block's own reductions and the 1 KiB the GPU reserves per
 // block; 40 registers per thread is the floor below which the row walks
-// spill. The limits are sm_90's, as are tile-keep-rows' arrays.)
-// `tile.programs_per_sm = n` pins n for any kernel instead (0: this choice); a
-// kernel that sets `tile.min_programs_per_sm` itself is left alone, as is one
-// that keeps nothing and is not pinned.
+// spill. The limits are sm_90's, as are tile-keep-rows' arrays.) On the
+// H200 the choice was within 2 % of the other counts (docs/performance.md).
+// `tile.programs_per_sm = n` pins n for any kernel instead (0: this
+// choice); a kernel that sets `tile.min_programs_per_sm` itself is left
+// alone, as is one that keeps nothing and is not pinned.
 //
 //===----------------------------------------------------------------------===//
 #include "tilejit/compiler/Passes.h"
