@@ -269,15 +269,16 @@ RuntimeValue Runner::dotLoop(DotLoop op, const RuntimeValue &acc) {
     return loadElements(get(ptr), o, &m, nullptr, {Elem::F32, true, R * C});
   };
   int64_t M = op.getM(), N = op.getN(), K = op.getK();
+  int64_t kEnd = scalar(op.getKEnd()), aRow0 = scalar(op.getARow0()),
+          bCol0 = scalar(op.getBCol0());
   auto out = std::make_shared<FVec>(*acc.f);
-  for (int64_t kk = scalar(op.getKBegin()); kk < scalar(op.getKEnd());
-       kk += K) {
+  for (int64_t kk = scalar(op.getKBegin()); kk < kEnd; kk += K) {
     RuntimeValue a = block(op.getA(), op.getARows(), op.getACols(),
-                           op.getARowStride(), op.getAColStride(),
-                           scalar(op.getARow0()), kk, M, K);
+                           op.getARowStride(), op.getAColStride(), aRow0, kk,
+                           M, K);
     RuntimeValue b = block(op.getB(), op.getBRows(), op.getBCols(),
-                           op.getBRowStride(), op.getBColStride(), kk,
-                           scalar(op.getBCol0()), K, N);
+                           op.getBRowStride(), op.getBColStride(), kk, bCol0,
+                           K, N);
     accumulateProduct(*a.f, *b.f, *out, M, N, K);
   }
   return makeF({Elem::F32, true, M * N}, std::move(out));

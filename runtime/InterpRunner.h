@@ -284,21 +284,7 @@ private:
   /// `v` held by every thread of a SIMT kernel: its elements repeated
   /// k.lanes times (unchanged in a tile-level kernel).
   RuntimeValue spread(RuntimeValue v) const {
-    if (k.lanes == 1 || v.elem == Elem::Ptr)
-      return v;
-    auto repeat = [&](const auto &src) {
-      using Vec = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
-      auto out = std::make_shared<Vec>();
-      out->reserve(src->size() * k.lanes);
-      for (int64_t t = 0; t < k.lanes; ++t)
-        out->insert(out->end(), src->begin(), src->end());
-      return out;
-    };
-    if (v.f)
-      v.f = repeat(v.f);
-    else if (v.i)
-      v.i = repeat(v.i);
-    return v;
+    return repeatForThreads(std::move(v), k.lanes);
   }
 
   /// The one value of scalar `v` that every thread holds; fails naming

@@ -93,6 +93,26 @@ struct RuntimeValue {
   float floatScalar() const { return (*f)[0]; }
 };
 
+/// `v` held by each of `lanes` threads: its elements repeated `lanes`
+/// times, thread-major (a pointer, uniform, stays as it is).
+inline RuntimeValue repeatForThreads(RuntimeValue v, int64_t lanes) {
+  if (lanes == 1 || v.elem == Elem::Ptr)
+    return v;
+  auto repeat = [&](const auto &src) {
+    using Vec = std::remove_cv_t<std::remove_reference_t<decltype(*src)>>;
+    auto out = std::make_shared<Vec>();
+    out->reserve(src->size() * lanes);
+    for (int64_t t = 0; t < lanes; ++t)
+      out->insert(out->end(), src->begin(), src->end());
+    return out;
+  };
+  if (v.f)
+    v.f = repeat(v.f);
+  else if (v.i)
+    v.i = repeat(v.i);
+  return v;
+}
+
 /// Sign-extends the low `width(e)` bits of `x` (i1: 0 or 1).
 inline int64_t normalize(uint64_t x, Elem e) {
   switch (e) {

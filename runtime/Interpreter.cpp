@@ -221,11 +221,8 @@ void bindArguments(Kernel &k) {
       throw Error(prefix(i) + "has unsupported type " + typeString(t) +
                   " (kernels take !tile.ptr, i32, i64 or f32)");
     }
-    if (v.i && k.lanes > 1) // every thread of a SIMT kernel holds it
-      v.i = std::make_shared<IVec>(k.lanes, (*v.i)[0]);
-    if (v.f && k.lanes > 1)
-      v.f = std::make_shared<FVec>(k.lanes, (*v.f)[0]);
-    k.argValues.push_back(std::move(v));
+    // Every thread of a SIMT kernel holds it.
+    k.argValues.push_back(repeatForThreads(std::move(v), k.lanes));
   }
 }
 

@@ -36,7 +36,6 @@ struct SpecCommandArgs {
   std::string dtype = "bf16";
   bool dtypeGiven = false;
   bool cpu = false; ///< run: the interpreter even with a GPU
-  bool simt = false; ///< run: the interpreter on the thread-level code
   bool gpu = false; ///< run: the GPU, an error without one
   /// run: --check, an error for a spec without a reference (`run` checks
   /// whenever the spec has one).

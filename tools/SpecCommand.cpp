@@ -121,15 +121,15 @@ int runSpecKernel(const SpecCommandArgs &a) {
   SpecRun r(spec, runOptions(a, spec, gpu));
   for (auto &[name, file] : outputs)
     r.buffer(name); // an unknown name fails before the run
+  bool simt = defaultInterpretLevel() == InterpretLevel::Simt;
   printHeader("run", r,
-              gpu      ? "the GPU"
-              : a.simt || defaultInterpretLevel() == InterpretLevel::Simt
-                  ? "the CPU (interpreter, thread-level code)"
-                       : "the CPU (interpreter)");
+              gpu    ? "the GPU"
+              : simt ? "the CPU (interpreter, thread-level code)"
+                     : "the CPU (interpreter)");
   if (gpu)
     r.runOnGpu();
   else
-    r.runOnCpu(a.simt ? std::optional(InterpretLevel::Simt) : std::nullopt);
+    r.runOnCpu();
   for (auto &[name, file] : outputs) {
     r.writeNpy(name, file);
     std::printf("  wrote %s to %s\n", name.c_str(), file.c_str());

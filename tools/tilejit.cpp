@@ -450,11 +450,9 @@ static int runSpec() {
   if (deviceArg.getNumOccurrences()) {
     if (deviceArg != "gpu" && deviceArg != "cpu")
       throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
-    if ((cpuArg || simtArg) && deviceArg == "gpu")
-      throw Error(std::string(cpuArg ? "--cpu" : "--simt") +
-                  " and --device=gpu ask for different devices");
+    if (cpuArg && deviceArg == "gpu")
+      throw Error("--cpu and --device=gpu ask for different devices");
   }
-  a.simt = simtArg;
   a.cpu = cpuArg || simtArg ||
           (deviceArg.getNumOccurrences() && deviceArg == "cpu");
   a.gpu = deviceArg.getNumOccurrences() && deviceArg == "gpu";
@@ -465,6 +463,11 @@ static int runSpec() {
 }
 
 static int runKernel() {
+  if (simtArg) { // every CPU run of the command, as TILEJIT_INTERPRET=simt
+    if (deviceArg.getNumOccurrences() && deviceArg == "gpu")
+      throw Error("--simt and --device=gpu ask for different devices");
+    setDefaultInterpretLevel(InterpretLevel::Simt);
+  }
   if (kernelArg != "fused_linear_ce" && kernelArg != "fused_ce_tvd")
     return runSpec();
   rejectOptions({std::addressof(sizeArgs), &cpuArg, std::addressof(inputArgs),
@@ -482,12 +485,8 @@ static int runKernel() {
                   "fused_ce_tvd");
   if (deviceArg != "gpu" && deviceArg != "cpu")
     throw Error("--device must be gpu or cpu (got '" + deviceArg + "')");
-  if (simtArg) { // every kernel of the operation, as TILEJIT_INTERPRET=simt
-    if (deviceArg.getNumOccurrences() && deviceArg == "gpu")
-      throw Error("--simt and --device=gpu ask for different devices");
+  if (simtArg) // the operation's kernels in the interpreter
     deviceArg = "cpu";
-    setDefaultInterpretLevel(InterpretLevel::Simt);
-  }
   DType dtype = parseDType(dtypeArg);
   if (btArg < 0 || vocabArg <= 0)
     throw Error("--bt must be >= 0 and --vocab positive");
