@@ -90,6 +90,19 @@ def TileChooseOccupancy : Pass<"tile-choose-occupancy", "mlir::ModuleOp"> {
   }];
 }
 
+def TilePeelTail : Pass<"tile-peel-tail", "mlir::ModuleOp"> {
+  let summary = "Run a row walk's whole tiles without their bound masks";
+  let description = [{
+    For a kernel with `tile.peel_tail = 1`: a row walk whose body masks its
+    own tile (%i + arange(B) < X, X outside the walk) is split into a walk
+    over the whole tiles below min(ub, X), where those masks are the
+    constant true, and the original walk over the rest from its results
+    (marked `tile.tail_walk`): at most the one partial tile when X is the
+    walk's bound.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def TileLoadAhead : Pass<"tile-load-ahead", "mlir::ModuleOp"> {
   let summary = "Issue each row walk's loads one tile ahead of their use";
   let description = [{

@@ -17,7 +17,8 @@
 // shared memory, or whose memory the body may write (other than each
 // element it read, after reading it) stay where they are, as do the walks
 // tile-keep-rows marks as running only for rows longer than the kernel's
-// (`tile.row_tail`): their registers would count against every program.
+// (`tile.row_tail`) and the partial tile tile-peel-tail leaves
+// (`tile.tail_walk`): their registers would count against every program.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/RowWalk.h"
@@ -116,7 +117,8 @@ struct TileLoadAheadPass : public impl::TileLoadAheadBase<TileLoadAheadPass> {
         return;
       SmallVector<scf::ForOp> walks;
       kernel.walk([&](scf::ForOp loop) {
-        if (isRowWalk(loop) && !loop->hasAttr(attr::kRowTail))
+        if (isRowWalk(loop) && !loop->hasAttr(attr::kRowTail) &&
+            !loop->hasAttr(attr::kTailWalk))
           walks.push_back(loop);
       });
       for (scf::ForOp loop : walks)

@@ -70,6 +70,8 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   }
   if (param("KEEP_ROW"))
     k.func->setAttr(attr::kKeepRow, k.b.getI64IntegerAttr(1));
+  if (param("PEEL_TAIL"))
+    k.func->setAttr(attr::kPeelTail, k.b.getI64IntegerAttr(1));
   if (param("LOAD_AHEAD"))
     k.func->setAttr(attr::kLoadAhead, k.b.getI64IntegerAttr(1));
   if (int64_t ahead = param("KEEP_COPY_AHEAD"); ahead != 0) {

@@ -102,12 +102,13 @@ TileModule buildCrossEntropy(const Config &c) {
           Value x = where(mask, softcap(k.load(z, offs, mask, 0).to(DType::F32)),
                           kNegInf);
           std::tie(m, d) = k.softmaxFold(m, d, x);
-          wSum = wSum + weightAt(offs, mask);
+          if (HAS_WEIGHT)
+            wSum = wSum + weightAt(offs, mask);
         });
         auto [rowMax, sumExp] = k.softmaxTotal(m, d);
         Value shift = safeShift(rowMax), logSum = log(sumExp);
         Value lse = shift + logSum;
-        Value W = wSum.sum();
+        Value W = HAS_WEIGHT ? wSum.sum() : V.to(DType::F32);
         // upstream holds BT factors, or 2: only the one in use is read.
         Value own = k.load(upstream, row, perRow, 0.0);
         Value gCe = own + k.load(upstream, k.constant(0, DType::I32),
@@ -117,6 +118,11 @@ TileModule buildCrossEntropy(const Config &c) {
         Value nllFactor = gCe * (1.0 - eps) * wy;
         Value smoothFactor = gCe * eps / V.to(DType::F32);
         Value zFactor = gZ * 2.0 * lambda * lse;
+        // dz_v = pFactor p_v - nllFactor [v == y] - smoothFactor w_v, its
+        // factors times grad_scale.
+        Value pFactor = gradScale * (nllFactor + smoothFactor * W + zFactor);
+        Value yFactor = gradScale * nllFactor;
+        Value wFactor = gradScale * smoothFactor;
 
         // Pass 2: the gradient, and sum_v w_v (z_v - max) for the smoothing
         // term (against the max: a large common offset cancels exactly).
@@ -127,13 +133,13 @@ TileModule buildCrossEntropy(const Config &c) {
           Value x = softcap(k.load(z, offs, mask, 0).to(DType::F32));
           Value p = exp((x - shift) - logSum);
           Value w = weightAt(offs, mask);
-          Value dz = nllFactor * (p - (offs == yIdx).to(DType::F32)) +
-                     smoothFactor * (W * p - w) + zFactor * p;
+          Value dz = pFactor * p - wFactor * w -
+                     where(offs == yIdx, yFactor, f32Zero);
           if (HAS_SOFTCAP) {
             Value t = x / cap;
             dz = where(cap > 0.0, dz * (1.0 - t * t), dz);
           }
-          k.store(g, offs, (gradScale * dz).to(c.dtype), mask);
+          k.store(g, offs, dz.to(c.dtype), mask);
           // A class of weight 0 adds nothing, even at a logit of -inf.
           wzShifted = wzShifted + where(mask && w != 0.0, w * (x - shift), 0.0);
         });

@@ -188,6 +188,12 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                          1,
                          "compiler: issue each walk's loads one tile ahead"});
   spec.params.push_back(
+      {"PEEL_TAIL",
+       {0, 1},
+       1,
+       "compiler: run a walk's whole tiles without masks, its partial tile "
+       "apart"});
+  spec.params.push_back(
       {"KEEP_COPY_AHEAD",
        {0, 2, 4, 7},
        0,

@@ -52,6 +52,12 @@ constexpr const char *kRowsSplit = "tile.rows_split";
 constexpr const char *kKeepRow = "tile.keep_row";
 // i64, 1: a walk's loads are issued one tile ahead (tile-load-ahead).
 constexpr const char *kLoadAhead = "tile.load_ahead";
+// i64, 1: a walk's whole tiles run without their bound masks, its partial
+// tile in a walk of its own (tile-peel-tail).
+constexpr const char *kPeelTail = "tile.peel_tail";
+// unit, on a row walk: tile-peel-tail's walk over what is left past the
+// whole tiles (one partial tile where the masks bound the walk).
+constexpr const char *kTailWalk = "tile.tail_walk";
 // i64, 1 to 7: a kept row's tiles are copied into shared memory that many
 // walk iterations ahead of their use (tile-copy-ahead).
 constexpr const char *kCopyAhead = "tile.copy_ahead";
