@@ -90,6 +90,18 @@ def TileChooseOccupancy : Pass<"tile-choose-occupancy", "mlir::ModuleOp"> {
   }];
 }
 
+def TileUnswitch : Pass<"tile-unswitch", "mlir::ModuleOp"> {
+  let summary = "One row walk per value of a condition fixed before it";
+  let description = [{
+    For a kernel with `tile.unswitch = 1`: a row walk whose body selects or
+    branches on an i1 defined before the walk (or its splat or negation)
+    becomes `scf.if %c` over two copies of the walk, %c the constant true in
+    one and false in the other (at most two conditions, four copies). Walks
+    that carry an online-softmax state are left alone.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::scf::SCFDialect"];
+}
+
 def TilePeelTail : Pass<"tile-peel-tail", "mlir::ModuleOp"> {
   let summary = "Run a row walk's whole tiles without their bound masks";
   let description = [{

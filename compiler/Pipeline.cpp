@@ -90,6 +90,7 @@ void optimizeTile(TileModule &module) {
   step(module, "tile-keep-rows", createTileKeepRows());
   step(module, "tile-copy-ahead", createTileCopyAhead());
   step(module, "tile-choose-occupancy", createTileChooseOccupancy());
+  step(module, "tile-unswitch", createTileUnswitch());
   step(module, "tile-peel-tail", createTilePeelTail());
   step(module, "tile-load-ahead", createTileLoadAhead());
   step(module, "tile-expand-softmax", createTileExpandSoftmax());

@@ -70,6 +70,8 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
   }
   if (param("KEEP_ROW"))
     k.func->setAttr(attr::kKeepRow, k.b.getI64IntegerAttr(1));
+  if (param("UNSWITCH"))
+    k.func->setAttr(attr::kUnswitch, k.b.getI64IntegerAttr(1));
   if (param("PEEL_TAIL"))
     k.func->setAttr(attr::kPeelTail, k.b.getI64IntegerAttr(1));
   if (param("LOAD_AHEAD"))

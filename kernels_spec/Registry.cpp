@@ -192,7 +192,14 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
        {0, 1},
        1,
        "compiler: run a walk's whole tiles without masks, its partial tile "
-       "apart"});
+       "apart",
+       /*tuned=*/false});
+  spec.params.push_back({"UNSWITCH",
+                         {0, 1},
+                         1,
+                         "compiler: one walk per value of a condition fixed "
+                         "before it",
+                         /*tuned=*/false});
   spec.params.push_back(
       {"KEEP_COPY_AHEAD",
        {0, 2, 4, 7},

@@ -52,6 +52,9 @@ constexpr const char *kRowsSplit = "tile.rows_split";
 constexpr const char *kKeepRow = "tile.keep_row";
 // i64, 1: a walk's loads are issued one tile ahead (tile-load-ahead).
 constexpr const char *kLoadAhead = "tile.load_ahead";
+// i64, 1: a walk that chooses by a condition fixed before it runs as one
+// walk per value of the condition (tile-unswitch).
+constexpr const char *kUnswitch = "tile.unswitch";
 // i64, 1: a walk's whole tiles run without their bound masks, its partial
 // tile in a walk of its own (tile-peel-tail).
 constexpr const char *kPeelTail = "tile.peel_tail";
