@@ -22,8 +22,9 @@
 //
 // A row whose label is ignore_index (a padding token) has loss 0 and a zero
 // gradient; with HAS_LABEL = 0 the labels are not read. `loss` holds the
-// per-row losses and `grad` the gradient of their sum: Liger's batchmean
-// divides both by the rows not ignored.
+// per-row losses and `grad` the gradient of their sum times grad_scale[0]
+// (the caller's factor read on the device: Liger's batchmean divides both
+// by the rows not ignored).
 //
 // One program per row, written the plain way: a first pass over V sums the
 // loss, a second pass writes the gradient. Masked lanes read X = Y = 0
@@ -63,6 +64,7 @@ TileModule buildJsd(const Config &c) {
   Value label = k.pointerArg("label", DType::I64);
   Value loss = k.pointerArg("loss", DType::F32);
   Value grad = k.pointerArg("grad", c.dtype);
+  Value gradScale = k.pointerArg("grad_scale", DType::F32);
   Value beta = k.scalarArg("beta", DType::F32);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
   Value V = k.scalarArg("V", DType::I32);
@@ -92,13 +94,14 @@ TileModule buildJsd(const Config &c) {
                                   .loss.sum();
         });
         k.store(loss, row, rowLoss);
+        Value scale = k.load(gradScale, k.constant(0, DType::I32));
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
           Value d = jsdTerms(k.load(x, offs, mask, 0).to(DType::F32),
                              k.load(y, offs, mask, 0).to(DType::F32), beta)
                         .grad;
-          k.store(g, offs, d.to(c.dtype), mask);
+          k.store(g, offs, (scale * d).to(c.dtype), mask);
         });
       });
   return k.finish();
@@ -109,7 +112,7 @@ void jsdReference(ReferenceArgs &a) {
   const HostTensor &x = a.in("student_logp"), &y = a.in("teacher_logp"),
                    &label = a.in("label");
   int64_t BT = a.size("BT"), V = a.size("V");
-  double beta = a.scalar("beta");
+  double beta = a.scalar("beta"), scale = a.in("grad_scale")[0];
   bool hasLabel = a.scalar("HAS_LABEL") != 0;
   std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
   std::vector<double> xr(V), yr(V);
@@ -121,6 +124,8 @@ void jsdReference(ReferenceArgs &a) {
       yr[v] = y[r * V + v];
     }
     loss[r] = ref::jsdRow(xr.data(), yr.data(), V, beta, &grad[r * V]);
+    for (int64_t v = 0; v < V; ++v)
+      grad[r * V + v] *= scale;
   }
 }
 
@@ -149,6 +154,7 @@ KernelSpec jsdSpec() {
       A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
       A::output("loss", {"BT"}, {1e-6, 1e-4}),
       A::output("grad", {"BT", "V"}, {1e-7, 1e-4}),
+      A::input("grad_scale", {}, ArgFill::normal(0.5, 1)),
       A::scalar("beta", 0.5, 0, 1),
       A::scalar("ignore_index", -100),
       A::sizeScalar("V", "V")};

@@ -12,8 +12,9 @@
 //            d/ds_v = q_v (log q_v - log p_v - KL(q || p)) / T.
 //
 // `loss` holds the per-row divergences and `grad` the gradient of their sum
-// with respect to the student's logits (the teacher gets none); Hinton's T^2
-// factor and the batch mean are the caller's. A row whose label is
+// with respect to the student's logits (the teacher gets none) times
+// grad_scale[0], a factor read on the device (a batch mean's 1 / n); Hinton's
+// T^2 factor is the caller's. A row whose label is
 // ignore_index has loss 0 and a zero gradient; with HAS_LABEL = 0 the labels
 // are not read.
 //
@@ -41,6 +42,7 @@ TileModule buildKlDiv(const Config &c) {
   Value label = k.pointerArg("label", DType::I64);
   Value loss = k.pointerArg("loss", DType::F32);
   Value grad = k.pointerArg("grad", c.dtype);
+  Value gradScale = k.pointerArg("grad_scale", DType::F32);
   Value temperature = k.scalarArg("temperature", DType::F32);
   Value reverse = k.scalarArg("reverse", DType::I32) != 0.0;
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
@@ -81,6 +83,7 @@ TileModule buildKlDiv(const Config &c) {
         auto [maxP, sumP] = k.softmaxTotal(mp, dp);
         Value shiftQ = safeShift(maxQ), logSumQ = log(sumQ);
         Value shiftP = safeShift(maxP), logSumP = log(sumP);
+        Value gScale = k.load(gradScale, k.constant(0, DType::I32)) * invT;
         // log q - log p at each element, and each distribution; the max
         // comes off first, so that logits sharing a large offset keep their
         // differences.
@@ -101,7 +104,7 @@ TileModule buildKlDiv(const Config &c) {
           kl = kl + where(reverse, where(q > 0.0, q * diff, 0.0),
                           where(p > 0.0, -p * diff, 0.0));
           k.ifThen(!reverse, [&] {
-            k.store(g, offs, ((q - p) * invT).to(c.dtype), mask);
+            k.store(g, offs, ((q - p) * gScale).to(c.dtype), mask);
           });
         });
         Value rowKl = kl.sum();
@@ -112,7 +115,7 @@ TileModule buildKlDiv(const Config &c) {
             Value offs = i + k.arange(BLOCK);
             Value mask = offs < V;
             auto [q, p, diff] = terms(offs, mask);
-            Value d = where(q > 0.0, q * (diff - rowKl) * invT, 0.0);
+            Value d = where(q > 0.0, q * (diff - rowKl) * gScale, 0.0);
             k.store(g, offs, d.to(c.dtype), mask);
           });
         });
@@ -125,7 +128,7 @@ void klDivReference(ReferenceArgs &a) {
   const HostTensor &s = a.in("student"), &t = a.in("teacher"),
                    &label = a.in("label");
   int64_t BT = a.size("BT"), V = a.size("V");
-  double temperature = a.scalar("temperature");
+  double temperature = a.scalar("temperature"), scale = a.in("grad_scale")[0];
   bool reverse = a.scalar("reverse") != 0;
   bool hasLabel = a.scalar("HAS_LABEL") != 0;
   std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
@@ -139,6 +142,8 @@ void klDivReference(ReferenceArgs &a) {
     }
     loss[r] = ref::klDivRow(sr.data(), tr.data(), V, temperature, reverse,
                             &grad[r * V]);
+    for (int64_t v = 0; v < V; ++v)
+      grad[r * V + v] *= scale;
   }
 }
 
@@ -166,6 +171,7 @@ KernelSpec klDivSpec() {
                 A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
                 A::output("loss", {"BT"}, {1e-5, 1e-4}),
                 A::output("grad", {"BT", "V"}, {1e-7, 5e-4}),
+                A::input("grad_scale", {}, ArgFill::normal(0.5, 1)),
                 A::scalar("temperature", 2, 1e-3),
                 A::scalar("reverse", 0, 0, 1),
                 A::scalar("ignore_index", -100),

@@ -9,14 +9,23 @@ from . import _common as c
 REDUCTIONS = ("none", "batchmean", "sum")
 
 
-def run(name, student, teacher, target, scalar_args):
+_ones = {}
+
+
+def run(name, student, teacher, target, scale, scalar_args):
     """Registered row kernel `name` (student, teacher, label, loss, grad,
-    *scalar_args; HAS_LABEL selects the labels) on contiguous (BT, V) rows:
-    (per-row loss (BT,) f32, d sum / d student); rows whose target is
-    ignore_index give 0."""
+    grad_scale, *scalar_args; HAS_LABEL selects the labels) on contiguous
+    (BT, V) rows: (per-row loss (BT,) f32, d sum / d student times scale);
+    rows whose target is ignore_index give 0. scale: an f32 device scalar,
+    or None for 1."""
     student, teacher = student.contiguous(), teacher.contiguous()
     bt = student.size(0)
     dev = student.device
+    if scale is None:
+        scale = _ones.get(dev)
+        if scale is None:
+            scale = _ones[dev] = torch.ones(1, dtype=torch.float32,
+                                            device=dev)
     loss = torch.empty(bt, dtype=torch.float32, device=dev)
     grad = torch.empty_like(student)
     labels = target.contiguous() if target is not None else \
@@ -26,7 +35,9 @@ def run(name, student, teacher, target, scalar_args):
                         HAS_LABEL=int(target is not None))
         c.launch(k, bt, [c.tensor_arg(student), c.tensor_arg(teacher),
                          c.tensor_arg(labels), c.tensor_arg(loss),
-                         c.tensor_arg(grad), *scalar_args], student)
+                         c.tensor_arg(grad),
+                         c.tensor_arg(scale.reshape(1).contiguous()),
+                         *scalar_args], student)
     return loss, grad
 
 
@@ -47,14 +58,16 @@ def backward(ctx, grad_rows, _grad_grad):
 
 class _Reduced(torch.autograd.Function):
     """The rows' sum times `scale` (a device scalar: 1, or 1 / n_valid)
-    for impl(student, teacher, target, *args) -> (rows, d sum / d
-    student); the gradient scaled in backward in place."""
+    for impl(student, teacher, target, scale, *args) -> (rows, d sum /
+    d student times scale): the kernel folds the scale into the gradient,
+    and backward scales it by grad_output in place (nothing to do when it
+    is 1)."""
 
     @staticmethod
     def forward(ctx, impl, student, teacher, target, scale, *args):
-        rows, grad = impl(student, teacher, target, *args)
+        rows, grad = impl(student, teacher, target, scale, *args)
         c.scale_kernel(grad.device, grad.dtype)  # for the backward
-        ctx.save_for_backward(grad, scale)
+        ctx.save_for_backward(grad)
         ctx.eager = True  # scale_saved: in place
         ctx.extra = len(args)
         return (rows.sum() * scale).reshape(())
@@ -62,8 +75,8 @@ class _Reduced(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss):
-        grad, scale = ctx.saved_tensors
-        return (None, c.scale_saved(ctx, grad, grad_loss * scale)) + \
+        (grad,) = ctx.saved_tensors
+        return (None, c.scale_saved(ctx, grad, grad_loss)) + \
             (None,) * (3 + ctx.extra)
 
 
@@ -75,9 +88,12 @@ def count(target, rows, ignore_index):
     return (target != ignore_index).sum().clamp(min=1).to(torch.float32)
 
 
-def reduce(op, shape, s2, t2, target, args, reduction, ignore_index):
+def reduce(op, scaled, shape, s2, t2, target, args, reduction,
+           ignore_index):
     """op (a _common.Op over (student, teacher, target, *args)) on the
-    flattened rows, reduced; shape: the leading shape for "none"."""
+    flattened rows, reduced; scaled(student, teacher, target, scale, *args)
+    its implementation with the gradient times a device scalar; shape: the
+    leading shape for "none"."""
     if reduction == "none" or c._traced():
         rows = op(s2, t2, target, *args)[0]
         if reduction == "none":
@@ -89,7 +105,7 @@ def reduce(op, shape, s2, t2, target, args, reduction, ignore_index):
         1.0 / count(target, s2, ignore_index)
     if not c.needs_grad(s2):
         return op.impl(s2, t2, target, *args)[0].sum() * scale
-    return _Reduced.apply(op.impl, s2, t2, target, scale, *args)
+    return _Reduced.apply(scaled, s2, t2, target, scale, *args)
 
 
 def flatten(student, teacher, target, names, reduction):

@@ -5,8 +5,9 @@ sum with respect to the student's logits.
 
 reduction "batchmean": the sum over the rows not ignored, divided by their
 number (all rows without a target); "sum": the sum; "none": per row. The
-backward scales the saved gradient by grad_output (and the mean's 1 / n)
-on the device: in place for the scalar reductions, row by row for "none".
+kernel writes the gradient times the mean's 1 / n (a device scalar); the
+backward scales it by grad_output on the device: in place for the scalar
+reductions (nothing to do when grad_output is 1), row by row for "none".
 The teacher gets no gradient.
 """
 from typing import Optional
@@ -18,14 +19,21 @@ from . import _common as c
 from . import _rows as rows
 
 
+def _scaled(student, teacher, target, scale, temperature, reverse,
+            ignore_index):
+    """(per-row divergence (BT,) f32, d sum / d student times scale) of
+    contiguous (BT, V) logits; rows whose target is ignore_index give 0."""
+    return rows.run("kl_div", student, teacher, target, scale,
+                    [c.f32_arg(temperature), c.i32_arg(reverse),
+                     c.i64_arg(ignore_index), c.i32_arg(student.size(1))])
+
+
 def _kl_div(student: Tensor, teacher: Tensor, target: Optional[Tensor],
             temperature: float, reverse: bool, ignore_index: int
             ) -> tuple[Tensor, Tensor]:
-    """(per-row divergence (BT,) f32, d sum / d student) of contiguous
-    (BT, V) logits; rows whose target is ignore_index give 0."""
-    return rows.run("kl_div", student, teacher, target,
-                    [c.f32_arg(temperature), c.i32_arg(reverse),
-                     c.i64_arg(ignore_index), c.i32_arg(student.size(1))])
+    """(per-row divergence (BT,) f32, d sum / d student)."""
+    return _scaled(student, teacher, target, None, temperature, reverse,
+                   ignore_index)
 
 
 kl_div_op = c.Op("kl_div", _kl_div, rows.fake, rows.setup, rows.backward)
@@ -48,6 +56,6 @@ def kl_div(student, teacher, target=None, *, temperature=1.0, reverse=False,
         raise ValueError(f"temperature must be > 0, not {temperature}")
     s2, t2, tgt = rows.flatten(student, teacher, target,
                                ("student", "teacher"), reduction)
-    return rows.reduce(kl_div_op, student.shape[:-1], s2, t2, tgt,
-                       (float(temperature), bool(reverse), int(ignore_index)),
-                       reduction, ignore_index)
+    return rows.reduce(kl_div_op, _scaled, student.shape[:-1], s2, t2,
+                       tgt, (float(temperature), bool(reverse),
+                             int(ignore_index)), reduction, ignore_index)
