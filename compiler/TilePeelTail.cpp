@@ -92,8 +92,8 @@ void peel(scf::ForOp walk) {
     auto copy = map.lookup(cmp.getResult()).getDefiningOp<arith::CmpIOp>();
     OpBuilder cb(copy);
     auto type = cast<RankedTensorType>(copy.getType());
-    Value all = arith::ConstantOp::create(
-        cb, copy.getLoc(), DenseElementsAttr::get(type, true));
+    Value all = arith::ConstantOp::create(cb, copy.getLoc(),
+                                          DenseElementsAttr::get(type, true));
     copy.getResult().replaceAllUsesWith(all);
     copy.erase();
   }

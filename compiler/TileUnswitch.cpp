@@ -1,4 +1,4 @@
-//===- TileUnswitch.cpp - a walk per value of a fixed condition ------------===//
+//===- TileUnswitch.cpp - a walk per value of a fixed condition -----------===//
 //
 // A kernel with `tile.unswitch = 1`: a row walk whose body chooses by a
 // condition fixed before the walk (an arith.select on it, or on its splat
@@ -106,11 +106,10 @@ void fix(scf::ForOp walk, Value v, bool value) {
   Attribute bit = b.getBoolAttr(value);
   if (auto tile = dyn_cast<RankedTensorType>(v.getType()))
     bit = DenseElementsAttr::get(tile, value);
-  Value inside = arith::ConstantOp::create(b, walk.getLoc(),
-                                           cast<TypedAttr>(bit));
-  v.replaceUsesWithIf(inside, [&](OpOperand &use) {
-    return walk->isAncestor(use.getOwner());
-  });
+  Value inside =
+      arith::ConstantOp::create(b, walk.getLoc(), cast<TypedAttr>(bit));
+  v.replaceUsesWithIf(
+      inside, [&](OpOperand &use) { return walk->isAncestor(use.getOwner()); });
 }
 
 /// Splits `walk` on `c`; returns the two copies (true side, false side).
@@ -121,8 +120,8 @@ std::pair<scf::ForOp, scf::ForOp> unswitch(scf::ForOp walk, Value c) {
                                   /*withElseRegion=*/true);
   std::pair<scf::ForOp, scf::ForOp> sides;
   for (bool value : {true, false}) {
-    Block &block = value ? branch.getThenRegion().front()
-                         : branch.getElseRegion().front();
+    Block &block =
+        value ? branch.getThenRegion().front() : branch.getElseRegion().front();
     OpBuilder in = OpBuilder::atBlockBegin(&block);
     if (!block.empty())
       in.setInsertionPoint(block.getTerminator());
@@ -155,10 +154,10 @@ struct TileUnswitchPass : public impl::TileUnswitchBase<TileUnswitchPass> {
         return;
       SmallVector<scf::ForOp> walks;
       kernel.walk([&](scf::ForOp loop) {
-        bool carriesSoftmax =
-            loop->walk([](tile::SoftmaxFoldOp) {
-                  return WalkResult::interrupt();
-                }).wasInterrupted();
+        bool carriesSoftmax = loop->walk([](tile::SoftmaxFoldOp) {
+                                    return WalkResult::interrupt();
+                                  })
+                                  .wasInterrupted();
         if (isRowWalk(loop) && !carriesSoftmax)
           walks.push_back(loop);
       });
