@@ -18,6 +18,19 @@ bool isRowWalk(scf::ForOp loop) {
          step.getSExtValue() > 0;
 }
 
+SmallVector<scf::ForOp> scheduledWalks(Operation *kernel, StringRef attrName) {
+  SmallVector<scf::ForOp> walks;
+  auto on = kernel->getAttrOfType<IntegerAttr>(attrName);
+  if (!on || on.getInt() == 0)
+    return walks;
+  kernel->walk([&](scf::ForOp loop) {
+    if (isRowWalk(loop) && !loop->hasAttr(attr::kRowTail) &&
+        !loop->hasAttr(attr::kTailWalk))
+      walks.push_back(loop);
+  });
+  return walks;
+}
+
 int64_t walkStep(scf::ForOp loop) {
   APInt step;
   (void)matchPattern(loop.getStep(), m_ConstantInt(&step));

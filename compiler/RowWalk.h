@@ -23,6 +23,13 @@ namespace tilejit {
 /// constant step: the walks the row schedules may split or keep.
 bool isRowWalk(mlir::scf::ForOp loop);
 
+/// The row walks of `kernel` when it asks for a schedule (its attribute
+/// `attrName` is a nonzero integer), in program order: all but the walks
+/// that run past a kept slice (tile.row_tail) or over a peeled walk's
+/// partial tile (tile.tail_walk), which run at most once per row.
+llvm::SmallVector<mlir::scf::ForOp> scheduledWalks(mlir::Operation *kernel,
+                                                   llvm::StringRef attrName);
+
 /// The step of a row walk.
 int64_t walkStep(mlir::scf::ForOp loop);
 

@@ -112,16 +112,7 @@ void loadAhead(scf::ForOp loop) {
 struct TileLoadAheadPass : public impl::TileLoadAheadBase<TileLoadAheadPass> {
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp kernel) {
-      auto ahead = kernel->getAttrOfType<IntegerAttr>(attr::kLoadAhead);
-      if (!ahead || ahead.getInt() == 0)
-        return;
-      SmallVector<scf::ForOp> walks;
-      kernel.walk([&](scf::ForOp loop) {
-        if (isRowWalk(loop) && !loop->hasAttr(attr::kRowTail) &&
-            !loop->hasAttr(attr::kTailWalk))
-          walks.push_back(loop);
-      });
-      for (scf::ForOp loop : walks)
+      for (scf::ForOp loop : scheduledWalks(kernel, attr::kLoadAhead))
         loadAhead(loop);
     });
   }

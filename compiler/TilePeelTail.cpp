@@ -102,16 +102,7 @@ void peel(scf::ForOp walk) {
 struct TilePeelTailPass : public impl::TilePeelTailBase<TilePeelTailPass> {
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp kernel) {
-      auto on = kernel->getAttrOfType<IntegerAttr>(attr::kPeelTail);
-      if (!on || on.getInt() == 0)
-        return;
-      SmallVector<scf::ForOp> walks;
-      kernel.walk([&](scf::ForOp loop) {
-        if (isRowWalk(loop) && !loop->hasAttr(attr::kRowTail) &&
-            !loop->hasAttr(attr::kTailWalk))
-          walks.push_back(loop);
-      });
-      for (scf::ForOp walk : walks)
+      for (scf::ForOp walk : scheduledWalks(kernel, attr::kPeelTail))
         peel(walk);
     });
   }

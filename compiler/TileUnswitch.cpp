@@ -149,19 +149,12 @@ void unswitchAll(scf::ForOp walk, ArrayRef<Value> conds) {
 struct TileUnswitchPass : public impl::TileUnswitchBase<TileUnswitchPass> {
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp kernel) {
-      auto on = kernel->getAttrOfType<IntegerAttr>(attr::kUnswitch);
-      if (!on || on.getInt() == 0)
-        return;
-      SmallVector<scf::ForOp> walks;
-      kernel.walk([&](scf::ForOp loop) {
-        bool carriesSoftmax = loop->walk([](tile::SoftmaxFoldOp) {
+      for (scf::ForOp walk : scheduledWalks(kernel, attr::kUnswitch)) {
+        bool carriesSoftmax = walk->walk([](tile::SoftmaxFoldOp) {
                                     return WalkResult::interrupt();
-                                  })
-                                  .wasInterrupted();
-        if (isRowWalk(loop) && !carriesSoftmax)
-          walks.push_back(loop);
-      });
-      for (scf::ForOp walk : walks) {
+                                  }).wasInterrupted();
+        if (carriesSoftmax)
+          continue;
         SmallVector<Value> conds = conditions(walk);
         if (conds.size() > kMaxConditions)
           conds.resize(kMaxConditions);
