@@ -69,20 +69,23 @@ struct Kernels {
   Kernel weights, rows, sum;
 };
 
-/// The kernels for one dtype, weighting and softcapping.
+/// The kernels for one dtype, weighting, softcapping and V (the row schedule
+/// follows V: kernels_spec/Registry.cpp, withRowSchedules).
 const Kernels &kernelsFor(const CrossEntropyArgs &a) {
   static std::mutex mutex;
-  static std::map<std::tuple<DType, bool, bool>, std::unique_ptr<Kernels>>
+  static std::map<std::tuple<DType, bool, bool, int64_t>,
+                  std::unique_ptr<Kernels>>
       cache;
   bool hasWeight = a.classWeight != nullptr, hasSoftcap = a.softcap > 0;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Kernels> &slot = cache[{a.dtype, hasWeight, hasSoftcap}];
+  std::unique_ptr<Kernels> &slot =
+      cache[{a.dtype, hasWeight, hasSoftcap, a.V}];
   if (!slot) {
     KernelOptions f32{DType::F32, {}, {}};
     KernelOptions rows{a.dtype,
                        {"HAS_WEIGHT=" + std::to_string(hasWeight),
                         "HAS_SOFTCAP=" + std::to_string(hasSoftcap)},
-                       {}};
+                       {{"V", a.V}}};
     slot = std::make_unique<Kernels>(Kernels{
         Kernel::compile("lce_row_weights", f32),
         Kernel::compile("cross_entropy", rows),

@@ -257,8 +257,13 @@ const std::deque<KernelSpec> &kernelRegistry();
 /// more than 1, SPLIT_ROWS (tile-split-rows: each row shared by that many
 /// programs of a cluster; only for walks that carry add/max/min
 /// reductions). The longest row of the shape, ROW_EXTENT, is derived.
+/// With `keptCopyAhead` > 0, a shape whose rows have 12288 elements or more
+/// defaults to a row read once: KEEP_ROW 1, KEEP_COPY_AHEAD keptCopyAhead
+/// and SPLIT_ROWS the listed split nearest rowSize / 8192 (parameters set
+/// by the caller stay as set; with KEEP_ROW set to 0, none of them).
 KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
-                            std::vector<int64_t> splits);
+                            std::vector<int64_t> splits,
+                            int64_t keptCopyAhead = 0);
 /// Adds a kernel (a user's own spec) to those findKernel(), Kernel::compile
 /// and the C ABI know by name. Throws tilejit::Error when the name is taken
 /// or the spec has no build function. Thread-safe, but register before

@@ -169,15 +169,19 @@ _scale_grads = {}
 _kernels = {}
 
 
-def kernel_on(device, name, dtype, **params):
-    """Registered kernel `name` compiled for dtype and params, and on a GPU
-    loaded there: made ready by a forward, so that a backward captured in a
-    CUDA graph never compiles. One per (device, name, dtype, params)."""
-    key = (device, name, dtype, tuple(sorted(params.items())))
+def kernel_on(device, name, dtype, shape=None, **params):
+    """Registered kernel `name` compiled for dtype, params and the launch
+    shape (sizes whose defaults follow them, as a row kernel's schedule
+    follows V), and on a GPU loaded there: made ready by a forward, so that
+    a backward captured in a CUDA graph never compiles. One per (device,
+    name, dtype, shape, params)."""
+    shape = dict(shape or {})
+    key = (device, name, dtype, tuple(sorted(shape.items())),
+           tuple(sorted(params.items())))
     k = _kernels.get(key)
     if k is None:
         from .._kernel import kernel
-        k = kernel(name, dtype, **params)
+        k = kernel(name, dtype, shape=shape, **params)
         if device.type == "cuda":
             with torch.cuda.device(device):
                 k.compile_gpu()

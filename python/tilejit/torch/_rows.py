@@ -32,6 +32,7 @@ def run(name, student, teacher, target, scale, scalar_args):
         torch.empty(1, dtype=torch.int64, device=dev)  # not read
     if bt:
         k = c.kernel_on(dev, name, student.dtype,
+                        shape={"V": student.size(1)},
                         HAS_LABEL=int(target is not None))
         c.launch(k, bt, [c.tensor_arg(student), c.tensor_arg(teacher),
                          c.tensor_arg(labels), c.tensor_arg(loss),
