@@ -108,8 +108,11 @@ void fix(scf::ForOp walk, Value v, bool value) {
     bit = DenseElementsAttr::get(tile, value);
   Value inside =
       arith::ConstantOp::create(b, walk.getLoc(), cast<TypedAttr>(bit));
-  v.replaceUsesWithIf(
-      inside, [&](OpOperand &use) { return walk->isAncestor(use.getOwner()); });
+  // Inside the body only: the walk's own operands (an init of its carried
+  // values) are outside it.
+  v.replaceUsesWithIf(inside, [&](OpOperand &use) {
+    return use.getOwner() != walk && walk->isAncestor(use.getOwner());
+  });
 }
 
 /// Splits `walk` on `c`; returns the two copies (true side, false side).

@@ -107,3 +107,30 @@ func.func @not_asked(%x: !tile.ptr<f32>, %flag: i1, %V: i32) attributes {tile.ke
   }
   return
 }
+
+// -----
+
+// The condition also starts a value the walk carries: each copy starts it
+// from the condition itself (outside the copy), not from the constant.
+// CHECK-LABEL: func.func @carried_init(
+// CHECK:         scf.if %arg1
+// CHECK:           scf.for {{.*}} iter_args(%{{.*}} = %arg1)
+// CHECK:         } else {
+// CHECK:           scf.for {{.*}} iter_args(%{{.*}} = %arg1)
+func.func @carried_init(%x: !tile.ptr<f32>, %flag: i1, %V: i32) attributes {tile.kernel, tile.num_warps = 1 : i64, tile.unswitch = 1 : i64} {
+  %c0 = arith.constant 0 : i32
+  %c256 = arith.constant 256 : i32
+  %r = tile.arange : tensor<256xi32>
+  %flags = tile.splat %flag : i1 -> tensor<256xi1>
+  %last = scf.for %i = %c0 to %V step %c256 iter_args(%f = %flag) -> (i1) : i32 {
+    %si = tile.splat %i : i32 -> tensor<256xi32>
+    %offs = arith.addi %si, %r : tensor<256xi32>
+    %t = tile.load %x[%offs] : !tile.ptr<f32>[tensor<256xi32>] -> tensor<256xf32>
+    %neg = arith.negf %t : tensor<256xf32>
+    %u = arith.select %flags, %t, %neg : tensor<256xi1>, tensor<256xf32>
+    tile.store %x[%offs], %u : !tile.ptr<f32>[tensor<256xi32>], tensor<256xf32>
+    %g = arith.xori %f, %f : i1
+    scf.yield %g : i1
+  }
+  return
+}

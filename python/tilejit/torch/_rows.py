@@ -102,7 +102,8 @@ def reduce(op, scaled, shape, s2, t2, target, args, reduction,
         total = rows.sum()
         return total if reduction == "sum" else \
             total / count(target, s2, ignore_index)
-    scale = torch.ones((), device=s2.device) if reduction == "sum" else \
+    scale = torch.ones((), dtype=torch.float32, device=s2.device) \
+        if reduction == "sum" else \
         1.0 / count(target, s2, ignore_index)
     if not c.needs_grad(s2):
         return op.impl(s2, t2, target, *args)[0].sum() * scale
