@@ -99,7 +99,8 @@ def TileUnswitch : Pass<"tile-unswitch", "mlir::ModuleOp"> {
     one and false in the other (at most two conditions, four copies). Walks
     that carry an online-softmax state are left alone.
   }];
-  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::scf::SCFDialect"];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::scf::SCFDialect"];
 }
 
 def TilePeelTail : Pass<"tile-peel-tail", "mlir::ModuleOp"> {
