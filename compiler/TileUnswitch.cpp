@@ -125,15 +125,14 @@ std::pair<scf::ForOp, scf::ForOp> unswitch(scf::ForOp walk, Value c) {
   for (bool value : {true, false}) {
     Block &block =
         value ? branch.getThenRegion().front() : branch.getElseRegion().front();
-    OpBuilder in = OpBuilder::atBlockBegin(&block);
+    // The builder gives a branch without results its empty yield: the
+    // copy's yield replaces it.
     if (!block.empty())
-      in.setInsertionPoint(block.getTerminator());
+      block.getTerminator()->erase();
+    OpBuilder in = OpBuilder::atBlockEnd(&block);
     auto copy = cast<scf::ForOp>(in.clone(*walk));
     fix(copy, c, value);
-    if (block.empty() || !isa<scf::YieldOp>(block.back()))
-      scf::YieldOp::create(in, loc, copy.getResults());
-    else
-      block.getTerminator()->setOperands(copy.getResults());
+    scf::YieldOp::create(in, loc, copy.getResults());
     (value ? sides.first : sides.second) = copy;
   }
   walk.replaceAllUsesWith(branch.getResults());

@@ -66,12 +66,19 @@ Layout layout(const CrossEntropyArgs &a) {
 }
 
 struct Kernels {
-  Kernel weights, rows, sum;
+  const Kernel &weights;
+  Kernel rows;
+  const Kernel &sum;
 };
 
 /// The kernels for one dtype, weighting, softcapping and V (the row schedule
-/// follows V: kernels_spec/Registry.cpp, withRowSchedules).
+/// follows V: kernels_spec/Registry.cpp, withRowSchedules); the f32 row
+/// weights and loss sum, which depend on none of them, compiled once.
 const Kernels &kernelsFor(const CrossEntropyArgs &a) {
+  static const Kernel weights =
+      Kernel::compile("lce_row_weights", {DType::F32, {}, {}});
+  static const Kernel sum =
+      Kernel::compile("lce_loss_sum", {DType::F32, {}, {}});
   static std::mutex mutex;
   static std::map<std::tuple<DType, bool, bool, int64_t>,
                   std::unique_ptr<Kernels>>
@@ -81,15 +88,12 @@ const Kernels &kernelsFor(const CrossEntropyArgs &a) {
   std::unique_ptr<Kernels> &slot =
       cache[{a.dtype, hasWeight, hasSoftcap, a.V}];
   if (!slot) {
-    KernelOptions f32{DType::F32, {}, {}};
     KernelOptions rows{a.dtype,
                        {"HAS_WEIGHT=" + std::to_string(hasWeight),
                         "HAS_SOFTCAP=" + std::to_string(hasSoftcap)},
                        {{"V", a.V}}};
-    slot = std::make_unique<Kernels>(Kernels{
-        Kernel::compile("lce_row_weights", f32),
-        Kernel::compile("cross_entropy", rows),
-        Kernel::compile("lce_loss_sum", f32)});
+    slot = std::make_unique<Kernels>(
+        Kernels{weights, Kernel::compile("cross_entropy", rows), sum});
   }
   return *slot;
 }
