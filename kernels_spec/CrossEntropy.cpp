@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/SoftmaxParts.h"
+#include "kernels_spec/Upstream.h"
 #include "kernels_spec/reference/LinearCeReference.h"
 #include "tilejit/KernelSpec.h"
 
@@ -109,12 +110,8 @@ TileModule buildCrossEntropy(const Config &c) {
         Value shift = safeShift(rowMax), logSum = log(sumExp);
         Value lse = shift + logSum;
         Value W = HAS_WEIGHT ? wSum.sum() : V.to(DType::F32);
-        // upstream holds BT factors, or 2: only the one in use is read.
-        Value own = k.load(upstream, row, perRow, 0.0);
-        Value gCe = own + k.load(upstream, k.constant(0, DType::I32),
-                                 !perRow, 0.0);
-        Value gZ = own + k.load(upstream, k.constant(1, DType::I32),
-                                !perRow, 0.0);
+        Value gCe = upstreamFactor(k, upstream, row, perRow, 0);
+        Value gZ = upstreamFactor(k, upstream, row, perRow, 1);
         Value nllFactor = gCe * (1.0 - eps) * wy;
         Value smoothFactor = gCe * eps / V.to(DType::F32);
         Value zFactor = gZ * 2.0 * lambda * lse;

@@ -22,9 +22,10 @@
 //
 // A row whose label is ignore_index (a padding token) has loss 0 and a zero
 // gradient; with HAS_LABEL = 0 the labels are not read. `loss` holds the
-// per-row losses and `grad` the gradient of their sum times grad_scale[0]
-// (the caller's factor read on the device: Liger's batchmean divides both
-// by the rows not ignored).
+// per-row losses and `grad` the gradient of the rows' losses, each times
+// its upstream factor read on the device: upstream[row] with
+// per_row_upstream (the backward of reduction none), else upstream[0] (a
+// reduced loss: Liger's batchmean divides by the rows not ignored).
 //
 // One program per row, written the plain way: a first pass over V sums the
 // loss, a second pass writes the gradient. Masked lanes read X = Y = 0
@@ -32,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/reference/JsdReference.h"
+#include "kernels_spec/Upstream.h"
 #include "tilejit/KernelSpec.h"
 
 using namespace tilejit::dsl;
@@ -64,9 +66,10 @@ TileModule buildJsd(const Config &c) {
   Value label = k.pointerArg("label", DType::I64);
   Value loss = k.pointerArg("loss", DType::F32);
   Value grad = k.pointerArg("grad", c.dtype);
-  Value gradScale = k.pointerArg("grad_scale", DType::F32);
+  Value upstream = k.pointerArg("upstream", DType::F32);
   Value beta = k.scalarArg("beta", DType::F32);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  Value perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
   Value V = k.scalarArg("V", DType::I32);
 
   Value row = k.programId(0);
@@ -94,7 +97,7 @@ TileModule buildJsd(const Config &c) {
                                   .loss.sum();
         });
         k.store(loss, row, rowLoss);
-        Value scale = k.load(gradScale, k.constant(0, DType::I32));
+        Value scale = upstreamFactor(k, upstream, row, perRow);
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
@@ -112,8 +115,10 @@ void jsdReference(ReferenceArgs &a) {
   const HostTensor &x = a.in("student_logp"), &y = a.in("teacher_logp"),
                    &label = a.in("label");
   int64_t BT = a.size("BT"), V = a.size("V");
-  double beta = a.scalar("beta"), scale = a.in("grad_scale")[0];
+  double beta = a.scalar("beta");
   bool hasLabel = a.scalar("HAS_LABEL") != 0;
+  bool perRow = a.scalar("per_row_upstream") != 0;
+  const HostTensor &up = a.in("upstream");
   std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
   std::vector<double> xr(V), yr(V);
   for (int64_t r = 0; r < BT; ++r) {
@@ -125,7 +130,7 @@ void jsdReference(ReferenceArgs &a) {
     }
     loss[r] = ref::jsdRow(xr.data(), yr.data(), V, beta, &grad[r * V]);
     for (int64_t v = 0; v < V; ++v)
-      grad[r * V + v] *= scale;
+      grad[r * V + v] *= up[perRow ? r : 0];
   }
 }
 
@@ -154,9 +159,10 @@ KernelSpec jsdSpec() {
       A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
       A::output("loss", {"BT"}, {1e-6, 1e-4}),
       A::output("grad", {"BT", "V"}, {1e-7, 1e-4}),
-      A::input("grad_scale", {}, ArgFill::normal(0.5, 1)),
+      A::input("upstream", {"BT"}, ArgFill::normal(0.5, 1)),
       A::scalar("beta", 0.5, 0, 1),
       A::scalar("ignore_index", -100),
+      A::scalar("per_row_upstream", 1, 0, 1),
       A::sizeScalar("V", "V")};
   // bytesMoved unset: the roofline reads both inputs and the labels and
   // writes both outputs once (3 BT V elements), although this plain kernel

@@ -11,12 +11,13 @@
 //   reverse: KL(q || p) = sum_v q_v (log q_v - log p_v),
 //            d/ds_v = q_v (log q_v - log p_v - KL(q || p)) / T.
 //
-// `loss` holds the per-row divergences and `grad` the gradient of their sum
-// with respect to the student's logits (the teacher gets none) times
-// grad_scale[0], a factor read on the device (a batch mean's 1 / n); Hinton's
-// T^2 factor is the caller's. A row whose label is
-// ignore_index has loss 0 and a zero gradient; with HAS_LABEL = 0 the labels
-// are not read.
+// `loss` holds the per-row divergences and `grad` their gradient with
+// respect to the student's logits (the teacher gets none), each row's times
+// its upstream factor read on the device: upstream[row] with
+// per_row_upstream (the backward of reduction none), else upstream[0] (a
+// reduced loss, e.g. a batch mean's 1 / n). Hinton's T^2 factor is the
+// caller's. A row whose label is ignore_index has loss 0 and a zero
+// gradient; with HAS_LABEL = 0 the labels are not read.
 //
 // One program per row, written the plain way: a pass for both rows' max and
 // sum-exp, a pass for the loss (forward KL: and the gradient), and for the
@@ -25,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/SoftmaxParts.h"
 #include "kernels_spec/reference/KlDivReference.h"
+#include "kernels_spec/Upstream.h"
 #include "tilejit/KernelSpec.h"
 
 #include <tuple>
@@ -42,10 +44,11 @@ TileModule buildKlDiv(const Config &c) {
   Value label = k.pointerArg("label", DType::I64);
   Value loss = k.pointerArg("loss", DType::F32);
   Value grad = k.pointerArg("grad", c.dtype);
-  Value gradScale = k.pointerArg("grad_scale", DType::F32);
+  Value upstream = k.pointerArg("upstream", DType::F32);
   Value temperature = k.scalarArg("temperature", DType::F32);
   Value reverse = k.scalarArg("reverse", DType::I32) != 0.0;
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  Value perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
   Value V = k.scalarArg("V", DType::I32);
 
   Value row = k.programId(0);
@@ -83,7 +86,7 @@ TileModule buildKlDiv(const Config &c) {
         auto [maxP, sumP] = k.softmaxTotal(mp, dp);
         Value shiftQ = safeShift(maxQ), logSumQ = log(sumQ);
         Value shiftP = safeShift(maxP), logSumP = log(sumP);
-        Value gScale = k.load(gradScale, k.constant(0, DType::I32)) * invT;
+        Value gScale = upstreamFactor(k, upstream, row, perRow) * invT;
         // log q - log p at each element, and each distribution; the max
         // comes off first, so that logits sharing a large offset keep their
         // differences.
@@ -128,9 +131,11 @@ void klDivReference(ReferenceArgs &a) {
   const HostTensor &s = a.in("student"), &t = a.in("teacher"),
                    &label = a.in("label");
   int64_t BT = a.size("BT"), V = a.size("V");
-  double temperature = a.scalar("temperature"), scale = a.in("grad_scale")[0];
+  double temperature = a.scalar("temperature");
   bool reverse = a.scalar("reverse") != 0;
   bool hasLabel = a.scalar("HAS_LABEL") != 0;
+  bool perRow = a.scalar("per_row_upstream") != 0;
+  const HostTensor &up = a.in("upstream");
   std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
   std::vector<double> sr(V), tr(V);
   for (int64_t r = 0; r < BT; ++r) {
@@ -143,7 +148,7 @@ void klDivReference(ReferenceArgs &a) {
     loss[r] = ref::klDivRow(sr.data(), tr.data(), V, temperature, reverse,
                             &grad[r * V]);
     for (int64_t v = 0; v < V; ++v)
-      grad[r * V + v] *= scale;
+      grad[r * V + v] *= up[perRow ? r : 0];
   }
 }
 
@@ -171,10 +176,11 @@ KernelSpec klDivSpec() {
                 A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
                 A::output("loss", {"BT"}, {1e-5, 1e-4}),
                 A::output("grad", {"BT", "V"}, {1e-7, 5e-4}),
-                A::input("grad_scale", {}, ArgFill::normal(0.5, 1)),
+                A::input("upstream", {"BT"}, ArgFill::normal(0.5, 1)),
                 A::scalar("temperature", 2, 1e-3),
                 A::scalar("reverse", 0, 0, 1),
                 A::scalar("ignore_index", -100),
+                A::scalar("per_row_upstream", 1, 0, 1),
                 A::sizeScalar("V", "V")};
   // bytesMoved unset: the roofline reads both inputs and the labels and
   // writes both outputs once, although this plain kernel reads the inputs

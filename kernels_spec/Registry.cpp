@@ -19,6 +19,8 @@ KernelSpec jsdSpec();          // kernels_spec/Jsd.cpp
 KernelSpec scaleGradSpec();    // kernels_spec/ScaleGrad.cpp
 KernelSpec crossEntropySpec(); // kernels_spec/CrossEntropy.cpp
 KernelSpec klDivSpec();        // kernels_spec/KlDiv.cpp
+KernelSpec rowScaleSpec();     // kernels_spec/RowMean.cpp
+KernelSpec rowLossTotalSpec(); // kernels_spec/RowMean.cpp
 
 dsl::Config
 KernelSpec::config(DType dtype,
@@ -280,7 +282,9 @@ static std::deque<KernelSpec> &registry() {
       withRowSchedules(jsdSpec(), "V", {1, 2, 4, 8}),
       scaleGradSpec(),
       withRowSchedules(crossEntropySpec(), "V", {1, 2, 4, 8}, 4),
-      withRowSchedules(klDivSpec(), "V", {1, 2, 4, 8}, 2)};
+      withRowSchedules(klDivSpec(), "V", {1, 2, 4, 8}, 2),
+      rowScaleSpec(),
+      rowLossTotalSpec()};
   return kernels;
 }
 

@@ -3,6 +3,7 @@
 
 #include "ops/CApiGuard.h"
 #include "tilejit/ops/CrossEntropy.h"
+#include "tilejit/ops/Distillation.h"
 #include "tilejit/ops/FusedCeTvd.h"
 #include "tilejit/ops/LinearCe.h"
 
@@ -143,6 +144,34 @@ ops::LinearCeArgs argsOf(const tilejit_linear_ce_args *c) {
   a.bf16GradAccumulation = c->bf16_grad_accumulation != 0;
   a.gemmBackend = ops::GemmBackend(c->gemm_backend);
   a.set = setOf(c->set, c->n_set);
+  return a;
+}
+
+static_assert(int(ops::Divergence::KlForward) == TILEJIT_KL_FORWARD &&
+                  int(ops::Divergence::KlReverse) == TILEJIT_KL_REVERSE &&
+                  int(ops::Divergence::Jsd) == TILEJIT_JSD,
+              "tilejit_divergence follows ops::Divergence");
+
+ops::DistillationArgs argsOf(const tilejit_distillation_args *c) {
+  require(c != nullptr, "null tilejit_distillation_args");
+  require(c->divergence >= TILEJIT_KL_FORWARD && c->divergence <= TILEJIT_JSD,
+          "unknown tilejit_divergence");
+  ops::DistillationArgs a;
+  a.divergence = ops::Divergence(c->divergence);
+  a.dtype = dtypeOf(c->dtype);
+  a.BT = c->bt;
+  a.V = c->v;
+  a.student = c->student;
+  a.teacher = c->teacher;
+  a.grad = c->grad;
+  a.label = c->label;
+  a.ignoreIndex = c->ignore_index;
+  a.temperature = c->temperature;
+  a.beta = c->beta;
+  a.reduction = reductionOf(c->reduction);
+  a.gradOutput = c->grad_output;
+  a.loss = c->loss;
+  a.rowLoss = c->row_loss;
   return a;
 }
 
@@ -298,6 +327,41 @@ int tilejit_cross_entropy(const tilejit_cross_entropy_args *args,
                           int32_t device, void *stream) {
   return guarded([&] {
     ops::crossEntropy(argsOf(args), workspace, workspace_bytes,
+                      deviceOf(device), static_cast<CUstream>(stream));
+  });
+}
+
+void tilejit_distillation_args_init(tilejit_distillation_args *args) {
+  if (!args)
+    return;
+  std::memset(args, 0, sizeof(*args));
+  args->divergence = TILEJIT_KL_FORWARD;
+  args->dtype = TILEJIT_BF16;
+  args->ignore_index = -100;
+  args->temperature = 1;
+  args->beta = 0.5;
+  args->reduction = TILEJIT_REDUCTION_MEAN;
+}
+
+int tilejit_distillation_workspace_bytes(const tilejit_distillation_args *args,
+                                         size_t *bytes) {
+  return guarded([&] {
+    require(bytes != nullptr, "null output");
+    *bytes = ops::distillationWorkspaceBytes(argsOf(args));
+  });
+}
+
+int tilejit_distillation_prepare(const tilejit_distillation_args *args,
+                                 int32_t device) {
+  return guarded(
+      [&] { ops::prepareDistillation(argsOf(args), deviceOf(device)); });
+}
+
+int tilejit_distillation(const tilejit_distillation_args *args,
+                         void *workspace, size_t workspace_bytes,
+                         int32_t device, void *stream) {
+  return guarded([&] {
+    ops::distillation(argsOf(args), workspace, workspace_bytes,
                       deviceOf(device), static_cast<CUstream>(stream));
   });
 }

@@ -367,6 +367,51 @@ TILEJIT_API int tilejit_cross_entropy(const tilejit_cross_entropy_args *args,
                                       void *workspace, size_t workspace_bytes,
                                       int32_t device, void *stream);
 
+/*===-- KL and JS divergence distillation (tilejit/ops/Distillation.h) ---===*/
+typedef enum {
+  TILEJIT_KL_FORWARD = 0, /* KL(p || q) of softmax(t / T), softmax(s / T) */
+  TILEJIT_KL_REVERSE = 1, /* KL(q || p) */
+  TILEJIT_JSD = 2         /* LigerJSD of log-probabilities, with beta */
+} tilejit_divergence;
+
+typedef struct {
+  int32_t divergence;         /* tilejit_divergence */
+  int32_t dtype;              /* tilejit_dtype of student, teacher, grad */
+  int64_t bt, v;              /* rows, vocab */
+  const void *student;        /* (bt, v) contiguous: logits (KL), log q (JSD) */
+  const void *teacher;        /* (bt, v) contiguous, as the student */
+  void *grad;                 /* (bt, v) contiguous; may be student */
+  const int64_t *label;       /* (bt), or NULL: every row counts */
+  int64_t ignore_index;       /* usually -100 */
+  double temperature;         /* KL: T > 0 */
+  double beta;                /* JSD: in [0, 1] */
+  int32_t reduction;          /* tilejit_reduction; mean is "batchmean" */
+  const float *grad_output;   /* (bt) f32: reduction none only; NULL: 1s */
+  float *loss;                /* (1): mean, sum */
+  float *row_loss;            /* (bt) */
+} tilejit_distillation_args;
+
+/* The defaults: no pointers, forward KL, bf16, ignore_index -100,
+ * temperature 1, beta 0.5, mean. */
+TILEJIT_API void
+tilejit_distillation_args_init(tilejit_distillation_args *args);
+
+/* Bytes of workspace tilejit_distillation needs, into *bytes. */
+TILEJIT_API int
+tilejit_distillation_workspace_bytes(const tilejit_distillation_args *args,
+                                     size_t *bytes);
+
+/* Compiles and, on the GPU, loads the kernels (before graph capture). */
+TILEJIT_API int
+tilejit_distillation_prepare(const tilejit_distillation_args *args,
+                             int32_t device);
+
+/* The per-row divergences, the reduced loss (mean, sum) and the student's
+ * gradient on `stream` (ignored on the CPU). */
+TILEJIT_API int tilejit_distillation(const tilejit_distillation_args *args,
+                                     void *workspace, size_t workspace_bytes,
+                                     int32_t device, void *stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -54,4 +54,4 @@ def test_errors_and_opcheck():
         jsd(x, x[:, :-1])
     torch.library.opcheck(torch.ops.tilejit.jsd,
                           (x.clone().requires_grad_(), x.flip(0), None, 0.5,
-                           -100))
+                           -100, 1))

@@ -7,7 +7,7 @@ import tilejit
 
 BT, V = 4, 300  # V: two full tiles of 128 and a partial one
 SMALL = dict(BLOCK_SIZE=128, num_warps=4)
-ONE = torch.ones(1)  # grad_scale: the gradient of the rows' sum
+ONE = torch.ones(1)  # upstream: the gradient of the rows' sum
 
 
 def jsd_reference(x, y, label, beta, ignore_index=-100):
@@ -48,7 +48,7 @@ def jsd():
 def test_jsd_matches_torch(jsd, beta):
     x, y, label = jsd_inputs()
     loss, grad = torch.full((BT,), float("nan")), torch.empty(BT, V)
-    jsd[(BT,)](x, y, label, loss, grad, ONE, beta, -100, V)
+    jsd[(BT,)](x, y, label, loss, grad, ONE, beta, -100, 0, V)
     ref_loss, ref_grad = jsd_reference(x, y, label, beta)
     torch.testing.assert_close(loss.double(), ref_loss, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(grad.double(), ref_grad, rtol=1e-4, atol=1e-6)
@@ -59,7 +59,7 @@ def test_jsd_bf16_by_name_and_keywords():
     x, y, label = jsd_inputs(torch.bfloat16)
     loss, grad = torch.empty(BT), torch.empty(BT, V, dtype=torch.bfloat16)
     k[lambda meta: BT](x, y, label, loss, grad, ONE, beta=0.5,
-                       ignore_index=-100, V=V)
+                       ignore_index=-100, per_row_upstream=0, V=V)
     ref_loss, ref_grad = jsd_reference(x, y, label, 0.5)
     torch.testing.assert_close(loss.double(), ref_loss, rtol=1e-3, atol=1e-4)
     torch.testing.assert_close(grad.double(), ref_grad, rtol=2e-2, atol=1e-4)
@@ -70,7 +70,9 @@ def test_params_and_config(jsd):
         ("student_logp", True, torch.float32),
         ("teacher_logp", True, torch.float32), ("label", True, torch.int64),
         ("loss", True, torch.float32), ("grad", True, torch.float32),
-        ("grad_scale", True, torch.float32), ("beta", False, torch.float32), ("ignore_index", False, torch.int64),
+        ("upstream", True, torch.float32), ("beta", False, torch.float32),
+        ("ignore_index", False, torch.int64),
+        ("per_row_upstream", False, torch.int32),
         ("V", False, torch.int32)]
     assert jsd.name == "jsd" and jsd.config_source == "set"
     assert jsd.meta["BLOCK_SIZE"] == 128 and jsd.meta["num_warps"] == 4
@@ -114,27 +116,27 @@ def test_argument_errors(jsd):
     x, y, label = jsd_inputs()
     loss, grad = torch.empty(BT), torch.empty(BT, V)
     run = jsd[BT]
-    with pytest.raises(TypeError, match=r"takes 9 arguments \(student_logp,"):
+    with pytest.raises(TypeError, match=r"takes 10 arguments \(student_logp,"):
         run(x, y, label)
     with pytest.raises(TypeError, match="missing V"):
-        run(x, y, label, loss, grad, ONE, 0.5, -100)
+        run(x, y, label, loss, grad, ONE, 0.5, -100, 0)
     with pytest.raises(TypeError, match="no parameter 'W'"):
-        run(x, y, label, loss, grad, ONE, 0.5, -100, W=V)
+        run(x, y, label, loss, grad, ONE, 0.5, -100, 0, W=V)
     with pytest.raises(TypeError, match="'label' .*pointer to i64.*int32"):
-        run(x, y, label.int(), loss, grad, ONE, 0.5, -100, V)
+        run(x, y, label.int(), loss, grad, ONE, 0.5, -100, 0, V)
     with pytest.raises(TypeError, match="'grad' .*must be a torch.Tensor"):
-        run(x, y, label, loss, 1.0, ONE, 0.5, -100, V)
+        run(x, y, label, loss, 1.0, ONE, 0.5, -100, 0, V)
     with pytest.raises(TypeError, match=r"'V' \(i32\) must be an int, not "
                                         "float"):
-        run(x, y, label, loss, grad, ONE, 0.5, -100, float(V))
+        run(x, y, label, loss, grad, ONE, 0.5, -100, 0, float(V))
     with pytest.raises(TypeError, match=r"'beta' \(f32\) is a scalar"):
-        run(x, y, label, loss, grad, ONE, torch.tensor(0.5), -100, V)
+        run(x, y, label, loss, grad, ONE, torch.tensor(0.5), -100, 0, V)
     with pytest.raises(ValueError, match="'V' .*outside"):
-        run(x, y, label, loss, grad, ONE, 0.5, -100, 2**31)
+        run(x, y, label, loss, grad, ONE, 0.5, -100, 0, 2**31)
     with pytest.raises(ValueError, match="1 to 3 dimensions"):
-        jsd[1, 1, 1, 1](x, y, label, loss, grad, ONE, 0.5, -100, V)
+        jsd[1, 1, 1, 1](x, y, label, loss, grad, ONE, 0.5, -100, 0, V)
     with pytest.raises(ValueError, match="negative grid"):
-        jsd[-1](x, y, label, loss, grad, ONE, 0.5, -100, V)
+        jsd[-1](x, y, label, loss, grad, ONE, 0.5, -100, 0, V)
 
 
 def test_interpreter_bounds_each_tensor(jsd):
@@ -143,4 +145,4 @@ def test_interpreter_bounds_each_tensor(jsd):
     x, y, label = jsd_inputs()
     loss, grad = torch.empty(BT), torch.empty(BT, V)
     with pytest.raises(tilejit.TilejitError, match="out-of-bounds"):
-        jsd[BT](x, y, label, loss, grad, ONE, 0.5, -100, V + 1)
+        jsd[BT](x, y, label, loss, grad, ONE, 0.5, -100, 0, V + 1)

@@ -65,7 +65,8 @@ def test_opcheck_and_compile():
     s = torch.randn(4, V, requires_grad=True)
     t = torch.randn(4, V)
     y = torch.tensor([1, -100, 3, 4])
-    torch.library.opcheck(torch.ops.tilejit.kl_div, (s, t, y, 2.0, True, -100))
+    torch.library.opcheck(torch.ops.tilejit.kl_div,
+                          (s, t, y, 2.0, True, -100, 1))
     torch._dynamo.reset()
     f = torch.compile(lambda a, b, c: kl_div(a, b, c, reverse=True),
                       fullgraph=True, backend="aot_eager")

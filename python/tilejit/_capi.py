@@ -19,6 +19,7 @@ ARG_POINTER, ARG_I32, ARG_I64, ARG_F32 = range(4)
 DEVICE_GPU, DEVICE_CPU = 0, 1
 # tilejit_reduction
 REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM = range(3)
+KL_FORWARD, KL_REVERSE, JSD = range(3)
 # tilejit_gemm_backend
 GEMM_CUBLASLT, GEMM_TILEJIT, GEMM_AUTO = range(3)
 # tilejit_kernel_compile_flags
@@ -94,16 +95,29 @@ class CrossEntropyArgs(Structure):
                 ("grad_scale", c_double)]
 
 
+class DistillationArgs(Structure):
+    """tilejit_distillation_args"""
+    _fields_ = [("divergence", c_int32), ("dtype", c_int32), ("bt", c_int64),
+                ("v", c_int64), ("student", c_void_p), ("teacher", c_void_p),
+                ("grad", c_void_p), ("label", c_void_p),
+                ("ignore_index", c_int64), ("temperature", c_double),
+                ("beta", c_double), ("reduction", c_int32),
+                ("grad_output", c_void_p), ("loss", c_void_p),
+                ("row_loss", c_void_p)]
+
+
 STRUCTS = {"tilejit_arg": Arg, "tilejit_kernel_usage": KernelUsage,
            "tilejit_ce_tvd_reduced_args": CeTvdReducedArgs,
            "tilejit_ce_tvd_args": CeTvdArgs,
            "tilejit_linear_ce_args": LinearCeArgs,
-           "tilejit_cross_entropy_args": CrossEntropyArgs}
+           "tilejit_cross_entropy_args": CrossEntropyArgs,
+           "tilejit_distillation_args": DistillationArgs}
 
 _R = POINTER(CeTvdReducedArgs)
 _U = POINTER(CeTvdArgs)
 _L = POINTER(LinearCeArgs)
 _X = POINTER(CrossEntropyArgs)
+_D = POINTER(DistillationArgs)
 _PROTOTYPES = {
     "tilejit_version": (c_char_p, []),
     "tilejit_kernel_count": (ctypes.c_int32, []),
@@ -153,6 +167,10 @@ _PROTOTYPES = {
     "tilejit_cross_entropy_prepare": (c_int, [_X, c_int32]),
     "tilejit_cross_entropy": (c_int, [_X, c_void_p, c_size_t, c_int32,
                                       c_void_p]),
+    "tilejit_distillation_workspace_bytes": (c_int, [_D, POINTER(c_size_t)]),
+    "tilejit_distillation_prepare": (c_int, [_D, c_int32]),
+    "tilejit_distillation": (c_int, [_D, c_void_p, c_size_t, c_int32,
+                                     c_void_p]),
 }
 
 _PACKAGE_DIR = Path(__file__).resolve().parent

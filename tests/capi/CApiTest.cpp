@@ -13,6 +13,7 @@
 #include "tilejit/KernelSpec.h"
 #include "tilejit/ops/FusedCeTvd.h"
 #include "tilejit/ops/CrossEntropy.h"
+#include "tilejit/ops/Distillation.h"
 #include "tilejit/ops/LinearCe.h"
 
 #include <gtest/gtest.h>
@@ -537,5 +538,95 @@ TEST(CApi, CrossEntropyMatchesTheCxxOp) {
   size_t bytes = 0;
   EXPECT_NE(tilejit_cross_entropy_workspace_bytes(&bad, &bytes), 0);
   EXPECT_NE(std::string(tilejit_last_error()).find("tilejit_reduction"),
+            std::string::npos);
+}
+
+TEST(CApi, DistillationMatchesTheCxxOp) {
+  constexpr int64_t BT = 5, V = 301;
+  std::vector<float> student(BT * V), teacher(BT * V), up(BT);
+  for (int64_t i = 0; i < BT * V; ++i) {
+    student[i] = float((i * 37) % 101) / 20.f - 2.5f;
+    teacher[i] = float((i * 53) % 89) / 18.f - 2.4f;
+  }
+  for (int64_t r = 0; r < BT; ++r)
+    up[r] = 0.5f + float(r);
+  std::vector<int64_t> label = {1, -100, 7, 0, -100};
+  auto run = [&](bool viaC, int32_t divergence, int32_t reduction,
+                 std::vector<float> &grad, std::vector<float> &rows,
+                 float *loss) {
+    const float *gradOutput =
+        reduction == TILEJIT_REDUCTION_NONE ? up.data() : nullptr;
+    if (!viaC) {
+      ops::DistillationArgs a;
+      a.divergence = ops::Divergence(divergence);
+      a.dtype = DType::F32;
+      a.BT = BT;
+      a.V = V;
+      a.student = student.data();
+      a.teacher = teacher.data();
+      a.grad = grad.data();
+      a.label = label.data();
+      a.temperature = 2;
+      a.beta = 0.25;
+      a.reduction = reduction == TILEJIT_REDUCTION_NONE
+                        ? ops::Reduction::None
+                        : reduction == TILEJIT_REDUCTION_MEAN
+                              ? ops::Reduction::Mean
+                              : ops::Reduction::Sum;
+      a.gradOutput = gradOutput;
+      a.loss = loss;
+      a.rowLoss = rows.data();
+      alignas(16) char ws[16];
+      ops::distillation(a, ws, sizeof ws, ops::Device::Cpu, nullptr);
+      return;
+    }
+    tilejit_distillation_args c;
+    tilejit_distillation_args_init(&c);
+    EXPECT_EQ(c.divergence, TILEJIT_KL_FORWARD);
+    EXPECT_EQ(c.reduction, TILEJIT_REDUCTION_MEAN);
+    EXPECT_EQ(c.temperature, 1.0);
+    EXPECT_EQ(c.beta, 0.5);
+    EXPECT_EQ(c.ignore_index, -100);
+    c.divergence = divergence;
+    c.dtype = TILEJIT_F32;
+    c.bt = BT;
+    c.v = V;
+    c.student = student.data();
+    c.teacher = teacher.data();
+    c.grad = grad.data();
+    c.label = label.data();
+    c.temperature = 2;
+    c.beta = 0.25;
+    c.reduction = reduction;
+    c.grad_output = gradOutput;
+    c.loss = loss;
+    c.row_loss = rows.data();
+    size_t bytes = 0;
+    ASSERT_EQ(tilejit_distillation_workspace_bytes(&c, &bytes), 0)
+        << tilejit_last_error();
+    std::vector<char> ws(bytes + 16);
+    char *aligned = ws.data() + (16 - uintptr_t(ws.data()) % 16) % 16;
+    ASSERT_EQ(tilejit_distillation(&c, aligned, bytes, TILEJIT_DEVICE_CPU,
+                                   nullptr),
+              0)
+        << tilejit_last_error();
+  };
+  for (int32_t d : {TILEJIT_KL_FORWARD, TILEJIT_KL_REVERSE, TILEJIT_JSD})
+    for (int32_t red : {TILEJIT_REDUCTION_MEAN, TILEJIT_REDUCTION_NONE}) {
+      std::vector<float> g1(BT * V), g2(BT * V), r1(BT), r2(BT);
+      float l1 = -1, l2 = -1;
+      run(false, d, red, g1, r1, &l1);
+      run(true, d, red, g2, r2, &l2);
+      EXPECT_EQ(g1, g2) << d;
+      EXPECT_EQ(r1, r2) << d;
+      EXPECT_EQ(l1, l2) << d;
+      EXPECT_GT(r1[0], 0.f) << d;
+    }
+  tilejit_distillation_args bad;
+  tilejit_distillation_args_init(&bad);
+  bad.divergence = 3;
+  size_t bytes = 0;
+  EXPECT_NE(tilejit_distillation_workspace_bytes(&bad, &bytes), 0);
+  EXPECT_NE(std::string(tilejit_last_error()).find("tilejit_divergence"),
             std::string::npos);
 }

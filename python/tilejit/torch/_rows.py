@@ -1,118 +1,82 @@
-"""What the row divergences (kl_div, jsd) share: one kernel gives each
-row's loss and the gradient of the rows' sum; these turn that into the
-reductions "batchmean" (over the rows not ignored), "sum" and "none", with
-backward scaling the saved gradient on the device."""
-import torch
+"""What the distillation losses (kl_div, jsd) share: one call of the C ABI's
+tilejit_distillation (tilejit/ops/Distillation.h) gives each row's loss,
+the reduced loss ("batchmean" over the rows not ignored, or "sum") and the
+student's gradient, all on the device.
 
+"batchmean"/"sum": backward scales the saved gradient by grad_output (in
+place, nothing to do when it is 1). "none": the forward saves the gradient
+of each row's own loss, and backward multiplies row r by grad_output[r].
+The teacher gets no gradient."""
+import ctypes
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .. import _capi
 from . import _common as c
 
-REDUCTIONS = ("none", "batchmean", "sum")
+REDUCTIONS = {"none": _capi.REDUCTION_NONE, "batchmean": _capi.REDUCTION_MEAN,
+              "sum": _capi.REDUCTION_SUM}
 
 
-_ones = {}
-
-
-def run(name, student, teacher, target, scale, scalar_args):
-    """Registered row kernel `name` (student, teacher, label, loss, grad,
-    grad_scale, *scalar_args; HAS_LABEL selects the labels) on contiguous
-    (BT, V) rows: (per-row loss (BT,) f32, d sum / d student times scale);
-    rows whose target is ignore_index give 0. scale: an f32 device scalar,
-    or None for 1."""
+def run(divergence: int, student: Tensor, teacher: Tensor,
+        target: Optional[Tensor], temperature: float, beta: float,
+        ignore_index: int, reduction: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(loss (1,) f32: 0 for "none", per-row (BT,) f32, d loss / d student)
+    of (BT, V) rows: one call of tilejit_distillation."""
     student, teacher = student.contiguous(), teacher.contiguous()
-    bt = student.size(0)
+    bt, v = student.shape
     dev = student.device
-    if scale is None:
-        scale = _ones.get(dev)
-        if scale is None:
-            scale = _ones[dev] = torch.ones(1, dtype=torch.float32,
-                                            device=dev)
-    loss = torch.empty(bt, dtype=torch.float32, device=dev)
+    f32 = dict(dtype=torch.float32, device=dev)
+    rows = torch.empty(bt, **f32)
+    loss = torch.zeros(1, **f32)
     grad = torch.empty_like(student)
-    labels = target.contiguous() if target is not None else \
-        torch.empty(1, dtype=torch.int64, device=dev)  # not read
-    if bt:
-        k = c.kernel_on(dev, name, student.dtype,
-                        shape={"V": student.size(1)},
-                        HAS_LABEL=int(target is not None))
-        c.launch(k, bt, [c.tensor_arg(student), c.tensor_arg(teacher),
-                         c.tensor_arg(labels), c.tensor_arg(loss),
-                         c.tensor_arg(grad),
-                         c.tensor_arg(scale.reshape(1).contiguous()),
-                         *scalar_args], student)
-    return loss, grad
+    target = None if target is None else target.contiguous()
+    # Positional, in the order of tilejit_distillation_args.
+    a = _capi.DistillationArgs(
+        divergence, c.DTYPES[student.dtype], bt, v, student.data_ptr(),
+        teacher.data_ptr(), grad.data_ptr(), c.ptr(target), ignore_index,
+        temperature, beta, reduction, None, loss.data_ptr(), rows.data_ptr())
+    lib = _capi.lib()
+    n = ctypes.c_size_t()
+    _capi.check(lib.tilejit_distillation_workspace_bytes(ctypes.byref(a),
+                                                         ctypes.byref(n)))
+    ws = c.workspace(n.value, dev)
+    if reduction != _capi.REDUCTION_NONE:
+        c.scale_kernel(dev, grad.dtype)  # for the backward
+    c.call_on(student, lambda device, stream: _capi.check(
+        lib.tilejit_distillation(ctypes.byref(a), ws.data_ptr(), n.value,
+                                 device, stream)))
+    return loss, rows, grad
 
 
 def fake(student, teacher, target, *scalars):
-    return (student.new_empty((student.size(0),), dtype=torch.float32),
+    bt = student.size(0)
+    return (student.new_empty((1,), dtype=torch.float32),
+            student.new_empty((bt,), dtype=torch.float32),
             student.new_empty(student.shape))
 
 
 def setup(ctx, inputs, output):
     ctx.inputs = len(inputs)
-    ctx.save_for_backward(output[1])
+    ctx.none = inputs[-1] == _capi.REDUCTION_NONE
+    ctx.save_for_backward(output[2])
 
 
-def backward(ctx, grad_rows, _grad_grad):
+def backward(ctx, grad_loss, grad_rows, _grad_grad):
     (grad,) = ctx.saved_tensors
-    return (c.scale_rows(ctx, grad, grad_rows),) + (None,) * (ctx.inputs - 1)
+    if ctx.none:
+        grad = c.scale_rows(ctx, grad, grad_rows)
+    else:
+        grad = c.scale_saved(ctx, grad, grad_loss)
+    return (grad,) + (None,) * (ctx.inputs - 1)
 
 
-class _Reduced(torch.autograd.Function):
-    """The rows' sum times `scale` (a device scalar: 1, or 1 / n_valid)
-    for impl(student, teacher, target, scale, *args) -> (rows, d sum /
-    d student times scale): the kernel folds the scale into the gradient,
-    and backward scales it by grad_output in place (nothing to do when it
-    is 1)."""
-
-    @staticmethod
-    def forward(ctx, impl, student, teacher, target, scale, *args):
-        rows, grad = impl(student, teacher, target, scale, *args)
-        c.scale_kernel(grad.device, grad.dtype)  # for the backward
-        ctx.save_for_backward(grad)
-        ctx.eager = True  # scale_saved: in place
-        ctx.extra = len(args)
-        return (rows.sum() * scale).reshape(())
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_loss):
-        (grad,) = ctx.saved_tensors
-        return (None, c.scale_saved(ctx, grad, grad_loss)) + \
-            (None,) * (3 + ctx.extra)
-
-
-def count(target, rows, ignore_index):
-    """The rows not ignored, at least 1, as an f32 device scalar."""
-    if target is None:
-        return torch.full((), max(rows.size(0), 1), dtype=torch.float32,
-                          device=rows.device)
-    return (target != ignore_index).sum().clamp(min=1).to(torch.float32)
-
-
-def reduce(op, scaled, shape, s2, t2, target, args, reduction,
-           ignore_index):
-    """op (a _common.Op over (student, teacher, target, *args)) on the
-    flattened rows, reduced; scaled(student, teacher, target, scale, *args)
-    its implementation with the gradient times a device scalar; shape: the
-    leading shape for "none"."""
-    if reduction == "none" or c._traced():
-        rows = op(s2, t2, target, *args)[0]
-        if reduction == "none":
-            return rows.reshape(shape)
-        total = rows.sum()
-        return total if reduction == "sum" else \
-            total / count(target, s2, ignore_index)
-    scale = torch.ones((), dtype=torch.float32, device=s2.device) \
-        if reduction == "sum" else \
-        1.0 / count(target, s2, ignore_index)
-    if not c.needs_grad(s2):
-        return op.impl(s2, t2, target, *args)[0].sum() * scale
-    return _Reduced.apply(scaled, s2, t2, target, scale, *args)
-
-
-def flatten(student, teacher, target, names, reduction):
-    """(student, teacher, target) as (BT, V), (BT, V) detached and (BT,)
-    int64 or None, after the checks both losses make."""
+def distill(op, student, teacher, target, names, reduction, *args):
+    """op (a _common.Op over (student, teacher, target, *args, reduction))
+    on (..., V) rows after the checks both losses make: an f32 scalar, or
+    the leading shape for "none"."""
     sn, tn = names
     c.check_float(sn, student)
     c.check_float(tn, teacher)
@@ -132,4 +96,7 @@ def flatten(student, teacher, target, names, reduction):
     s2 = student if student.dim() == 2 else student.reshape(-1, v)
     t2 = (teacher if teacher.dim() == 2 else teacher.reshape(-1, v)).detach()
     tgt = None if target is None else c.as_target(target, s2.size(0))
-    return s2, t2, tgt
+    loss, rows, _ = op(s2, t2, tgt, *args, REDUCTIONS[reduction])
+    if reduction == "none":
+        return rows.reshape(student.shape[:-1])
+    return loss[0]

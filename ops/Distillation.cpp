@@ -1,0 +1,171 @@
+//===- Distillation.cpp - KL and JS divergence on the caller's rows -------===//
+#include "tilejit/ops/Distillation.h"
+
+#include "runtime/CudaDriver.h"
+#include "tilejit/Error.h"
+#include "tilejit/Kernel.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace tilejit {
+namespace ops {
+namespace {
+
+const char *kernelName(Divergence d) {
+  return d == Divergence::Jsd ? "jsd" : "kl_div";
+}
+
+void validate(const DistillationArgs &a) {
+  std::string op = kernelName(a.divergence);
+  auto fail = [&](const std::string &why) { throw Error(op + ": " + why); };
+  if (a.divergence != Divergence::KlForward &&
+      a.divergence != Divergence::KlReverse && a.divergence != Divergence::Jsd)
+    fail("unknown divergence");
+  if (!isFloat(a.dtype))
+    fail(std::string("the rows must be bf16, f16 or f32 (got ") +
+         dtypeName(a.dtype) + ")");
+  const int64_t most = std::numeric_limits<int32_t>::max();
+  // row_scale and row_loss_total walk rows in i32 tiles of 1024.
+  if (a.BT < 0 || a.BT > most - 1024)
+    fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31 - 1024]");
+  // Offsets within a row are i32: a row's last tile must not wrap.
+  if (a.V < 1 || a.V > most - 8192)
+    fail("V = " + std::to_string(a.V) + " must be in [1, 2^31 - 8192]");
+  bool reduced = a.reduction != Reduction::None;
+  if (a.BT > 0 && (!a.student || !a.teacher || !a.grad || !a.rowLoss))
+    fail("student, teacher, grad and rowLoss are required");
+  if (reduced && !a.loss)
+    fail("mean and sum write the loss: loss is required");
+  if (reduced && a.gradOutput)
+    fail("gradOutput is for reduction none (mean and sum scale afterwards)");
+  if (a.divergence == Divergence::Jsd) {
+    if (!(a.beta >= 0 && a.beta <= 1))
+      fail("beta must be in [0, 1]");
+  } else if (!(a.temperature > 0) || !std::isfinite(a.temperature)) {
+    fail("the temperature must be finite and > 0");
+  }
+}
+
+/// The workspace: the gradient's factor for every row (row_scale's).
+constexpr size_t kWorkspaceBytes = 16;
+
+struct Kernels {
+  const Kernel &scale;
+  Kernel rows;
+  const Kernel &total;
+};
+
+/// The row kernel for one divergence family, dtype, labelling and V (the
+/// row schedule follows V: kernels_spec/Registry.cpp, withRowSchedules);
+/// the f32 scale and total, which depend on none of them, compiled once.
+const Kernels &kernelsFor(const DistillationArgs &a) {
+  static const Kernel scale =
+      Kernel::compile("row_scale", {DType::F32, {}, {}});
+  static const Kernel total =
+      Kernel::compile("row_loss_total", {DType::F32, {}, {}});
+  static std::mutex mutex;
+  static std::map<std::tuple<bool, DType, bool, int64_t>,
+                  std::unique_ptr<Kernels>>
+      cache;
+  bool jsd = a.divergence == Divergence::Jsd, hasLabel = a.label != nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Kernels> &slot = cache[{jsd, a.dtype, hasLabel, a.V}];
+  if (!slot) {
+    KernelOptions rows{
+        a.dtype, {"HAS_LABEL=" + std::to_string(hasLabel)}, {{"V", a.V}}};
+    slot = std::make_unique<Kernels>(
+        Kernels{scale, Kernel::compile(kernelName(a.divergence), rows), total});
+  }
+  return *slot;
+}
+
+KernelArg ptr(const void *p, DType t, int64_t n, bool cpu) {
+  return KernelArg::pointer(p, t, cpu ? n : -1);
+}
+
+} // namespace
+
+size_t distillationWorkspaceBytes(const DistillationArgs &args) {
+  validate(args);
+  return kWorkspaceBytes;
+}
+
+void prepareDistillation(const DistillationArgs &args, Device device) {
+  validate(args);
+  const Kernels &k = kernelsFor(args);
+  if (device == Device::Gpu)
+    Kernel::compileForGpu({&k.scale, &k.rows, &k.total});
+}
+
+void distillation(const DistillationArgs &a, void *workspace,
+                  size_t workspaceBytes, Device device, CUstream stream) {
+  validate(a);
+  std::string op = kernelName(a.divergence);
+  if (!workspace || workspaceBytes < kWorkspaceBytes)
+    throw Error(op + ": the workspace has " + std::to_string(workspaceBytes) +
+                " bytes, " + std::to_string(kWorkspaceBytes) + " needed");
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+    throw Error(op + ": the workspace must be 16-byte aligned");
+  bool cpu = device == Device::Cpu;
+  bool none = a.reduction == Reduction::None;
+  if (a.BT == 0) { // the loss of nothing is 0; nothing is launched
+    if (a.loss && cpu)
+      *a.loss = 0;
+    else if (a.loss)
+      cuda::memsetAsync(reinterpret_cast<CUdeviceptr>(a.loss), 0, sizeof(float),
+                        stream);
+    return;
+  }
+  const Kernels &k = kernelsFor(a);
+  auto run = [&](const Kernel &kernel, int64_t programs,
+                 const std::vector<KernelArg> &args) {
+    if (cpu)
+      kernel.runOnCpu({programs}, args);
+    else
+      kernel.launch({programs}, args, stream);
+  };
+  float *scale = static_cast<float *>(workspace);
+  bool hasLabel = a.label != nullptr;
+  // Without labels row_scale reads none: any i64 pointer will do.
+  const void *label = hasLabel ? static_cast<const void *>(a.label) : scale;
+  int64_t labels = hasLabel ? a.BT : 1, cells = a.BT * a.V;
+  run(k.scale, 1,
+      {ptr(label, DType::I64, labels, cpu), ptr(scale, DType::F32, 1, cpu),
+       KernelArg::i32(int32_t(a.BT)), KernelArg::i64(a.ignoreIndex),
+       KernelArg::i32(hasLabel),
+       KernelArg::i32(a.reduction == Reduction::Mean)});
+  // Reduction none without gradOutput: row_scale wrote 1 for every row.
+  bool perRow = none && a.gradOutput;
+  const float *upstream = perRow ? a.gradOutput : scale;
+  std::vector<KernelArg> args = {
+      ptr(a.student, a.dtype, cells, cpu),
+      ptr(a.teacher, a.dtype, cells, cpu),
+      ptr(label, DType::I64, labels, cpu),
+      ptr(a.rowLoss, DType::F32, a.BT, cpu),
+      ptr(a.grad, a.dtype, cells, cpu),
+      ptr(upstream, DType::F32, perRow ? a.BT : 1, cpu)};
+  if (a.divergence == Divergence::Jsd) {
+    args.push_back(KernelArg::f32(float(a.beta)));
+  } else {
+    args.push_back(KernelArg::f32(float(a.temperature)));
+    args.push_back(KernelArg::i32(a.divergence == Divergence::KlReverse));
+  }
+  args.push_back(KernelArg::i64(a.ignoreIndex));
+  args.push_back(KernelArg::i32(perRow));
+  args.push_back(KernelArg::i32(int32_t(a.V)));
+  run(k.rows, a.BT, args);
+  if (!none)
+    run(k.total, 1,
+        {ptr(a.rowLoss, DType::F32, a.BT, cpu), ptr(scale, DType::F32, 1, cpu),
+         ptr(a.loss, DType::F32, 1, cpu), KernelArg::i32(int32_t(a.BT))});
+}
+
+} // namespace ops
+} // namespace tilejit
