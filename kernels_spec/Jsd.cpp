@@ -33,8 +33,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/reference/JsdReference.h"
+#include "kernels_spec/SoftmaxParts.h"
 #include "kernels_spec/Upstream.h"
 #include "tilejit/KernelSpec.h"
+
+#include <limits>
+#include <tuple>
 
 using namespace tilejit::dsl;
 
@@ -46,10 +50,17 @@ struct JsdTerms {
 };
 
 /// The loss terms and the gradient of one tile of X = log Q and Y = log P.
-JsdTerms jsdTerms(Value x, Value y, Value beta) {
+/// A term whose weight is 0 adds 0, as its limit does: X and Y are taken
+/// no lower than -FLT_MAX (0 * -inf would be NaN), and log M no lower than
+/// log FLT_MIN (M = 0 where both probabilities underflow).
+JsdTerms jsdTerms(KernelBuilder &k, Value x, Value y, Value beta) {
+  Value lowest = k.constant(-std::numeric_limits<float>::max(), DType::F32);
+  x = max(x, lowest);
+  y = max(y, lowest);
   Value q = exp(x), p = exp(y);
   Value m = beta * p + (1.0 - beta) * q;
-  Value logM = log(m);
+  Value logM =
+      log(max(m, k.constant(std::numeric_limits<float>::min(), DType::F32)));
   Value mixLoss = beta * p * y + (1.0 - beta) * q * x - m * logM;
   Value mixGrad = (1.0 - beta) * q * (x - logM);
   Value forwardKl = p * (y - x), reverseKl = q * (x - y);
@@ -91,7 +102,7 @@ TileModule buildJsd(const Config &c) {
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
-          rowLoss = rowLoss + jsdTerms(k.load(x, offs, mask, 0).to(DType::F32),
+          rowLoss = rowLoss + jsdTerms(k, k.load(x, offs, mask, 0).to(DType::F32),
                                        k.load(y, offs, mask, 0).to(DType::F32),
                                        beta)
                                   .loss.sum();
@@ -101,10 +112,88 @@ TileModule buildJsd(const Config &c) {
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
-          Value d = jsdTerms(k.load(x, offs, mask, 0).to(DType::F32),
+          Value d = jsdTerms(k, k.load(x, offs, mask, 0).to(DType::F32),
                              k.load(y, offs, mask, 0).to(DType::F32), beta)
                         .grad;
           k.store(g, offs, (scale * d).to(c.dtype), mask);
+        });
+      });
+  return k.finish();
+}
+
+/// The same divergence of raw logits at a temperature: X = log softmax(s
+/// / T), Y = log softmax(t / T). Its gradient with respect to s needs the
+/// row's sum of G = dJSD/dX (d/ds_v = (G_v - q_v sum_u G_u) / T), so a row
+/// takes three passes: both rows' max and sum-exp, the loss and sum G, the
+/// gradient. Masked lanes read -inf logits, whose terms are 0.
+TileModule buildJsdLogits(const Config &c) {
+  KernelBuilder k("jsd_logits", c);
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  Value S = k.pointerArg("student", c.dtype);
+  Value Tl = k.pointerArg("teacher", c.dtype);
+  Value label = k.pointerArg("label", DType::I64);
+  Value loss = k.pointerArg("loss", DType::F32);
+  Value grad = k.pointerArg("grad", c.dtype);
+  Value upstream = k.pointerArg("upstream", DType::F32);
+  Value beta = k.scalarArg("beta", DType::F32);
+  Value temperature = k.scalarArg("temperature", DType::F32);
+  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  Value perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
+  Value V = k.scalarArg("V", DType::I32);
+
+  Value row = k.programId(0);
+  Value rowOffset = row.to(DType::I64) * V.to(DType::I64);
+  Value s = S + rowOffset, t = Tl + rowOffset, g = grad + rowOffset;
+  Value invT = 1.0 / temperature;
+  auto scaled = [&](Value ptr, Value offs, Value mask) {
+    return where(mask, k.load(ptr, offs, mask, 0).to(DType::F32) * invT,
+                 kNegInf);
+  };
+  Value ignored = k.param("HAS_LABEL") ? k.load(label, row) == ignoreIndex
+                                       : k.constant(0, DType::I1);
+  k.ifThen(
+      ignored,
+      [&] {
+        k.store(loss, row, k.constant(0, DType::F32));
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          k.store(g, offs, k.full(BLOCK, k.constant(0, c.dtype)), offs < V);
+        });
+      },
+      [&] {
+        Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+        Value zeros = k.full(BLOCK, k.constant(0, DType::F32));
+        Var mq = negInf, dq = zeros, mp = negInf, dp = zeros;
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          Value mask = offs < V;
+          std::tie(mq, dq) = k.softmaxFold(mq, dq, scaled(s, offs, mask));
+          std::tie(mp, dp) = k.softmaxFold(mp, dp, scaled(t, offs, mask));
+        });
+        RowLogSoftmax normQ(k, mq, dq), normP(k, mp, dp);
+        auto logQ = [&](Value offs, Value mask) {
+          return normQ.of(scaled(s, offs, mask));
+        };
+        auto terms = [&](Value offs, Value mask) {
+          return jsdTerms(k, logQ(offs, mask),
+                          normP.of(scaled(t, offs, mask)), beta);
+        };
+        Var rowLoss = zeros, gSum = zeros;
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          JsdTerms d = terms(offs, offs < V);
+          rowLoss = rowLoss + d.loss;
+          gSum = gSum + d.grad;
+        });
+        k.store(loss, row, rowLoss.sum());
+        Value total = gSum.sum();
+        Value scale = upstreamFactor(k, upstream, row, perRow) * invT;
+        k.forRange(0, V, BLOCK, [&](Value i) {
+          Value offs = i + k.arange(BLOCK);
+          Value mask = offs < V;
+          Value q = exp(logQ(offs, mask));
+          Value d = (terms(offs, mask).grad - q * total) * scale;
+          k.store(g, offs, d.to(c.dtype), mask);
         });
       });
   return k.finish();
@@ -134,6 +223,37 @@ void jsdReference(ReferenceArgs &a) {
   }
 }
 
+/// The fp64 reference of jsd_logits (ref::jsdLogitsRow).
+void jsdLogitsReference(ReferenceArgs &a) {
+  const HostTensor &s = a.in("student"), &t = a.in("teacher"),
+                   &label = a.in("label"), &up = a.in("upstream");
+  int64_t BT = a.size("BT"), V = a.size("V");
+  double beta = a.scalar("beta"), temperature = a.scalar("temperature");
+  bool hasLabel = a.scalar("HAS_LABEL") != 0;
+  bool perRow = a.scalar("per_row_upstream") != 0;
+  std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
+  std::vector<double> sr(V), tr(V);
+  for (int64_t r = 0; r < BT; ++r) {
+    if (hasLabel && label[r] == a.scalar("ignore_index"))
+      continue; // outputs start at 0
+    for (int64_t v = 0; v < V; ++v) {
+      sr[v] = s[r * V + v];
+      tr[v] = t[r * V + v];
+    }
+    loss[r] = ref::jsdLogitsRow(sr.data(), tr.data(), V, beta, temperature,
+                                &grad[r * V]);
+    for (int64_t v = 0; v < V; ++v)
+      grad[r * V + v] *= up[perRow ? r : 0];
+  }
+}
+
+std::vector<ParamSpec> jsdParams() {
+  return {
+      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
+      {"num_warps", {4, 8, 16}, 8, "warps per program"},
+      {"HAS_LABEL", {1, 0}, 1, "read labels, skip ignore_index rows", false}};
+}
+
 } // namespace
 
 KernelSpec jsdSpec() {
@@ -141,10 +261,7 @@ KernelSpec jsdSpec() {
   s.name = "jsd";
   s.summary = "generalized Jensen-Shannon divergence of log-probabilities "
               "(LigerJSD): per-row loss and student gradient";
-  s.params = {
-      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
-      {"num_warps", {4, 8, 16}, 8, "warps per program"},
-      {"HAS_LABEL", {1, 0}, 1, "read labels, skip ignore_index rows", false}};
+  s.params = jsdParams();
   s.dtypes = {DType::BF16, DType::F16, DType::F32};
   s.build = buildJsd;
   s.tuneKey = {{"BT", true}, {"V", false}};
@@ -168,6 +285,34 @@ KernelSpec jsdSpec() {
   // writes both outputs once (3 BT V elements), although this plain kernel
   // reads the inputs twice.
   s.run.reference = jsdReference;
+  return s;
+}
+
+KernelSpec jsdLogitsSpec() {
+  KernelSpec s;
+  s.name = "jsd_logits";
+  s.summary = "generalized Jensen-Shannon divergence of logits at a "
+              "temperature: per-row loss and student gradient";
+  s.params = jsdParams();
+  s.dtypes = {DType::BF16, DType::F16, DType::F32};
+  s.build = buildJsdLogits;
+  s.tuneKey = {{"BT", true}, {"V", false}};
+  using A = ArgSpec;
+  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
+  s.run.grid = {"BT"};
+  // As jsd, and the gradient's sum over the row: relative to q_v <= 1, over T.
+  s.run.args = {A::input("student", {"BT", "V"}, ArgFill::normal(2)),
+                A::input("teacher", {"BT", "V"}, ArgFill::normal(2)),
+                A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
+                A::output("loss", {"BT"}, {1e-5, 1e-4}),
+                A::output("grad", {"BT", "V"}, {1e-7, 5e-4}),
+                A::input("upstream", {"BT"}, ArgFill::normal(0.5, 1)),
+                A::scalar("beta", 0.5, 0, 1),
+                A::scalar("temperature", 2, 1e-3),
+                A::scalar("ignore_index", -100),
+                A::scalar("per_row_upstream", 1, 0, 1),
+                A::sizeScalar("V", "V")};
+  s.run.reference = jsdLogitsReference;
   return s;
 }
 

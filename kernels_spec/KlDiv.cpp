@@ -82,17 +82,12 @@ TileModule buildKlDiv(const Config &c) {
           std::tie(mq, dq) = k.softmaxFold(mq, dq, scaled(s, offs, mask));
           std::tie(mp, dp) = k.softmaxFold(mp, dp, scaled(t, offs, mask));
         });
-        auto [maxQ, sumQ] = k.softmaxTotal(mq, dq);
-        auto [maxP, sumP] = k.softmaxTotal(mp, dp);
-        Value shiftQ = safeShift(maxQ), logSumQ = log(sumQ);
-        Value shiftP = safeShift(maxP), logSumP = log(sumP);
+        RowLogSoftmax normQ(k, mq, dq), normP(k, mp, dp);
         Value gScale = upstreamFactor(k, upstream, row, perRow) * invT;
-        // log q - log p at each element, and each distribution; the max
-        // comes off first, so that logits sharing a large offset keep their
-        // differences.
+        // log q - log p at each element, and each distribution.
         auto terms = [&](Value offs, Value mask) {
-          Value logQ = (scaled(s, offs, mask) - shiftQ) - logSumQ;
-          Value logP = (scaled(t, offs, mask) - shiftP) - logSumP;
+          Value logQ = normQ.of(scaled(s, offs, mask));
+          Value logP = normP.of(scaled(t, offs, mask));
           Value diff = where(mask, logQ - logP, 0.0);
           return std::make_tuple(exp(logQ), exp(logP), diff);
         };

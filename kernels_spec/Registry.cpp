@@ -16,6 +16,7 @@ namespace tilejit {
 
 // Specs with a file of their own.
 KernelSpec jsdSpec();          // kernels_spec/Jsd.cpp
+KernelSpec jsdLogitsSpec();    // kernels_spec/Jsd.cpp
 KernelSpec scaleGradSpec();    // kernels_spec/ScaleGrad.cpp
 KernelSpec crossEntropySpec(); // kernels_spec/CrossEntropy.cpp
 KernelSpec klDivSpec();        // kernels_spec/KlDiv.cpp
@@ -280,6 +281,7 @@ static std::deque<KernelSpec> &registry() {
       linearCeLossSumSpec(),
       linearCeGemmSpec(),
       withRowSchedules(jsdSpec(), "V", {1, 2, 4, 8}),
+      withRowSchedules(jsdLogitsSpec(), "V", {1, 2, 4, 8}, 2),
       scaleGradSpec(),
       withRowSchedules(crossEntropySpec(), "V", {1, 2, 4, 8}, 4),
       withRowSchedules(klDivSpec(), "V", {1, 2, 4, 8}, 2),

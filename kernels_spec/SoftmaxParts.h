@@ -25,6 +25,19 @@ inline dsl::Value safeShift(dsl::Value m) {
   return dsl::where(m == kNegInf, 0.0, m);
 }
 
+/// log softmax of a row from the per-lane (max, sum-exp) a walk folded with
+/// softmaxFold: of(x) for a tile x of the row. The max comes off first, so
+/// that logits sharing a large offset keep their differences.
+struct RowLogSoftmax {
+  dsl::Value shift, logSum;
+  RowLogSoftmax(dsl::KernelBuilder &k, dsl::Value m, dsl::Value d) {
+    auto [rowMax, sumExp] = k.softmaxTotal(m, d);
+    shift = safeShift(rowMax);
+    logSum = dsl::log(sumExp);
+  }
+  dsl::Value of(dsl::Value x) const { return (x - shift) - logSum; }
+};
+
 /// Online softmax normalizer, per lane: folds tile x into the running
 /// per-lane (max m, sum d) with one exp per element (the smaller of x and m
 /// is the one rescaled).

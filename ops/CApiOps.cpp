@@ -149,12 +149,14 @@ ops::LinearCeArgs argsOf(const tilejit_linear_ce_args *c) {
 
 static_assert(int(ops::Divergence::KlForward) == TILEJIT_KL_FORWARD &&
                   int(ops::Divergence::KlReverse) == TILEJIT_KL_REVERSE &&
-                  int(ops::Divergence::Jsd) == TILEJIT_JSD,
+                  int(ops::Divergence::Jsd) == TILEJIT_JSD &&
+                  int(ops::Divergence::JsdLogits) == TILEJIT_JSD_LOGITS,
               "tilejit_divergence follows ops::Divergence");
 
 ops::DistillationArgs argsOf(const tilejit_distillation_args *c) {
   require(c != nullptr, "null tilejit_distillation_args");
-  require(c->divergence >= TILEJIT_KL_FORWARD && c->divergence <= TILEJIT_JSD,
+  require(c->divergence >= TILEJIT_KL_FORWARD &&
+              c->divergence <= TILEJIT_JSD_LOGITS,
           "unknown tilejit_divergence");
   ops::DistillationArgs a;
   a.divergence = ops::Divergence(c->divergence);

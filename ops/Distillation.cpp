@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 namespace tilejit {
@@ -19,14 +20,20 @@ namespace ops {
 namespace {
 
 const char *kernelName(Divergence d) {
-  return d == Divergence::Jsd ? "jsd" : "kl_div";
+  return d == Divergence::Jsd         ? "jsd"
+         : d == Divergence::JsdLogits ? "jsd_logits"
+                                      : "kl_div";
+}
+
+bool isJsd(Divergence d) {
+  return d == Divergence::Jsd || d == Divergence::JsdLogits;
 }
 
 void validate(const DistillationArgs &a) {
   std::string op = kernelName(a.divergence);
   auto fail = [&](const std::string &why) { throw Error(op + ": " + why); };
   if (a.divergence != Divergence::KlForward &&
-      a.divergence != Divergence::KlReverse && a.divergence != Divergence::Jsd)
+      a.divergence != Divergence::KlReverse && !isJsd(a.divergence))
     fail("unknown divergence");
   if (!isFloat(a.dtype))
     fail(std::string("the rows must be bf16, f16 or f32 (got ") +
@@ -45,12 +52,11 @@ void validate(const DistillationArgs &a) {
     fail("mean and sum write the loss: loss is required");
   if (reduced && a.gradOutput)
     fail("gradOutput is for reduction none (mean and sum scale afterwards)");
-  if (a.divergence == Divergence::Jsd) {
-    if (!(a.beta >= 0 && a.beta <= 1))
-      fail("beta must be in [0, 1]");
-  } else if (!(a.temperature > 0) || !std::isfinite(a.temperature)) {
+  if (isJsd(a.divergence) && !(a.beta >= 0 && a.beta <= 1))
+    fail("beta must be in [0, 1]");
+  if (a.divergence != Divergence::Jsd &&
+      (!(a.temperature > 0) || !std::isfinite(a.temperature)))
     fail("the temperature must be finite and > 0");
-  }
 }
 
 /// The workspace: the gradient's factor for every row (row_scale's).
@@ -71,17 +77,18 @@ const Kernels &kernelsFor(const DistillationArgs &a) {
   static const Kernel total =
       Kernel::compile("row_loss_total", {DType::F32, {}, {}});
   static std::mutex mutex;
-  static std::map<std::tuple<bool, DType, bool, int64_t>,
+  static std::map<std::tuple<std::string, DType, bool, int64_t>,
                   std::unique_ptr<Kernels>>
       cache;
-  bool jsd = a.divergence == Divergence::Jsd, hasLabel = a.label != nullptr;
+  const char *name = kernelName(a.divergence);
+  bool hasLabel = a.label != nullptr;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Kernels> &slot = cache[{jsd, a.dtype, hasLabel, a.V}];
+  std::unique_ptr<Kernels> &slot = cache[{name, a.dtype, hasLabel, a.V}];
   if (!slot) {
     KernelOptions rows{
         a.dtype, {"HAS_LABEL=" + std::to_string(hasLabel)}, {{"V", a.V}}};
     slot = std::make_unique<Kernels>(
-        Kernels{scale, Kernel::compile(kernelName(a.divergence), rows), total});
+        Kernels{scale, Kernel::compile(name, rows), total});
   }
   return *slot;
 }
@@ -151,8 +158,10 @@ void distillation(const DistillationArgs &a, void *workspace,
       ptr(a.rowLoss, DType::F32, a.BT, cpu),
       ptr(a.grad, a.dtype, cells, cpu),
       ptr(upstream, DType::F32, perRow ? a.BT : 1, cpu)};
-  if (a.divergence == Divergence::Jsd) {
+  if (isJsd(a.divergence)) {
     args.push_back(KernelArg::f32(float(a.beta)));
+    if (a.divergence == Divergence::JsdLogits)
+      args.push_back(KernelArg::f32(float(a.temperature)));
   } else {
     args.push_back(KernelArg::f32(float(a.temperature)));
     args.push_back(KernelArg::i32(a.divergence == Divergence::KlReverse));

@@ -371,20 +371,21 @@ TILEJIT_API int tilejit_cross_entropy(const tilejit_cross_entropy_args *args,
 typedef enum {
   TILEJIT_KL_FORWARD = 0, /* KL(p || q) of softmax(t / T), softmax(s / T) */
   TILEJIT_KL_REVERSE = 1, /* KL(q || p) */
-  TILEJIT_JSD = 2         /* LigerJSD of log-probabilities, with beta */
+  TILEJIT_JSD = 2,        /* LigerJSD of log-probabilities, with beta */
+  TILEJIT_JSD_LOGITS = 3  /* the same of log softmax(logits / T) */
 } tilejit_divergence;
 
 typedef struct {
   int32_t divergence;         /* tilejit_divergence */
   int32_t dtype;              /* tilejit_dtype of student, teacher, grad */
   int64_t bt, v;              /* rows, vocab */
-  const void *student;        /* (bt, v) contiguous: logits (KL), log q (JSD) */
+  const void *student;        /* (bt, v): log q (JSD), else logits */
   const void *teacher;        /* (bt, v) contiguous, as the student */
   void *grad;                 /* (bt, v) contiguous; may be student */
   const int64_t *label;       /* (bt), or NULL: every row counts */
   int64_t ignore_index;       /* usually -100 */
-  double temperature;         /* KL: T > 0 */
-  double beta;                /* JSD: in [0, 1] */
+  double temperature;         /* KL, JSD_LOGITS: T > 0 */
+  double beta;                /* JSD, JSD_LOGITS: in [0, 1] */
   int32_t reduction;          /* tilejit_reduction; mean is "batchmean" */
   const float *grad_output;   /* (bt) f32: reduction none only; NULL: 1s */
   float *loss;                /* (1): mean, sum */

@@ -1,10 +1,12 @@
 //===- JsdReference.cpp - fp64 reference for the generalized JSD ----------===//
 #include "kernels_spec/reference/JsdReference.h"
 
+#include "kernels_spec/reference/KlDivReference.h"
 #include "tilejit/Error.h"
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace tilejit {
 namespace ref {
@@ -37,6 +39,22 @@ double jsdRow(const double *x, const double *y, int64_t V, double beta,
     loss += term;
     if (grad)
       grad[v] = d;
+  }
+  return loss;
+}
+
+double jsdLogitsRow(const double *s, const double *t, int64_t V, double beta,
+                    double temperature, double *grad) {
+  std::vector<double> x = logSoftmax(s, V, temperature);
+  std::vector<double> y = logSoftmax(t, V, temperature);
+  std::vector<double> g(V);
+  double loss = jsdRow(x.data(), y.data(), V, beta, g.data());
+  if (grad) {
+    double sum = 0;
+    for (double d : g)
+      sum += d;
+    for (int64_t v = 0; v < V; ++v)
+      grad[v] = (g[v] - std::exp(x[v]) * sum) / temperature;
   }
   return loss;
 }

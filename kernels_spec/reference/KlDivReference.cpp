@@ -12,7 +12,7 @@ namespace tilejit {
 namespace ref {
 
 /// log softmax(x / T) of a row, the max subtracted first.
-static std::vector<double> logSoftmax(const double *x, int64_t V, double T) {
+std::vector<double> logSoftmax(const double *x, int64_t V, double T) {
   std::vector<double> out(x, x + V);
   for (double &v : out)
     v /= T;
@@ -37,12 +37,15 @@ double klDivRow(const double *s, const double *t, int64_t V,
   double kl = 0;
   for (int64_t v = 0; v < V; ++v) {
     double q = std::exp(logQ[v]), p = std::exp(logP[v]);
-    kl += reverse ? q * (logQ[v] - logP[v]) : p * (logP[v] - logQ[v]);
+    // A class the weighting distribution gives 0 adds nothing (0 * inf).
+    if (reverse ? q > 0 : p > 0)
+      kl += reverse ? q * (logQ[v] - logP[v]) : p * (logP[v] - logQ[v]);
   }
   if (grad)
     for (int64_t v = 0; v < V; ++v) {
       double q = std::exp(logQ[v]), p = std::exp(logP[v]);
-      grad[v] = (reverse ? q * (logQ[v] - logP[v] - kl) : q - p) / temperature;
+      double d = !reverse ? q - p : q > 0 ? q * (logQ[v] - logP[v] - kl) : 0;
+      grad[v] = d / temperature;
     }
   return kl;
 }

@@ -10,9 +10,13 @@
 #define TILEJIT_KERNELS_SPEC_REFERENCE_KLDIVREFERENCE_H
 
 #include <cstdint>
+#include <vector>
 
 namespace tilejit {
 namespace ref {
+
+/// log softmax(x / T) of a row of V >= 1 logits.
+std::vector<double> logSoftmax(const double *x, int64_t V, double T);
 
 /// The row's divergence (nats); writes its gradient with respect to the
 /// student's logits into grad[0, V) when grad is not null. Throws

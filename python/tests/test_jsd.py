@@ -3,7 +3,7 @@ definition: beta 0 the forward KL, 1 the reverse), values and gradients."""
 import pytest
 import torch
 
-from tilejit.torch import jsd
+from tilejit.torch import jsd, jsd_logits
 
 V = 211
 
@@ -55,3 +55,37 @@ def test_errors_and_opcheck():
     torch.library.opcheck(torch.ops.tilejit.jsd,
                           (x.clone().requires_grad_(), x.flip(0), None, 0.5,
                            -100, 1))
+
+
+@pytest.mark.parametrize("reduction", ["batchmean", "none"])
+@pytest.mark.parametrize("beta", [0.0, 0.4, 1.0])
+def test_logits_match_torch_through_log_softmax(reduction, beta):
+    # jsd_logits is jsd of log_softmax(logits / T); autograd through
+    # log_softmax in float64 gives the reference gradient.
+    s = torch.randn(2, 3, V) * 3
+    t = torch.randn(2, 3, V) * 3
+    target = torch.randint(0, V, (2, 3))
+    target[0, 1] = -100
+    a = s.clone().requires_grad_()
+    got = jsd_logits(a, t, target, beta=beta, temperature=1.7,
+                     reduction=reduction)
+    w = torch.linspace(0.5, 1.5, got.numel()).reshape(got.shape)
+    (got * w).sum().backward()
+    b = s.double().requires_grad_()
+    want = reference(torch.log_softmax(b / 1.7, -1),
+                     torch.log_softmax(t.double() / 1.7, -1), target, beta,
+                     reduction)
+    (want * w.double()).sum().backward()
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(a.grad.double(), b.grad, rtol=1e-4, atol=1e-7)
+
+
+def test_logits_errors_and_opcheck():
+    s = torch.randn(4, V)
+    with pytest.raises(ValueError, match="temperature"):
+        jsd_logits(s, s, temperature=0)
+    with pytest.raises(ValueError, match="beta"):
+        jsd_logits(s, s, beta=-0.1)
+    torch.library.opcheck(torch.ops.tilejit.jsd_logits,
+                          (s.clone().requires_grad_(), s.flip(0),
+                           torch.tensor([1, -100, 2, 3]), 0.5, 2.0, -100, 0))

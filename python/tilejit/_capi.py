@@ -19,7 +19,7 @@ ARG_POINTER, ARG_I32, ARG_I64, ARG_F32 = range(4)
 DEVICE_GPU, DEVICE_CPU = 0, 1
 # tilejit_reduction
 REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM = range(3)
-KL_FORWARD, KL_REVERSE, JSD = range(3)
+KL_FORWARD, KL_REVERSE, JSD, JSD_LOGITS = range(4)
 # tilejit_gemm_backend
 GEMM_CUBLASLT, GEMM_TILEJIT, GEMM_AUTO = range(3)
 # tilejit_kernel_compile_flags

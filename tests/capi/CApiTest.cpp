@@ -611,7 +611,8 @@ TEST(CApi, DistillationMatchesTheCxxOp) {
               0)
         << tilejit_last_error();
   };
-  for (int32_t d : {TILEJIT_KL_FORWARD, TILEJIT_KL_REVERSE, TILEJIT_JSD})
+  for (int32_t d : {TILEJIT_KL_FORWARD, TILEJIT_KL_REVERSE, TILEJIT_JSD,
+                    TILEJIT_JSD_LOGITS})
     for (int32_t red : {TILEJIT_REDUCTION_MEAN, TILEJIT_REDUCTION_NONE}) {
       std::vector<float> g1(BT * V), g2(BT * V), r1(BT), r2(BT);
       float l1 = -1, l2 = -1;
@@ -624,7 +625,7 @@ TEST(CApi, DistillationMatchesTheCxxOp) {
     }
   tilejit_distillation_args bad;
   tilejit_distillation_args_init(&bad);
-  bad.divergence = 3;
+  bad.divergence = 4;
   size_t bytes = 0;
   EXPECT_NE(tilejit_distillation_workspace_bytes(&bad, &bytes), 0);
   EXPECT_NE(std::string(tilejit_last_error()).find("tilejit_divergence"),

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -119,11 +120,15 @@ Outputs reference(const Problem &p, Reduction reduction, bool withLabels,
       s[v] = p.student[r * p.V + v];
       t[v] = p.teacher[r * p.V + v];
     }
-    double row =
-        p.divergence == Divergence::Jsd
-            ? ref::jsdRow(s.data(), t.data(), p.V, p.beta, g.data())
-            : ref::klDivRow(s.data(), t.data(), p.V, p.temperature,
-                            p.divergence == Divergence::KlReverse, g.data());
+    double row;
+    if (p.divergence == Divergence::Jsd)
+      row = ref::jsdRow(s.data(), t.data(), p.V, p.beta, g.data());
+    else if (p.divergence == Divergence::JsdLogits)
+      row = ref::jsdLogitsRow(s.data(), t.data(), p.V, p.beta, p.temperature,
+                              g.data());
+    else
+      row = ref::klDivRow(s.data(), t.data(), p.V, p.temperature,
+                          p.divergence == Divergence::KlReverse, g.data());
     o.rowLoss[r] = float(row);
     sum += row;
     double up = perRow ? p.gradOutput[r] : scale;
@@ -143,7 +148,7 @@ void expectNear(const std::vector<float> &got, const std::vector<float> &want,
 }
 
 const Divergence kAll[] = {Divergence::KlForward, Divergence::KlReverse,
-                           Divergence::Jsd};
+                           Divergence::Jsd, Divergence::JsdLogits};
 
 // f32 rows: losses are sums of V terms of both signs in f32 (1e-5 relative
 // to the row, 1e-6 absolute); gradients elementwise (1e-5 relative).
@@ -179,6 +184,27 @@ TEST(DistillationOp, OneClassGivesZero) {
     EXPECT_EQ(got.loss, 0.f) << int(d);
     for (float g : got.grad)
       ASSERT_NEAR(g, 0.f, 1e-7) << int(d);
+  }
+}
+
+// Classes no distribution can take (-inf logits or log-probabilities in
+// both rows, a masked vocab) add nothing: no 0 * -inf.
+TEST(DistillationOp, ImpossibleClassesAddNothing) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (Divergence d : kAll) {
+    Problem p(d, 3, 300);
+    for (int64_t r = 0; r < p.BT; ++r)
+      for (int64_t v : {int64_t(0), int64_t(17), int64_t(299)})
+        p.student[r * p.V + v] = p.teacher[r * p.V + v] = -inf;
+    if (d == Divergence::Jsd) // renormalize the rest
+      for (std::vector<float> *rows : {&p.student, &p.teacher})
+        for (int64_t r = 0; r < p.BT; ++r)
+          p.logSoftmax(&(*rows)[r * p.V]);
+    Outputs got = run(p, Reduction::Sum, true, false, false);
+    Outputs want = reference(p, Reduction::Sum, true, false);
+    SCOPED_TRACE(int(d));
+    expectNear(got.rowLoss, want.rowLoss, 1e-5, 1e-6, "row loss");
+    expectNear(got.grad, want.grad, 1e-5, 1e-7, "grad");
   }
 }
 

@@ -14,6 +14,10 @@
 //              (teacher): beta KL(p || m) + (1 - beta) KL(q || m), m = beta
 //              p + (1 - beta) q; beta 0 gives KL(p || q), beta 1 KL(q || p)
 //              (kernels_spec/Jsd.cpp, docs/semantics.md §4).
+//   JsdLogits: the same of logits at a temperature, X = log softmax(s / T),
+//              Y = log softmax(t / T); d/ds_v = (G_v - q_v sum_u G_u) / T
+//              with G = dJSD/dX (LigerFusedLinearJSD's loss past its
+//              matmul).
 //
 // Hinton's T^2 factor is the caller's. A row whose label is ignore_index has
 // loss 0 and a zero gradient; other labels are not read as classes (a row
@@ -22,16 +26,16 @@
 // labels; an all-ignored batch gives 0); Sum; None, per row, the gradient
 // that of sum_i g_i loss_i with g = gradOutput (1 without).
 //
-// Three launches on the caller's stream (row_scale, kl_div or jsd,
-// row_loss_total; the last for Mean and Sum only), no host synchronization
-// and no allocation: a call can be captured in a CUDA graph once compiled
-// (a first call, or prepareDistillation()).
+// Three launches on the caller's stream (row_scale; kl_div, jsd or
+// jsd_logits; row_loss_total, for Mean and Sum only), no host
+// synchronization and no allocation: a call can be captured in a CUDA graph
+// once compiled (a first call, or prepareDistillation()).
 //
 // Errors (tilejit::Error, before anything runs): a non-float dtype; BT
 // outside [0, 2^31 - 1024] or V outside [1, 2^31 - 8192]; a null student,
 // teacher, grad or rowLoss, or loss for Mean and Sum; gradOutput with Mean
-// or Sum; a temperature that is not finite and > 0 (KL), beta outside [0,
-// 1] (JSD); a workspace smaller than distillationWorkspaceBytes or not
+// or Sum; a temperature that is not finite and > 0 (KL, JsdLogits), beta
+// outside [0, 1] (Jsd, JsdLogits); a workspace smaller than distillationWorkspaceBytes or not
 // 16-byte aligned.
 //
 //===----------------------------------------------------------------------===//
@@ -44,21 +48,21 @@
 namespace tilejit {
 namespace ops {
 
-enum class Divergence { KlForward, KlReverse, Jsd };
+enum class Divergence { KlForward, KlReverse, Jsd, JsdLogits };
 
 /// Pointers are device memory on the GPU, host memory on the CPU.
 struct DistillationArgs {
   Divergence divergence = Divergence::KlForward;
   DType dtype = DType::BF16; ///< of student, teacher, grad: bf16, f16, f32
   int64_t BT = 0, V = 0;     ///< rows (tokens) and vocab
-  /// (BT, V) contiguous: logits for KL, log-probabilities for JSD.
+  /// (BT, V) contiguous: log-probabilities for Jsd, else logits.
   const void *student = nullptr;
   const void *teacher = nullptr;  ///< (BT, V) contiguous, as the student
   void *grad = nullptr;           ///< (BT, V) contiguous; may be student
   const int64_t *label = nullptr; ///< (BT), or null: every row counts
   int64_t ignoreIndex = -100;
-  double temperature = 1;                ///< T > 0, KL only
-  double beta = 0.5;                     ///< in [0, 1], JSD only
+  double temperature = 1; ///< T > 0: KL and JsdLogits
+  double beta = 0.5;      ///< in [0, 1]: Jsd and JsdLogits
   Reduction reduction = Reduction::Mean; ///< Mean is "batchmean"
   /// (BT) f32 upstream gradients of the rows, Reduction::None only; null
   /// there: 1 per row.

@@ -45,3 +45,34 @@ def jsd(student_logp, teacher_logp, target=None, *, beta=0.5,
     return rows.distill(jsd_op, student_logp, teacher_logp, target,
                         ("student_logp", "teacher_logp"), reduction,
                         float(beta), int(ignore_index))
+
+
+def _jsd_logits(student: Tensor, teacher: Tensor, target: Optional[Tensor],
+                beta: float, temperature: float, ignore_index: int,
+                reduction: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(loss (1,), per-row divergence (BT,) f32, d loss / d student) of
+    (BT, V) logits."""
+    return rows.run(_capi.JSD_LOGITS, student, teacher, target, temperature,
+                    beta, ignore_index, reduction)
+
+
+jsd_logits_op = c.Op("jsd_logits", _jsd_logits, rows.fake, rows.setup,
+                     rows.backward)
+
+
+def jsd_logits(student, teacher, target=None, *, beta=0.5, temperature=1.0,
+               ignore_index=-100, reduction="batchmean"):
+    """jsd of log_softmax(student / T) and log_softmax(teacher / T): the
+    loss of LigerFusedLinearJSD past its matmul, on logits, with the
+    gradient with respect to the student's logits. Hinton's T^2 factor is
+    the caller's.
+
+    student, teacher: (..., V) logits, bf16/f16/f32, alike; target, beta,
+    ignore_index and reduction as in jsd."""
+    if not 0.0 <= float(beta) <= 1.0:
+        raise ValueError(f"beta must be in [0, 1], not {beta}")
+    if not float(temperature) > 0:
+        raise ValueError(f"temperature must be > 0, not {temperature}")
+    return rows.distill(jsd_logits_op, student, teacher, target,
+                        ("student", "teacher"), reduction, float(beta),
+                        float(temperature), int(ignore_index))
