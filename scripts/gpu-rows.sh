@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine from the repo root: the row losses (jsd, kl_div,
-# cross_entropy) and the compiler's row schedules, with the carried
-# binaries (scripts/package-gpu.sh). PARTS (default "tune bench peers")
+# Runs ON the GPU machine from the repo root: the row losses (jsd,
+# jsd_logits, kl_div, cross_entropy) and the compiler's row schedules, with
+# the carried binaries (scripts/package-gpu.sh). PARTS (default "tune bench peers")
 # picks what runs; logs go to $OUT (default ./out).
 #   tune   `tilejit tune` of each loss at BT = 4096, V = 151936, bf16 (every
 #          candidate's time, checked against the fp64 reference)
@@ -12,7 +12,7 @@
 set -uo pipefail
 parts=${PARTS:-tune bench peers}
 source scripts/gpu-env.sh
-losses=${LOSSES:-jsd kl_div cross_entropy}
+losses=${LOSSES:-jsd jsd_logits kl_div cross_entropy}
 main="--size BT=4096 --size V=151936 --dtype bf16"
 tj="timeout 280 ./gpu-bin/tilejit"
 if has tune; then

@@ -1,7 +1,7 @@
 """The row losses as PyTorch ops on the GPU beside their peers, one JSON line
 per measurement: forward + backward of cross-entropy (the gradient in place
 for tilejit and Liger), JSD and KL distillation at BT x V, bf16, every 7th
-row ignored. Time is triton's do_bench median (L2 flushed between calls),
+row ignored, and JSD of logits at a temperature. Time is triton's do_bench median (L2 flushed between calls),
 peak memory is above the inputs, and each op's fraction of the roofline
 counts the bytes it must move (cross-entropy in place: read and write the
 logits, 2 units of BT V 2 B; JSD and KL: read both inputs, write the
@@ -148,6 +148,37 @@ def jsd(bt, v, dtype, tbps, beta=0.5):
             tbps)
 
 
+def jsd_logits(bt, v, dtype, tbps, beta=0.5, temperature=2.0):
+    s, target = rows(bt, v, dtype, 6)
+    t, _ = rows(bt, v, dtype, 7)
+    unit = bt * v * s.element_size()
+    leaf = s.clone().requires_grad_(True)
+
+    def torch_jsd(a, b, y):
+        ls = torch.log_softmax(a.float() / temperature, -1)
+        lt = torch.log_softmax(b.float() / temperature, -1)
+        k = y != -100
+        return (jsd_math(ls, lt, beta) * k).sum() / k.sum()
+    check("jsd_logits", tt.jsd_logits(leaf, t, target, beta=beta,
+                                      temperature=temperature),
+          torch_jsd(s, t, target))
+    measure("jsd_logits", "tilejit", backward_of(
+        lambda: tt.jsd_logits(leaf, t, target, beta=beta,
+                              temperature=temperature), leaf),
+        3 * unit, tbps)
+    if LigerJSDFunction:
+        def liger():
+            ls = torch.log_softmax(leaf / temperature, -1)
+            lt = torch.log_softmax(t / temperature, -1)
+            return LigerJSDFunction.apply(ls, lt, target, beta, -100)
+        measure("jsd_logits", "liger (on torch log_softmax)",
+                backward_of(liger, leaf), 3 * unit, tbps)
+    compiled = torch.compile(torch_jsd)
+    measure("jsd_logits", "torch.compile",
+            backward_of(lambda: compiled(leaf, t, target), leaf), 3 * unit,
+            tbps)
+
+
 def kl_div(bt, v, dtype, tbps, temperature=2.0):
     s, target = rows(bt, v, dtype, 4)
     t, _ = rows(bt, v, dtype, 5)
@@ -183,7 +214,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bt", type=int, default=4096)
     p.add_argument("--vocab", type=int, default=151936)
-    p.add_argument("--losses", default="cross_entropy,jsd,kl_div")
+    p.add_argument("--losses", default="cross_entropy,jsd,jsd_logits,kl_div")
     a = p.parse_args()
     tbps = copy_tbps()
     emit(gpu=torch.cuda.get_device_name(), copy_tbps=round(tbps, 3),
