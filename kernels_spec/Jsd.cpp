@@ -72,11 +72,12 @@ JsdTerms jsdTerms(KernelBuilder &k, Value x, Value y, Value beta) {
 TileModule buildJsd(const Config &c) {
   KernelBuilder k("jsd", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value X = k.pointerArg("student_logp", c.dtype);
+  // grad may be the student (in place): each element is read, then written.
+  Value X = k.aliasedPointerArg("student_logp", c.dtype);
   Value Y = k.pointerArg("teacher_logp", c.dtype);
   Value label = k.pointerArg("label", DType::I64);
   Value loss = k.pointerArg("loss", DType::F32);
-  Value grad = k.pointerArg("grad", c.dtype);
+  Value grad = k.aliasedPointerArg("grad", c.dtype);
   Value upstream = k.pointerArg("upstream", DType::F32);
   Value beta = k.scalarArg("beta", DType::F32);
   Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
@@ -98,24 +99,21 @@ TileModule buildJsd(const Config &c) {
         });
       },
       [&] {
+        auto terms = [&](Value offs, Value mask) {
+          return jsdTerms(k, k.load(x, offs, mask, 0).to(DType::F32),
+                          k.load(y, offs, mask, 0).to(DType::F32), beta);
+        };
         Var rowLoss = k.constant(0, DType::F32);
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
-          Value mask = offs < V;
-          rowLoss = rowLoss + jsdTerms(k, k.load(x, offs, mask, 0).to(DType::F32),
-                                       k.load(y, offs, mask, 0).to(DType::F32),
-                                       beta)
-                                  .loss.sum();
+          rowLoss = rowLoss + terms(offs, offs < V).loss.sum();
         });
         k.store(loss, row, rowLoss);
         Value scale = upstreamFactor(k, upstream, row, perRow);
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
-          Value d = jsdTerms(k, k.load(x, offs, mask, 0).to(DType::F32),
-                             k.load(y, offs, mask, 0).to(DType::F32), beta)
-                        .grad;
-          k.store(g, offs, (scale * d).to(c.dtype), mask);
+          k.store(g, offs, (scale * terms(offs, mask).grad).to(c.dtype), mask);
         });
       });
   return k.finish();
@@ -129,11 +127,12 @@ TileModule buildJsd(const Config &c) {
 TileModule buildJsdLogits(const Config &c) {
   KernelBuilder k("jsd_logits", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value S = k.pointerArg("student", c.dtype);
+  // grad may be the student (in place): each element is read, then written.
+  Value S = k.aliasedPointerArg("student", c.dtype);
   Value Tl = k.pointerArg("teacher", c.dtype);
   Value label = k.pointerArg("label", DType::I64);
   Value loss = k.pointerArg("loss", DType::F32);
-  Value grad = k.pointerArg("grad", c.dtype);
+  Value grad = k.aliasedPointerArg("grad", c.dtype);
   Value upstream = k.pointerArg("upstream", DType::F32);
   Value beta = k.scalarArg("beta", DType::F32);
   Value temperature = k.scalarArg("temperature", DType::F32);

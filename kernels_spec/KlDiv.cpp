@@ -39,11 +39,12 @@ namespace {
 TileModule buildKlDiv(const Config &c) {
   KernelBuilder k("kl_div", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  Value S = k.pointerArg("student", c.dtype);
+  // grad may be the student (in place): each element is read, then written.
+  Value S = k.aliasedPointerArg("student", c.dtype);
   Value Tl = k.pointerArg("teacher", c.dtype);
   Value label = k.pointerArg("label", DType::I64);
   Value loss = k.pointerArg("loss", DType::F32);
-  Value grad = k.pointerArg("grad", c.dtype);
+  Value grad = k.aliasedPointerArg("grad", c.dtype);
   Value upstream = k.pointerArg("upstream", DType::F32);
   Value temperature = k.scalarArg("temperature", DType::F32);
   Value reverse = k.scalarArg("reverse", DType::I32) != 0.0;

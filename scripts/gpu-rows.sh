@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine from the repo root: the row losses (jsd,
 # jsd_logits, kl_div, cross_entropy) and the compiler's row schedules, with
-# the carried binaries (scripts/package-gpu.sh). PARTS (default "tune bench peers")
-# picks what runs; logs go to $OUT (default ./out).
+# the carried binaries (scripts/package-gpu.sh). PARTS (default "tune bench
+# peers") picks what runs; logs go to $OUT (default ./out).
 #   tune   `tilejit tune` of each loss at BT = 4096, V = 151936, bf16 (every
 #          candidate's time, checked against the fp64 reference)
 #   bench  `tilejit bench` + `run --check` of each of SCHEDULES at the main
