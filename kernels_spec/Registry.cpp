@@ -20,6 +20,7 @@ KernelSpec jsdLogitsSpec();    // kernels_spec/Jsd.cpp
 KernelSpec scaleGradSpec();    // kernels_spec/ScaleGrad.cpp
 KernelSpec crossEntropySpec(); // kernels_spec/CrossEntropy.cpp
 KernelSpec klDivSpec();        // kernels_spec/KlDiv.cpp
+KernelSpec ceTvdLossGradSpec(); // kernels_spec/CeTvd.cpp
 KernelSpec rowScaleSpec();     // kernels_spec/RowMean.cpp
 KernelSpec rowLossTotalSpec(); // kernels_spec/RowMean.cpp
 
@@ -285,6 +286,7 @@ static std::deque<KernelSpec> &registry() {
       scaleGradSpec(),
       withRowSchedules(crossEntropySpec(), "V", {1, 2, 4, 8}, 4),
       withRowSchedules(klDivSpec(), "V", {1, 2, 4, 8}, 2),
+      withRowSchedules(ceTvdLossGradSpec(), "V", {1, 2, 4, 8}, 2),
       rowScaleSpec(),
       rowLossTotalSpec()};
   return kernels;

@@ -171,7 +171,8 @@ void checkRunSpec(const KernelSpec &spec,
            (p->pointer ? "a pointer" : "a scalar") + " in the kernel but " +
            (a.isPointer() ? "an array" : "a scalar") + " in the spec");
     for (const std::string &d : a.shape)
-      checkSize(d, "argument '" + a.name + "'");
+      if (!ArgSpec::isExtent(d))
+        checkSize(d, "argument '" + a.name + "'");
     if (a.role == ArgSpec::Role::SizeScalar)
       checkSize(a.size, "argument '" + a.name + "'");
     if (a.role == ArgSpec::Role::Input &&

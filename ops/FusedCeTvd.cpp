@@ -23,6 +23,7 @@ namespace ops {
 namespace {
 
 const char *const kLossGrad = "fused_ce_tvd_loss_grad";
+const char *const kLossGradMath = "ce_tvd_loss_grad";
 const char *const kWeights = "ce_tvd_row_weights";
 const char *const kLossSum = "ce_tvd_loss_sum";
 
@@ -83,6 +84,10 @@ void validate(const CeTvdReducedArgs &a) {
     fail("grad must not overlap the teacher");
   checkF32Scalar("fused_ce_tvd (reduced): alpha", a.alpha);
   checkF32Scalar("fused_ce_tvd (reduced): beta", a.beta);
+  if (!a.lossGradKernel.empty() && a.lossGradKernel != kLossGrad &&
+      a.lossGradKernel != kLossGradMath)
+    fail("loss + gradient kernel '" + a.lossGradKernel + "': it is " +
+         kLossGrad + " or " + kLossGradMath);
 }
 
 /// Whether every row of every logits buffer starts 16-byte aligned, which
@@ -105,10 +110,11 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
   bool aligned = rowsAligned(a), place = inPlace(a);
   std::map<std::string, int64_t> shape = {
       {"BT", a.BT}, {"V", a.V}, {"IN_PLACE", place}, {"ALIGNED", aligned}};
-  const KernelSpec &spec = findKernel(kLossGrad);
+  const KernelSpec &spec = findKernel(
+      a.lossGradKernel.empty() ? kLossGrad : a.lossGradKernel.c_str());
   std::vector<std::string> set = a.set;
   std::string source = set.empty() ? "default" : "set";
-  std::string key = std::string(dtypeName(a.dtype)) + "|" +
+  std::string key = spec.name + "|" + dtypeName(a.dtype) + "|" +
                     spec.tuningShapeKey(shape) + "|" + std::to_string(place) +
                     std::to_string(aligned) + std::to_string(a.useTuned) +
                     "|" + llvm::join(set, ",") +
@@ -127,7 +133,8 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
   };
   slot = std::make_unique<Kernels>(Kernels{
       helper(kWeights), Kernel::compile(spec, {a.dtype, set, shape}),
-      helper(kLossSum), c.get("CLUSTER_SIZE"),
+      helper(kLossSum),
+      c.params.count("CLUSTER_SIZE") ? c.get("CLUSTER_SIZE") : 1,
       c.str() + " (" + source + ")"});
   return *slot;
 }

@@ -242,7 +242,7 @@ SpecRun::SpecRun(const KernelSpec &spec, const SpecRunOptions &options)
     Buffer b{a, p.dtype, {}, {}};
     __int128 n = 1;
     for (const std::string &d : a->shape) {
-      b.shape.push_back(O.sizes.at(d));
+      b.shape.push_back(ArgSpec::isExtent(d) ? std::stoll(d) : O.sizes.at(d));
       n *= b.shape.back();
     }
     if (n * dtypeSize(p.dtype) > (__int128(1) << 46))

@@ -62,6 +62,10 @@ static cl::opt<std::string>
                    cl::desc("none: forward and backward kernels; mean or sum: "
                             "the reduced loss + gradient (cluster kernel)"),
                    cl::sub(benchCmd));
+static cl::opt<std::string> benchLossGrad(
+    "loss-grad-kernel",
+    cl::desc("Reduced: fused_ce_tvd_loss_grad (default) or ce_tvd_loss_grad"),
+    cl::sub(benchCmd));
 static cl::opt<bool> benchInPlace("in-place",
                                   cl::desc("Reduced: gradient over the "
                                            "student logits"),
@@ -254,6 +258,7 @@ int runBenchCommand() {
     ro.mean = parseReduction(benchReduction);
     ro.inPlace = benchInPlace;
     ro.overrides = benchSet;
+    ro.lossGradKernel = benchLossGrad;
     ro.useTuned = true;
     ro.iterations = benchIters;
     CeTvdReducedOutputs out = runCeTvdReducedGpu(in, ro);

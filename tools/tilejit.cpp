@@ -139,6 +139,12 @@ static cl::opt<std::string> reductionArg(
              "kernel, sm_90). fused_linear_ce (default mean): mean, sum, or "
              "none (per-row losses, upstream gradient 1 each)"),
     cl::sub(runCmd), cl::cat(category));
+static cl::opt<std::string> lossGradArg(
+    "loss-grad-kernel",
+    cl::desc("fused_ce_tvd --reduction=mean|sum: fused_ce_tvd_loss_grad "
+             "(default: rows split over a cluster by the spec) or "
+             "ce_tvd_loss_grad (written per row, scheduled by the compiler)"),
+    cl::sub(runCmd), cl::cat(category));
 static cl::opt<bool> inPlaceArg("in-place",
                                 cl::desc("Reduced: write the gradient over "
                                          "the student logits"),
@@ -315,6 +321,7 @@ static int runReduced(const ref::CeTvdInputs &in) {
   o.alpha = alphaArg;
   o.beta = betaArg;
   o.overrides = setArgs;
+  o.lossGradKernel = lossGradArg;
   o.useTuned = setArgs.empty();
   o.arch = archArg;
   o.iterations = itersArg;
@@ -434,7 +441,7 @@ static void rejectOptions(std::initializer_list<const cl::Option *> options,
 /// `run KERNEL --size ...` for a kernel of its own (not an operation).
 static int runSpec() {
   rejectOptions({&btArg, &vocabArg, &checkRowsArg, &itersArg, &forwardArg,
-                 &reductionArg, &inPlaceArg, &alphaArg, &betaArg, &hiddenArg,
+                 &reductionArg, &lossGradArg, &inPlaceArg, &alphaArg, &betaArg, &hiddenArg,
                  &smoothingArg, &zLossArg, &softcapArg, &biasArg, &weightsArg,
                  &chunkRowsArg, &budgetArg, &bf16AccArg, &narrowLogitsArg,
                  &gemmBackendArg},
@@ -474,7 +481,8 @@ static int runKernel() {
                  std::addressof(outputArgs)},
                 kernelArg);
   if (kernelArg == "fused_linear_ce") {
-    rejectOptions({&forwardArg, &inPlaceArg, &alphaArg, &betaArg, &archArg},
+    rejectOptions({&forwardArg, &lossGradArg, &inPlaceArg, &alphaArg,
+                   &betaArg, &archArg},
                   "fused_linear_ce");
     return runLinearCe();
   }
@@ -494,10 +502,11 @@ static int runKernel() {
   checkF32Scalar("--alpha", alphaArg);
   checkF32Scalar("--beta", betaArg);
   auto t0 = std::chrono::steady_clock::now();
-  if (reductionArg == "none" && (inPlaceArg || alphaArg.getNumOccurrences() ||
-                                 betaArg.getNumOccurrences()))
-    throw Error("--in-place, --alpha and --beta apply to --reduction=mean "
-                "or sum");
+  if (reductionArg == "none" &&
+      (inPlaceArg || alphaArg.getNumOccurrences() ||
+       betaArg.getNumOccurrences() || lossGradArg.getNumOccurrences()))
+    throw Error("--in-place, --alpha, --beta and --loss-grad-kernel apply to "
+                "--reduction=mean or sum");
   rejectForwardWithReduction(forwardArg.getNumOccurrences(), reductionArg);
   ref::CeTvdInputs in = ref::makeCeTvdInputs(btArg, vocabArg, dtype, seedArg);
   if (reductionArg != "none")

@@ -79,7 +79,8 @@ struct ArgSpec {
   enum class Role { Input, Output, SizeScalar, Scalar };
   std::string name;
   Role role = Role::Input;
-  std::vector<std::string> shape; ///< Input/Output: size names; {}: 1 element
+  /// Input/Output: size names or fixed extents ("3"); {}: 1 element.
+  std::vector<std::string> shape;
   ArgFill fill;                   ///< Input
   Tolerance tol;                  ///< Output, against the reference
   std::string size;               ///< SizeScalar: the size whose value it is
@@ -95,6 +96,11 @@ struct ArgSpec {
                         double minValue = -HUGE_VAL,
                         double maxValue = HUGE_VAL);
   bool isPointer() const { return role == Role::Input || role == Role::Output; }
+  /// Whether a shape entry is a fixed extent (decimal digits, e.g. "3").
+  static bool isExtent(const std::string &d) {
+    return !d.empty() && d.size() < 10 &&
+           d.find_first_not_of("0123456789") == std::string::npos;
+  }
 };
 
 /// A read-only host array as a reference sees it: elements of `dtype`

@@ -25,10 +25,12 @@ namespace {
 const char *const kLossGrad = "fused_ce_tvd_loss_grad";
 
 void validate(const ref::CeTvdInputs &in, const CeTvdReducedOptions &o) {
+  const std::string kernel =
+      o.lossGradKernel.empty() ? kLossGrad : o.lossGradKernel;
   for (const std::string &s : o.overrides)
-    if (findKernel(kLossGrad).ownOverrides({s}).empty())
+    if (findKernel(kernel).ownOverrides({s}).empty())
       throw Error("fused_ce_tvd (reduced): '" + s + "' names no parameter of " +
-                  kLossGrad + " (see tilejit list)");
+                  kernel + " (see tilejit list)");
   if (in.BT < 0 || in.BT > std::numeric_limits<int32_t>::max())
     throw Error("fused_ce_tvd (reduced): BT = " + std::to_string(in.BT) +
                 " must be in [0, 2^31)");
@@ -59,6 +61,7 @@ ops::CeTvdReducedArgs opArgs(const ref::CeTvdInputs &in,
   a.mean = o.mean;
   a.set = o.overrides;
   a.useTuned = o.useTuned;
+  a.lossGradKernel = o.lossGradKernel;
   return a;
 }
 

@@ -25,8 +25,11 @@ struct CeTvdReducedOptions {
   double alpha = 1, beta = 1; ///< weights of the CE and TVD terms
   bool mean = true;           ///< mean over non-ignored rows, else sum
   bool inPlace = false;       ///< write the gradient over the student logits
-  /// NAME=VALUE for fused_ce_tvd_loss_grad (CLUSTER_SIZE, num_warps).
+  /// NAME=VALUE for the loss + gradient kernel (CLUSTER_SIZE, num_warps).
   std::vector<std::string> overrides;
+  /// ops::CeTvdReducedArgs::lossGradKernel: empty, fused_ce_tvd_loss_grad
+  /// or ce_tvd_loss_grad.
+  std::string lossGradKernel;
   bool useTuned = false; ///< GPU: the tuned config when `overrides` is empty
   /// GPU: empty or the device's own (the op compiles for the current GPU).
   std::string arch;

@@ -143,6 +143,11 @@ struct CeTvdReducedArgs {
   /// tune` stored for this GPU and shape; else the defaults.
   std::vector<std::string> set;
   bool useTuned = true;
+  /// The loss + gradient kernel: fused_ce_tvd_loss_grad (empty), each row
+  /// split over a cluster by its spec, or ce_tvd_loss_grad, written one
+  /// program per row and scheduled by the compiler. `set` names the chosen
+  /// kernel's parameters.
+  std::string lossGradKernel;
 };
 
 /// Bytes of workspace ceTvdReduced needs for `args` (16-byte aligned
