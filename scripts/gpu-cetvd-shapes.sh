@@ -3,8 +3,9 @@
 # CE+TVD shape sweep, tilejit and its peers on the same GPU in one run.
 #   Per shape: `tilejit bench fused_ce_tvd --check` for the unreduced API
 #   (forward, backward) and the reduced one (loss + gradient, separate
-#   buffer; IN_PLACE_TOO=1 adds the in-place run), each checked against the
-#   fp64 reference on sampled rows; then scripts/bench/cetvd_peers.py times
+#   buffer; IN_PLACE_TOO=1 adds the in-place run; LOSS_GRAD_KERNELS names
+#   its kernels, default fused_ce_tvd_loss_grad, or ce_tvd_loss_grad too),
+#   each checked against the fp64 reference on sampled rows; then scripts/bench/cetvd_peers.py times
 #   torch.compile and Liger's fused CE+TVD at the same shapes.
 #   DTYPES, VOCABS and BTS pick the shapes (default: bf16, fp32 x V 32000,
 #   128256, 151936 x BT 1024, 4096, 16384); SHAPES="BT:V:dtype ..." replaces
@@ -35,14 +36,20 @@ for s in "${shapes[@]}"; do
   {
     echo "## $s"
     $tj bench fused_ce_tvd $shape --check || echo "CHECK-FAILED unreduced $s"
-    $tj bench fused_ce_tvd $shape --reduction=mean --check || echo "CHECK-FAILED reduced $s"
-    if [ "${IN_PLACE_TOO:-0}" = 1 ]; then
-      $tj bench fused_ce_tvd $shape --reduction=mean --in-place --check ||
-        echo "CHECK-FAILED reduced-in-place $s"
-    fi
+    for lg in ${LOSS_GRAD_KERNELS:-fused_ce_tvd_loss_grad}; do
+      echo "reduced by $lg"
+      $tj bench fused_ce_tvd $shape --reduction=mean --loss-grad-kernel=$lg \
+        --check || echo "CHECK-FAILED reduced $lg $s"
+      if [ "${IN_PLACE_TOO:-0}" = 1 ]; then
+        echo "reduced in place by $lg"
+        $tj bench fused_ce_tvd $shape --reduction=mean --in-place \
+          --loss-grad-kernel=$lg --check ||
+          echo "CHECK-FAILED reduced-in-place $lg $s"
+      fi
+    done
   } > "$out/shape.log" 2>&1
   cat "$out/shape.log" >> "$out/tilejit.log"
-  grep -E "^  (forward|backward|fwd\+bwd|loss \+ grad) |PASS|FAIL" "$out/shape.log" |
+  grep -E "^reduced|^  (forward|backward|fwd\+bwd|loss \+ grad) |PASS|FAIL" "$out/shape.log" |
     sed "s/^/$s /"
   grep -q "CHECK-FAILED" "$out/shape.log" && failed=1
 done
