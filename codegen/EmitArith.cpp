@@ -413,11 +413,12 @@ bool KernelEmitter::emitMath(Operation *op) {
     return false;
   const char *fn = it->second;
   // fastmath<afn> on exp and exp2: the hardware ex2 approximation (as
-  // Triton's), with denormal results flushed to zero.
+  // Triton's), with denormal results flushed to zero; on log, lg2's.
   if (auto fm = op->getAttrOfType<arith::FastMathFlagsAttr>("fastmath");
       fm && arith::bitEnumContainsAll(fm.getValue(), arith::FastMathFlags::afn))
     fn = opName == "math.exp"    ? "tj_fast_exp"
          : opName == "math.exp2" ? "tj_fast_exp2"
+         : opName == "math.log"  ? "tj_fast_log"
                                  : fn;
   requireFloat(rt, op);
   for (Value v : op->getOperands())

@@ -221,8 +221,8 @@ Value fma(Value a, Value b, Value c) {
   std::tie(y, z) = promote(k, y, z, "fma");
   return k.wrap(&kb, mlir::math::FmaOp::create(k.b, k.loc, x, y, z));
 }
-/// Approximate functions allowed (fastmath<afn>): the GPU uses its ex2 unit,
-/// as Triton does.
+/// Approximate functions allowed (fastmath<afn>): the GPU uses its ex2 and
+/// lg2 units.
 template <typename Op> Value approximateMath(Value a, const char *name) {
   auto &k = a.builder().impl();
   MValue x = asFloat32(k, k.use(a), name);
@@ -231,7 +231,7 @@ template <typename Op> Value approximateMath(Value a, const char *name) {
 }
 Value exp(Value a) { return approximateMath<mlir::math::ExpOp>(a, "exp"); }
 Value exp2(Value a) { return approximateMath<mlir::math::Exp2Op>(a, "exp2"); }
-Value log(Value a) { return unaryMath<mlir::math::LogOp>(a, "log"); }
+Value log(Value a) { return approximateMath<mlir::math::LogOp>(a, "log"); }
 Value abs(Value a) { return unaryMath<mlir::math::AbsFOp>(a, "abs"); }
 Value sqrt(Value a) { return unaryMath<mlir::math::SqrtOp>(a, "sqrt"); }
 Value tanh(Value a) { return unaryMath<mlir::math::TanhOp>(a, "tanh"); }

@@ -159,6 +159,9 @@ Value exp(Value a);
 /// about 2^-22), with results below 2^-126 flushed to zero; the CPU
 /// interpreter uses libm.
 Value exp2(Value a);
+/// ln a. On the GPU the hardware lg2 approximation times ln 2 (absolute
+/// error about 2^-22 ln 2, one MUFU.LG2 and a multiply); the CPU
+/// interpreter uses libm.
 Value log(Value a);
 Value abs(Value a);
 Value sqrt(Value a);
