@@ -14,7 +14,8 @@
 // (2 KiB: the block's own reductions and the 1 KiB the GPU reserves per
 // block; 40 registers per thread is the floor below which the row walks
 // spill. The limits are sm_90's, as are tile-keep-rows' arrays.) On the
-// H200 the choice was within 2 % of the other counts (docs/performance.md).
+// H200 the choice was within 2 % of the other counts
+// (docs/performance-row-losses.md).
 // `tile.programs_per_sm = n` pins n for any kernel instead (0: this
 // choice); a kernel that sets `tile.min_programs_per_sm` itself is left
 // alone, as is one that keeps nothing and is not pinned.

@@ -188,7 +188,7 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                          "compiler: keep a row walked again in shared memory"});
   // On by default: on the H200 it took cross_entropy from 1.125 to 1.044
   // ms, kl_div from 1.748 to 1.583 and jsd from 2.107 to 2.081 at BT =
-  // 4096, V = 151936, bf16 (docs/performance.md).
+  // 4096, V = 151936, bf16 (docs/performance-row-losses.md).
   spec.params.push_back({"LOAD_AHEAD",
                          {0, 1},
                          1,
@@ -228,11 +228,11 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
                              dsl::Config &c,
                              const std::map<std::string, int64_t> &shape,
                              const std::set<std::string> &overridden) {
-      // Measured on an H100 (docs/performance.md): with the per-element
-      // instructions the compiler leaves, a plain row kernel waits on its
-      // second read of each row; kept in shared memory over a cluster whose
-      // programs hold about 8192 elements each, cross_entropy and kl_div
-      // ran 1.15-1.46x faster from V = 32000 up.
+      // Measured on an H100 (docs/performance-row-losses.md): with the
+      // per-element instructions the compiler leaves, a plain row kernel
+      // waits on its second read of each row; kept in shared memory over a
+      // cluster whose programs hold about 8192 elements each, cross_entropy
+      // and kl_div ran 1.15-1.46x faster from V = 32000 up.
       auto it = shape.find(size);
       if (it == shape.end() || it->second < 12288)
         return;
@@ -248,7 +248,7 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
           split = s;
       set("KEEP_ROW", 1);
       if (c.params["KEEP_ROW"] == 0)
-        return; // a split alone does not pay (docs/performance.md)
+        return; // a split alone does not pay (performance-row-losses.md)
       set("KEEP_COPY_AHEAD", keptCopyAhead);
       if (splits.size() > 1)
         set("SPLIT_ROWS", split);
