@@ -22,6 +22,7 @@
 // (docs/semantics.md §5) and is treated as ignored.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels_spec/RowLoss.h"
 #include "kernels_spec/SoftmaxParts.h"
 #include "kernels_spec/reference/CeTvdReference.h"
 #include "tilejit/KernelSpec.h"
@@ -66,14 +67,7 @@ TileModule buildCeTvdLossGrad(const Config &c) {
   Value zero = k.constant(0, DType::F32), one = k.constant(1, DType::F32);
   k.ifThen(
       ignored || !inVocab,
-      [&] {
-        k.store(ceOut, row, zero);
-        k.store(tvdOut, row, zero);
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          k.store(g, offs, k.full(BLOCK, k.constant(0, c.dtype)), offs < V);
-        });
-      },
+      [&] { storeIgnoredRow(k, {ceOut, tvdOut}, row, g, V, c.dtype); },
       [&] {
         // Read before the walks' reductions: past them, in place, the
         // program of a split row that holds y may have written its
@@ -143,9 +137,7 @@ KernelSpec ceTvdLossGradSpec() {
   s.name = "ce_tvd_loss_grad";
   s.summary = "CE+TVD reduced loss terms and the student gradient, written "
               "one program per row (the compiler schedules the walks)";
-  s.params = {
-      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
-      {"num_warps", {4, 8, 16}, 8, "warps per program"}};
+  s.params = rowLossParams();
   s.dtypes = {DType::BF16, DType::F16, DType::F32};
   s.build = buildCeTvdLossGrad;
   s.tuneKey = {{"BT", true}, {"V", false}};

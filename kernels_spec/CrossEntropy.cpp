@@ -24,6 +24,7 @@
 // has loss 0 and a zero gradient.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels_spec/RowLoss.h"
 #include "kernels_spec/SoftmaxParts.h"
 #include "kernels_spec/Upstream.h"
 #include "kernels_spec/reference/LinearCeReference.h"
@@ -197,11 +198,10 @@ KernelSpec crossEntropySpec() {
   s.summary = "cross-entropy of rows of logits (ignore_index, label "
               "smoothing, z-loss, softcap, class weights): per-row loss and "
               "its gradient, in place or into a buffer";
-  s.params = {
-      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
-      {"num_warps", {4, 8, 16}, 8, "warps per program"},
-      {"HAS_WEIGHT", {0, 1}, 1, "read class weights", false},
-      {"HAS_SOFTCAP", {0, 1}, 1, "apply the softcap argument", false}};
+  s.params =
+      rowLossParams({{"HAS_WEIGHT", {0, 1}, 1, "read class weights", false},
+                     {"HAS_SOFTCAP", {0, 1}, 1, "apply the softcap argument",
+                      false}});
   s.dtypes = {DType::BF16, DType::F16, DType::F32};
   s.build = buildCrossEntropy;
   s.tuneKey = {{"BT", true}, {"V", false}};

@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/reference/JsdReference.h"
+#include "kernels_spec/RowLoss.h"
 #include "kernels_spec/SoftmaxParts.h"
 #include "kernels_spec/Upstream.h"
 #include "tilejit/KernelSpec.h"
@@ -91,13 +92,7 @@ TileModule buildJsd(const Config &c) {
                                        : k.constant(0, DType::I1);
   k.ifThen(
       ignored,
-      [&] {
-        k.store(loss, row, k.constant(0, DType::F32));
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          k.store(g, offs, k.full(BLOCK, k.constant(0, c.dtype)), offs < V);
-        });
-      },
+      [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
         auto terms = [&](Value offs, Value mask) {
           return jsdTerms(k, k.load(x, offs, mask, 0).to(DType::F32),
@@ -152,13 +147,7 @@ TileModule buildJsdLogits(const Config &c) {
                                        : k.constant(0, DType::I1);
   k.ifThen(
       ignored,
-      [&] {
-        k.store(loss, row, k.constant(0, DType::F32));
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          k.store(g, offs, k.full(BLOCK, k.constant(0, c.dtype)), offs < V);
-        });
-      },
+      [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
         Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
         Value zeros = k.full(BLOCK, k.constant(0, DType::F32));
@@ -246,13 +235,6 @@ void jsdLogitsReference(ReferenceArgs &a) {
   }
 }
 
-std::vector<ParamSpec> jsdParams() {
-  return {
-      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
-      {"num_warps", {4, 8, 16}, 8, "warps per program"},
-      {"HAS_LABEL", {1, 0}, 1, "read labels, skip ignore_index rows", false}};
-}
-
 } // namespace
 
 KernelSpec jsdSpec() {
@@ -260,7 +242,7 @@ KernelSpec jsdSpec() {
   s.name = "jsd";
   s.summary = "generalized Jensen-Shannon divergence of log-probabilities "
               "(LigerJSD): per-row loss and student gradient";
-  s.params = jsdParams();
+  s.params = rowLossParams({hasLabelParam()});
   s.dtypes = {DType::BF16, DType::F16, DType::F32};
   s.build = buildJsd;
   s.tuneKey = {{"BT", true}, {"V", false}};
@@ -292,7 +274,7 @@ KernelSpec jsdLogitsSpec() {
   s.name = "jsd_logits";
   s.summary = "generalized Jensen-Shannon divergence of logits at a "
               "temperature: per-row loss and student gradient";
-  s.params = jsdParams();
+  s.params = rowLossParams({hasLabelParam()});
   s.dtypes = {DType::BF16, DType::F16, DType::F32};
   s.build = buildJsdLogits;
   s.tuneKey = {{"BT", true}, {"V", false}};

@@ -24,6 +24,7 @@
 // reverse KL a third for the gradient, which needs the row's whole sum.
 //
 //===----------------------------------------------------------------------===//
+#include "kernels_spec/RowLoss.h"
 #include "kernels_spec/SoftmaxParts.h"
 #include "kernels_spec/reference/KlDivReference.h"
 #include "kernels_spec/Upstream.h"
@@ -65,13 +66,7 @@ TileModule buildKlDiv(const Config &c) {
   Value f32Zero = k.constant(0, DType::F32);
   k.ifThen(
       ignored,
-      [&] {
-        k.store(loss, row, f32Zero);
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          k.store(g, offs, k.full(BLOCK, k.constant(0, c.dtype)), offs < V);
-        });
-      },
+      [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
         // Pass 1: both rows' max and sum-exp.
         Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
@@ -155,10 +150,7 @@ KernelSpec klDivSpec() {
   s.name = "kl_div";
   s.summary = "KL divergence, forward or reverse, between softmax(student / "
               "T) and softmax(teacher / T): per-row loss and student gradient";
-  s.params = {
-      {"BLOCK_SIZE", {1024, 2048, 4096, 8192}, 2048, "vocab elements per tile"},
-      {"num_warps", {4, 8, 16}, 8, "warps per program"},
-      {"HAS_LABEL", {1, 0}, 1, "read labels, skip ignore_index rows", false}};
+  s.params = rowLossParams({hasLabelParam()});
   s.dtypes = {DType::BF16, DType::F16, DType::F32};
   s.build = buildKlDiv;
   s.tuneKey = {{"BT", true}, {"V", false}};

@@ -1,6 +1,7 @@
 //===- Distillation.cpp - KL and JS divergence on the caller's rows -------===//
 #include "tilejit/ops/Distillation.h"
 
+#include "ops/FusedCeTvdParts.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 #include "tilejit/Kernel.h"
@@ -38,12 +39,12 @@ void validate(const DistillationArgs &a) {
   if (!isFloat(a.dtype))
     fail(std::string("the rows must be bf16, f16 or f32 (got ") +
          dtypeName(a.dtype) + ")");
-  const int64_t most = std::numeric_limits<int32_t>::max();
+  const int64_t twoTo31 = int64_t(1) << 31;
   // row_scale and row_loss_total walk rows in i32 tiles of 1024.
-  if (a.BT < 0 || a.BT > most - 1024)
+  if (a.BT < 0 || a.BT > twoTo31 - 1024)
     fail("BT = " + std::to_string(a.BT) + " must be in [0, 2^31 - 1024]");
   // Offsets within a row are i32: a row's last tile must not wrap.
-  if (a.V < 1 || a.V > most - 8192)
+  if (a.V < 1 || a.V > twoTo31 - 8192)
     fail("V = " + std::to_string(a.V) + " must be in [1, 2^31 - 8192]");
   bool reduced = a.reduction != Reduction::None;
   if (a.BT > 0 && (!a.student || !a.teacher || !a.grad || !a.rowLoss))
@@ -52,11 +53,24 @@ void validate(const DistillationArgs &a) {
     fail("mean and sum write the loss: loss is required");
   if (reduced && a.gradOutput)
     fail("gradOutput is for reduction none (mean and sum scale afterwards)");
-  if (isJsd(a.divergence) && !(a.beta >= 0 && a.beta <= 1))
-    fail("beta must be in [0, 1]");
+  size_t es = dtypeSize(a.dtype);
+  if (a.grad != a.student &&
+      extentsOverlap(a.grad, a.V, a.student, a.V, a.BT, a.V, es))
+    fail("grad overlaps the student without being it (in place: grad == "
+         "student)");
+  if (extentsOverlap(a.grad, a.V, a.teacher, a.V, a.BT, a.V, es))
+    fail("grad must not overlap the teacher");
+  // The kernels take beta and 1 / T as f32; beta's ends select the KL
+  // forms, so a beta that only rounds to 0 or 1 would switch to them.
+  if (isJsd(a.divergence) &&
+      (!(a.beta >= 0 && a.beta <= 1) || (a.beta != 0 && float(a.beta) == 0) ||
+       (a.beta != 1 && float(a.beta) == 1)))
+    fail("beta must be in [0, 1], and 0 or 1 only if it is (it is an f32 "
+         "there)");
   if (a.divergence != Divergence::Jsd &&
-      (!(a.temperature > 0) || !std::isfinite(a.temperature)))
-    fail("the temperature must be finite and > 0");
+      (!(a.temperature > 0) || !std::isfinite(float(a.temperature)) ||
+       !std::isfinite(1.0f / float(a.temperature))))
+    fail("the temperature must be > 0, with T and 1 / T finite in f32");
 }
 
 /// The workspace: the gradient's factor for every row (row_scale's).

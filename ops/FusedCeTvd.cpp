@@ -135,7 +135,7 @@ const Kernels &kernelsFor(const CeTvdReducedArgs &a, Device device) {
       helper(kWeights), Kernel::compile(spec, {a.dtype, set, shape}),
       helper(kLossSum),
       c.params.count("CLUSTER_SIZE") ? c.get("CLUSTER_SIZE") : 1,
-      c.str() + " (" + source + ")"});
+      spec.name + " " + c.str() + " (" + source + ")"});
   return *slot;
 }
 

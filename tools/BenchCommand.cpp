@@ -253,6 +253,8 @@ int runBenchCommand() {
                 rooflineMs, rooflineMs / ms);
   };
   rejectForwardWithReduction(benchForward.getNumOccurrences(), benchReduction);
+  if (benchReduction == "none" && benchLossGrad.getNumOccurrences())
+    throw Error("--loss-grad-kernel applies to --reduction=mean or sum");
   if (benchReduction != "none") {
     CeTvdReducedOptions ro;
     ro.mean = parseReduction(benchReduction);

@@ -441,8 +441,8 @@ static void rejectOptions(std::initializer_list<const cl::Option *> options,
 /// `run KERNEL --size ...` for a kernel of its own (not an operation).
 static int runSpec() {
   rejectOptions({&btArg, &vocabArg, &checkRowsArg, &itersArg, &forwardArg,
-                 &reductionArg, &lossGradArg, &inPlaceArg, &alphaArg, &betaArg, &hiddenArg,
-                 &smoothingArg, &zLossArg, &softcapArg, &biasArg, &weightsArg,
+                 &reductionArg, &lossGradArg, &inPlaceArg, &alphaArg, &betaArg,
+                 &hiddenArg, &smoothingArg, &zLossArg, &softcapArg, &biasArg, &weightsArg,
                  &chunkRowsArg, &budgetArg, &bf16AccArg, &narrowLogitsArg,
                  &gemmBackendArg},
                 kernelArg);

@@ -45,6 +45,10 @@ double jsdRow(const double *x, const double *y, int64_t V, double beta,
 
 double jsdLogitsRow(const double *s, const double *t, int64_t V, double beta,
                     double temperature, double *grad) {
+  if (V < 1 || !(temperature > 0))
+    throw Error("jsd_logits reference: needs V >= 1 and a temperature > 0 "
+                "(got V = " + std::to_string(V) + ", T = " +
+                std::to_string(temperature) + ")");
   std::vector<double> x = logSoftmax(s, V, temperature);
   std::vector<double> y = logSoftmax(t, V, temperature);
   std::vector<double> g(V);

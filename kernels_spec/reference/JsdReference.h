@@ -22,7 +22,8 @@ double jsdRow(const double *x, const double *y, int64_t V, double beta,
 
 /// The same of raw logits at temperature T > 0: X = log softmax(s / T), Y =
 /// log softmax(t / T); writes dloss/ds_v = (G_v - q_v sum_u G_u) / T, G =
-/// dloss/dX, into grad[0, V) when grad is not null. V >= 1.
+/// dloss/dX, into grad[0, V) when grad is not null. Throws tilejit::Error
+/// for V < 1 or a temperature that is not > 0.
 double jsdLogitsRow(const double *s, const double *t, int64_t V, double beta,
                     double temperature, double *grad);
 

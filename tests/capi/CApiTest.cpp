@@ -550,7 +550,8 @@ TEST(CApi, DistillationMatchesTheCxxOp) {
   }
   for (int64_t r = 0; r < BT; ++r)
     up[r] = 0.5f + float(r);
-  std::vector<int64_t> label = {1, -100, 7, 0, -100};
+  // ignore_index -1, not the default: the field must reach the op.
+  std::vector<int64_t> label = {1, -1, 7, 0, -1};
   auto run = [&](bool viaC, int32_t divergence, int32_t reduction,
                  std::vector<float> &grad, std::vector<float> &rows,
                  float *loss) {
@@ -566,6 +567,7 @@ TEST(CApi, DistillationMatchesTheCxxOp) {
       a.teacher = teacher.data();
       a.grad = grad.data();
       a.label = label.data();
+      a.ignoreIndex = -1;
       a.temperature = 2;
       a.beta = 0.25;
       a.reduction = reduction == TILEJIT_REDUCTION_NONE
@@ -595,6 +597,7 @@ TEST(CApi, DistillationMatchesTheCxxOp) {
     c.teacher = teacher.data();
     c.grad = grad.data();
     c.label = label.data();
+    c.ignore_index = -1;
     c.temperature = 2;
     c.beta = 0.25;
     c.reduction = reduction;
@@ -613,7 +616,8 @@ TEST(CApi, DistillationMatchesTheCxxOp) {
   };
   for (int32_t d : {TILEJIT_KL_FORWARD, TILEJIT_KL_REVERSE, TILEJIT_JSD,
                     TILEJIT_JSD_LOGITS})
-    for (int32_t red : {TILEJIT_REDUCTION_MEAN, TILEJIT_REDUCTION_NONE}) {
+    for (int32_t red : {TILEJIT_REDUCTION_MEAN, TILEJIT_REDUCTION_SUM,
+                        TILEJIT_REDUCTION_NONE}) {
       std::vector<float> g1(BT * V), g2(BT * V), r1(BT), r2(BT);
       float l1 = -1, l2 = -1;
       run(false, d, red, g1, r1, &l1);
@@ -622,6 +626,7 @@ TEST(CApi, DistillationMatchesTheCxxOp) {
       EXPECT_EQ(r1, r2) << d;
       EXPECT_EQ(l1, l2) << d;
       EXPECT_GT(r1[0], 0.f) << d;
+      EXPECT_EQ(r1[1], 0.f) << d; // ignored
     }
   tilejit_distillation_args bad;
   tilejit_distillation_args_init(&bad);

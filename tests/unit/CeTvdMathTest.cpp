@@ -10,6 +10,7 @@
 #include "ops/harness/FusedCeTvdReducedOp.h"
 
 #include "kernels_spec/reference/CeTvdReference.h"
+#include "tilejit/Error.h"
 
 #include "GpuTest.h"
 
@@ -111,6 +112,21 @@ TEST(CeTvdMathLimits, InPlaceGivesTheSameBitsAsASeparateGradient) {
   CeTvdReducedOutputs inPlace = runCeTvdReducedCpu(in, options(c));
   EXPECT_EQ(separate.grad, inPlace.grad);
   EXPECT_EQ(separate.loss, inPlace.loss);
+}
+
+TEST(CeTvdMathLimits, AnUnknownLossGradKernelIsAClearError) {
+  ref::CeTvdInputs in = ref::makeCeTvdInputs(2, 10, DType::F32, 1);
+  CeTvdReducedOptions o = options({2, 10, DType::F32, true, false, {}});
+  o.lossGradKernel = "jsd";
+  try {
+    runCeTvdReducedCpu(in, o);
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("fused_ce_tvd_loss_grad or "
+                                         "ce_tvd_loss_grad"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The default schedules of 32000 and 151936 (rows split over a cluster and

@@ -177,6 +177,21 @@ TEST(DistillationOp, MatchesTheReferencesForEachReduction) {
   }
 }
 
+// V = 13000: the kernels' default schedule splits each row over the
+// programs of a cluster and keeps it on chip (kl_div, jsd_logits), written
+// over the student.
+TEST(DistillationOp, KeptRowsInPlaceMatchTheReferences) {
+  for (Divergence d : kAll) {
+    Problem p(d, 3, 13000, 4);
+    SCOPED_TRACE(int(d));
+    Outputs got = run(p, Reduction::Mean, true, true, false);
+    Outputs want = reference(p, Reduction::Mean, true, false);
+    expectNear(got.rowLoss, want.rowLoss, 1e-5, 1e-6, "row loss");
+    expectNear(got.grad, want.grad, 1e-5, 1e-8, "grad");
+    EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::fabs(want.loss));
+  }
+}
+
 TEST(DistillationOp, OneClassGivesZero) {
   for (Divergence d : kAll) {
     Problem p(d, 3, 1);
@@ -245,12 +260,24 @@ TEST(DistillationOp, BadInputIsAClearError) {
   a.loss = &loss;
   a.temperature = 0;
   expectError([&] { distillationWorkspaceBytes(a); }, {"temperature"});
+  a.temperature = 1e-300; // 0 in f32
+  expectError([&] { distillationWorkspaceBytes(a); }, {"temperature"});
+  a.temperature = 1e-39; // 1 / T overflows f32
+  expectError([&] { distillationWorkspaceBytes(a); }, {"temperature"});
   a.temperature = 1;
+  a.teacher = grad.data();
+  expectError([&] { distillationWorkspaceBytes(a); }, {"overlap the teacher"});
+  a.teacher = p.teacher.data();
+  a.grad = const_cast<float *>(p.student.data()) + 1;
+  expectError([&] { distillationWorkspaceBytes(a); }, {"overlaps the student"});
+  a.grad = grad.data();
   a.gradOutput = p.gradOutput.data();
   expectError([&] { distillationWorkspaceBytes(a); }, {"reduction none"});
   a.gradOutput = nullptr;
   a.divergence = Divergence::Jsd;
   a.beta = 1.5;
+  expectError([&] { distillationWorkspaceBytes(a); }, {"jsd", "beta"});
+  a.beta = 1e-50; // 0 in f32: would select the forward KL
   expectError([&] { distillationWorkspaceBytes(a); }, {"jsd", "beta"});
   a.beta = 0.5;
   a.V = 0;
@@ -264,8 +291,9 @@ TEST(DistillationOp, BadInputIsAClearError) {
 }
 
 // The vocab sizes whose compiled schedule splits rows over a cluster and
-// keeps them on chip (kernels_spec/Registry.cpp, withRowSchedules), bf16
-// rows, the gradient written over the student: every row against fp64.
+// keeps them on chip for kl_div and jsd_logits (kernels_spec/Registry.cpp,
+// withRowSchedules; jsd stays plain), bf16 rows, the gradient written over
+// the student: every row against fp64.
 // bf16 gradients: 2^-7 relative plus 1e-7; losses 1e-3 relative.
 TEST(DistillationOpGpu, KeptRowsInPlaceMatchTheReferences) {
   TILEJIT_SKIP_WITHOUT_GPU();

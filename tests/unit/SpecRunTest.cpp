@@ -201,7 +201,10 @@ TEST(SpecRun, ScalarValuesInParameterOrder) {
   SpecRun r(findKernel("jsd"), jsdOptions(DType::F32, 2, 8, {"beta=0.25"}));
   using Values = std::vector<std::pair<std::string, double>>;
   EXPECT_EQ(r.scalarArgs(),
-            (Values{{"beta", 0.25}, {"ignore_index", -100}, {"V", 8}}));
+            (Values{{"beta", 0.25},
+                    {"ignore_index", -100},
+                    {"per_row_upstream", 1},
+                    {"V", 8}}));
 }
 
 TEST(SpecRun, ZeroRowsLaunchNothing) {

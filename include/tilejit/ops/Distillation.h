@@ -34,9 +34,11 @@
 // Errors (tilejit::Error, before anything runs): a non-float dtype; BT
 // outside [0, 2^31 - 1024] or V outside [1, 2^31 - 8192]; a null student,
 // teacher, grad or rowLoss, or loss for Mean and Sum; gradOutput with Mean
-// or Sum; a temperature that is not finite and > 0 (KL, JsdLogits), beta
-// outside [0, 1] (Jsd, JsdLogits); a workspace smaller than distillationWorkspaceBytes or not
-// 16-byte aligned.
+// or Sum; grad overlapping the teacher, or the student without being it; a
+// temperature that is not > 0 with T and 1 / T finite in f32 (KL,
+// JsdLogits); beta outside [0, 1], or one that rounds to 0 or 1 in f32
+// without being it (Jsd, JsdLogits); a workspace smaller than
+// distillationWorkspaceBytes or not 16-byte aligned.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_OPS_DISTILLATION_H
