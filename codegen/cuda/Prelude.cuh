@@ -101,9 +101,10 @@ __device__ __forceinline__ float tj_fast_exp2(float x) {
 __device__ __forceinline__ float tj_fast_exp(float x) {
   return tj_fast_exp2(x * 1.4426950408889634f);
 }
-// ln x as lg2.approx times ln 2: one MUFU.LG2 and a multiply where logf
-// takes about 20 instructions. lg2's error is about 2^-22 absolute in
-// log2 x; subnormal inputs keep their log (no .ftz).
+// ln x as lg2.approx times ln 2: MUFU.LG2, a multiply and, for subnormal
+// inputs, a rescale around it (no .ftz: p log p of an underflowing p stays
+// 0, not 0 * -inf), where logf takes about 20 instructions. lg2's error is
+// about 2^-22 absolute in log2 x.
 __device__ __forceinline__ float tj_fast_log(float x) {
   float y;
   asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));

@@ -160,7 +160,7 @@ Value exp(Value a);
 /// interpreter uses libm.
 Value exp2(Value a);
 /// ln a. On the GPU the hardware lg2 approximation times ln 2 (absolute
-/// error about 2^-22 ln 2, one MUFU.LG2 and a multiply); the CPU
+/// error about 2^-22 ln 2; subnormal a keeps its finite log); the CPU
 /// interpreter uses libm.
 Value log(Value a);
 Value abs(Value a);
