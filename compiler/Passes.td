@@ -90,6 +90,19 @@ def TileChooseOccupancy : Pass<"tile-choose-occupancy", "mlir::ModuleOp"> {
   }];
 }
 
+def TileFuseWalks : Pass<"tile-fuse-walks", "mlir::ModuleOp"> {
+  let summary = "One row walk where two read the same row";
+  let description = [{
+    For a kernel with `tile.fuse_walks = 1`: two row walks of one block over
+    the same range and step, the first writing no memory and the second
+    using none of its results, become one walk carrying both walks' values
+    (the ops between them moved before or after it); a store of the second
+    that may overlap a load of the first must write the element that load
+    reads, in the iteration's own tile.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect"];
+}
+
 def TileUnswitch : Pass<"tile-unswitch", "mlir::ModuleOp"> {
   let summary = "One row walk per value of a condition fixed before it";
   let description = [{

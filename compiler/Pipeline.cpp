@@ -85,6 +85,8 @@ void optimizeTile(TileModule &module) {
   step(module, "loop-invariant-code-motion",
        createLoopInvariantCodeMotionPass());
   // The row schedules: a no-op for kernels that do not ask for them.
+  // tile-fuse-walks leaves a fused walk's loads twice: CSE keeps one.
+  step(module, "tile-fuse-walks", createTileFuseWalks());
   step(module, "cse", createCSEPass());
   step(module, "tile-split-rows", createTileSplitRows());
   step(module, "tile-keep-rows", createTileKeepRows());

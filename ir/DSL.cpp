@@ -72,6 +72,8 @@ KernelBuilder::KernelBuilder(const std::string &kernelName,
     k.func->setAttr(attr::kKeepRow, k.b.getI64IntegerAttr(1));
   if (param("UNSWITCH"))
     k.func->setAttr(attr::kUnswitch, k.b.getI64IntegerAttr(1));
+  if (param("FUSE_WALKS"))
+    k.func->setAttr(attr::kFuseWalks, k.b.getI64IntegerAttr(1));
   if (param("PEEL_TAIL"))
     k.func->setAttr(attr::kPeelTail, k.b.getI64IntegerAttr(1));
   if (param("LOAD_AHEAD"))

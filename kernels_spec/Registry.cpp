@@ -200,6 +200,12 @@ KernelSpec withRowSchedules(KernelSpec spec, std::string rowSize,
        "compiler: run a walk's whole tiles without masks, its partial tile "
        "apart",
        /*tuned=*/false});
+  spec.params.push_back({"FUSE_WALKS",
+                         {0, 1},
+                         1,
+                         "compiler: one walk where two read the same row and "
+                         "the second needs nothing the first computes",
+                         /*tuned=*/false});
   spec.params.push_back({"UNSWITCH",
                          {0, 1},
                          1,

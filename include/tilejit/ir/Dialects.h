@@ -55,6 +55,9 @@ constexpr const char *kLoadAhead = "tile.load_ahead";
 // i64, 1: a walk that chooses by a condition fixed before it runs as one
 // walk per value of the condition (tile-unswitch).
 constexpr const char *kUnswitch = "tile.unswitch";
+// i64, 1: two walks over the same row, the second needing nothing the
+// first computes, run as one (tile-fuse-walks).
+constexpr const char *kFuseWalks = "tile.fuse_walks";
 // i64, 1: a walk's whole tiles run without their bound masks, its partial
 // tile in a walk of its own (tile-peel-tail).
 constexpr const char *kPeelTail = "tile.peel_tail";
