@@ -37,16 +37,19 @@ void expectMatches(const std::string &kernel, DType dtype, int64_t BT,
                       << report;
 }
 
+// jsd's walks fused (one read of the row), or apart: the second walk's
+// reads kept or not.
 TEST(RowSchedules, JsdEverySplitAndKeep) {
   for (DType dtype : {DType::F32, DType::BF16})
     for (const char *split :
          {"SPLIT_ROWS=1", "SPLIT_ROWS=2", "SPLIT_ROWS=4", "SPLIT_ROWS=8"})
-      for (const char *keep : {"KEEP_ROW=0", "KEEP_ROW=1"})
-        for (const char *ahead : {"LOAD_AHEAD=0", "LOAD_AHEAD=1"})
-          for (int64_t V : {int64_t(1), int64_t(3001)})
-            expectMatches("jsd", dtype, 8, V,
-                          {split, keep, ahead, "BLOCK_SIZE=1024",
-                           "num_warps=4"});
+      for (const char *fuse : {"FUSE_WALKS=1", "FUSE_WALKS=0"})
+        for (const char *keep : {"KEEP_ROW=0", "KEEP_ROW=1"})
+          for (const char *ahead : {"LOAD_AHEAD=0", "LOAD_AHEAD=1"})
+            for (int64_t V : {int64_t(1), int64_t(3001)})
+              expectMatches("jsd", dtype, 8, V,
+                            {split, fuse, keep, ahead, "BLOCK_SIZE=1024",
+                             "num_warps=4"});
 }
 
 TEST(RowSchedules, JsdForwardAndReverseKlEndsSplit) {
@@ -93,6 +96,34 @@ std::string tileIR(const std::string &kernel, DType dtype, int64_t V,
   return compile(spec.build(c), o).tileIR;
 }
 
+// Fused, jsd loads each input once per tile (2 loads of a tile), apart
+// twice; jsd_logits' walks need each other's sums and stay apart.
+TEST(RowSchedules, JsdWalksFuseIntoOneRead) {
+  auto tileLoads = [](const std::string &ir) {
+    size_t n = 0;
+    for (size_t at = ir.find("tile.load"); at != std::string::npos;
+         at = ir.find("tile.load", at + 1))
+      n += ir.compare(ir.find("->", at), 15, "-> tensor<1024x") == 0;
+    return n;
+  };
+  std::vector<std::string> plain = {"UNSWITCH=0", "PEEL_TAIL=0",
+                                    "LOAD_AHEAD=0", "BLOCK_SIZE=1024"};
+  auto with = [&](std::vector<std::string> set, const char *fuse) {
+    set.push_back(fuse);
+    return set;
+  };
+  EXPECT_EQ(tileLoads(tileIR("jsd", DType::F32, 3001,
+                             with(plain, "FUSE_WALKS=1"))),
+            2u);
+  EXPECT_EQ(tileLoads(tileIR("jsd", DType::F32, 3001,
+                             with(plain, "FUSE_WALKS=0"))),
+            4u);
+  EXPECT_EQ(tileLoads(tileIR("jsd_logits", DType::F32, 3001,
+                             with(plain, "FUSE_WALKS=1"))),
+            tileLoads(tileIR("jsd_logits", DType::F32, 3001,
+                             with(plain, "FUSE_WALKS=0"))));
+}
+
 TEST(RowSchedules, KeptRowsCopiedAhead) {
   // Copies run 2, 4 and 7 tiles ahead of rows of 1 to 4 tiles per program,
   // so most of them are masked off past the walk's end.
@@ -101,8 +132,9 @@ TEST(RowSchedules, KeptRowsCopiedAhead) {
       for (const char *split : {"SPLIT_ROWS=1", "SPLIT_ROWS=4"})
         for (const char *ahead : {"KEEP_COPY_AHEAD=2", "KEEP_COPY_AHEAD=4", "KEEP_COPY_AHEAD=7"})
           for (int64_t V : {int64_t(1), int64_t(3001)}) {
+            // jsd's walks apart: fused, nothing is read twice.
             std::vector<std::string> set = {split, "KEEP_ROW=1", ahead,
-                                            "BLOCK_SIZE=1024"};
+                                            "BLOCK_SIZE=1024", "FUSE_WALKS=0"};
             EXPECT_NE(tileIR(kernel, dtype, V, set).find("tile.copy_async"),
                       std::string::npos)
                 << kernel << " " << dtypeName(dtype) << " " << split << " "
@@ -113,14 +145,14 @@ TEST(RowSchedules, KeptRowsCopiedAhead) {
 
 TEST(RowSchedules, RowLongerThanTheBudgetIsKeptInPart) {
   // Two f32 inputs take 8 bytes per element: 200 KiB keep 25600 of them.
-  std::string ir =
-      tileIR("jsd", DType::F32, 30000, {"KEEP_ROW=1", "BLOCK_SIZE=1024"});
+  std::string ir = tileIR("jsd", DType::F32, 30000,
+                          {"KEEP_ROW=1", "BLOCK_SIZE=1024", "FUSE_WALKS=0"});
   EXPECT_NE(ir.find("tile.shared_alloc {offset = 0 : i64, size = 25600 : i64}"),
             std::string::npos)
       << ir;
   for (const char *ahead : {"KEEP_COPY_AHEAD=0", "KEEP_COPY_AHEAD=2"})
     expectMatches("jsd", DType::F32, 3, 30000,
-                  {"KEEP_ROW=1", "BLOCK_SIZE=1024", ahead});
+                  {"KEEP_ROW=1", "BLOCK_SIZE=1024", "FUSE_WALKS=0", ahead});
 }
 
 TEST(RowSchedules, SplitRowsGrowTheLaunch) {
