@@ -133,17 +133,12 @@ void ceTvdLossGradReference(ReferenceArgs &a) {
 } // namespace
 
 KernelSpec ceTvdLossGradSpec() {
-  KernelSpec s;
-  s.name = "ce_tvd_loss_grad";
-  s.summary = "CE+TVD reduced loss terms and the student gradient, written "
-              "one program per row (the compiler schedules the walks)";
-  s.params = rowLossParams();
-  s.dtypes = {DType::BF16, DType::F16, DType::F32};
-  s.build = buildCeTvdLossGrad;
-  s.tuneKey = {{"BT", true}, {"V", false}};
+  KernelSpec s = rowLossSpec("ce_tvd_loss_grad",
+                             "CE+TVD reduced loss terms and the student "
+                             "gradient, written one program per row (the "
+                             "compiler schedules the walks)",
+                             buildCeTvdLossGrad);
   using A = ArgSpec;
-  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
-  s.run.grid = {"BT"};
   // docs/semantics.md §1's tolerances: ce 1e-4 and tvd 2e-5 absolute; the
   // gradient elementwise, relative to p <= 1 (beyond the mass of near ties,
   // which random logits almost never hold).

@@ -193,21 +193,15 @@ void crossEntropyReference(ReferenceArgs &a) {
 } // namespace
 
 KernelSpec crossEntropySpec() {
-  KernelSpec s;
-  s.name = "cross_entropy";
-  s.summary = "cross-entropy of rows of logits (ignore_index, label "
-              "smoothing, z-loss, softcap, class weights): per-row loss and "
-              "its gradient, in place or into a buffer";
-  s.params =
-      rowLossParams({{"HAS_WEIGHT", {0, 1}, 1, "read class weights", false},
-                     {"HAS_SOFTCAP", {0, 1}, 1, "apply the softcap argument",
-                      false}});
-  s.dtypes = {DType::BF16, DType::F16, DType::F32};
-  s.build = buildCrossEntropy;
-  s.tuneKey = {{"BT", true}, {"V", false}};
+  KernelSpec s = rowLossSpec(
+      "cross_entropy",
+      "cross-entropy of rows of logits (ignore_index, label smoothing, "
+      "z-loss, softcap, class weights): per-row loss and its gradient, in "
+      "place or into a buffer",
+      buildCrossEntropy,
+      {{"HAS_WEIGHT", {0, 1}, 1, "read class weights", false},
+       {"HAS_SOFTCAP", {0, 1}, 1, "apply the softcap argument", false}});
   using A = ArgSpec;
-  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
-  s.run.grid = {"BT"};
   // Loss: f32 sums over V with the GPU's approximate exp and log; gradient:
   // elementwise, relative to the upstream factor (p <= 1).
   s.run.args = {

@@ -187,68 +187,34 @@ TileModule buildJsdLogits(const Config &c) {
   return k.finish();
 }
 
-/// The fp64 reference row by row (kernels_spec/reference/JsdReference.h).
+/// The fp64 references row by row (kernels_spec/reference/JsdReference.h).
 void jsdReference(ReferenceArgs &a) {
-  const HostTensor &x = a.in("student_logp"), &y = a.in("teacher_logp"),
-                   &label = a.in("label");
-  int64_t BT = a.size("BT"), V = a.size("V");
   double beta = a.scalar("beta");
-  bool hasLabel = a.scalar("HAS_LABEL") != 0;
-  bool perRow = a.scalar("per_row_upstream") != 0;
-  const HostTensor &up = a.in("upstream");
-  std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
-  std::vector<double> xr(V), yr(V);
-  for (int64_t r = 0; r < BT; ++r) {
-    if (hasLabel && label[r] == a.scalar("ignore_index"))
-      continue; // outputs start at 0
-    for (int64_t v = 0; v < V; ++v) {
-      xr[v] = x[r * V + v];
-      yr[v] = y[r * V + v];
-    }
-    loss[r] = ref::jsdRow(xr.data(), yr.data(), V, beta, &grad[r * V]);
-    for (int64_t v = 0; v < V; ++v)
-      grad[r * V + v] *= up[perRow ? r : 0];
-  }
+  distillationReference(
+      a, "student_logp", "teacher_logp",
+      [&](const double *x, const double *y, int64_t V, double *grad) {
+        return ref::jsdRow(x, y, V, beta, grad);
+      });
 }
 
-/// The fp64 reference of jsd_logits (ref::jsdLogitsRow).
 void jsdLogitsReference(ReferenceArgs &a) {
-  const HostTensor &s = a.in("student"), &t = a.in("teacher"),
-                   &label = a.in("label"), &up = a.in("upstream");
-  int64_t BT = a.size("BT"), V = a.size("V");
   double beta = a.scalar("beta"), temperature = a.scalar("temperature");
-  bool hasLabel = a.scalar("HAS_LABEL") != 0;
-  bool perRow = a.scalar("per_row_upstream") != 0;
-  std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
-  std::vector<double> sr(V), tr(V);
-  for (int64_t r = 0; r < BT; ++r) {
-    if (hasLabel && label[r] == a.scalar("ignore_index"))
-      continue; // outputs start at 0
-    for (int64_t v = 0; v < V; ++v) {
-      sr[v] = s[r * V + v];
-      tr[v] = t[r * V + v];
-    }
-    loss[r] = ref::jsdLogitsRow(sr.data(), tr.data(), V, beta, temperature,
-                                &grad[r * V]);
-    for (int64_t v = 0; v < V; ++v)
-      grad[r * V + v] *= up[perRow ? r : 0];
-  }
+  distillationReference(
+      a, "student", "teacher",
+      [&](const double *s, const double *t, int64_t V, double *grad) {
+        return ref::jsdLogitsRow(s, t, V, beta, temperature, grad);
+      });
 }
 
 } // namespace
 
 KernelSpec jsdSpec() {
-  KernelSpec s;
-  s.name = "jsd";
-  s.summary = "generalized Jensen-Shannon divergence of log-probabilities "
-              "(LigerJSD): per-row loss and student gradient";
-  s.params = rowLossParams({hasLabelParam()});
-  s.dtypes = {DType::BF16, DType::F16, DType::F32};
-  s.build = buildJsd;
-  s.tuneKey = {{"BT", true}, {"V", false}};
+  KernelSpec s = rowLossSpec(
+      "jsd",
+      "generalized Jensen-Shannon divergence of log-probabilities "
+      "(LigerJSD): per-row loss and student gradient",
+      buildJsd, {hasLabelParam()});
   using A = ArgSpec;
-  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
-  s.run.grid = {"BT"};
   // Loss: f32 sums of V terms of both signs. Gradient: elementwise f32 with
   // the GPU's approximate exp and log, relative to Q_v <= 1.
   s.run.args = {
@@ -263,24 +229,18 @@ KernelSpec jsdSpec() {
       A::scalar("per_row_upstream", 1, 0, 1),
       A::sizeScalar("V", "V")};
   // bytesMoved unset: the roofline reads both inputs and the labels and
-  // writes both outputs once (3 BT V elements), although this plain kernel
-  // reads the inputs twice.
+  // writes both outputs once (3 BT V elements).
   s.run.reference = jsdReference;
   return s;
 }
 
 KernelSpec jsdLogitsSpec() {
-  KernelSpec s;
-  s.name = "jsd_logits";
-  s.summary = "generalized Jensen-Shannon divergence of logits at a "
-              "temperature: per-row loss and student gradient";
-  s.params = rowLossParams({hasLabelParam()});
-  s.dtypes = {DType::BF16, DType::F16, DType::F32};
-  s.build = buildJsdLogits;
-  s.tuneKey = {{"BT", true}, {"V", false}};
+  KernelSpec s = rowLossSpec("jsd_logits",
+                             "generalized Jensen-Shannon divergence of logits "
+                             "at a temperature: per-row loss and student "
+                             "gradient",
+                             buildJsdLogits, {hasLabelParam()});
   using A = ArgSpec;
-  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
-  s.run.grid = {"BT"};
   // As jsd, and the gradient's sum over the row: relative to q_v <= 1, over T.
   s.run.args = {A::input("student", {"BT", "V"}, ArgFill::normal(2)),
                 A::input("teacher", {"BT", "V"}, ArgFill::normal(2)),

@@ -119,44 +119,24 @@ TileModule buildKlDiv(const Config &c) {
 
 /// The fp64 reference row by row (kernels_spec/reference/KlDivReference.h).
 void klDivReference(ReferenceArgs &a) {
-  const HostTensor &s = a.in("student"), &t = a.in("teacher"),
-                   &label = a.in("label");
-  int64_t BT = a.size("BT"), V = a.size("V");
   double temperature = a.scalar("temperature");
   bool reverse = a.scalar("reverse") != 0;
-  bool hasLabel = a.scalar("HAS_LABEL") != 0;
-  bool perRow = a.scalar("per_row_upstream") != 0;
-  const HostTensor &up = a.in("upstream");
-  std::vector<double> &loss = a.out("loss"), &grad = a.out("grad");
-  std::vector<double> sr(V), tr(V);
-  for (int64_t r = 0; r < BT; ++r) {
-    if (hasLabel && label[r] == a.scalar("ignore_index"))
-      continue; // outputs start at 0
-    for (int64_t v = 0; v < V; ++v) {
-      sr[v] = s[r * V + v];
-      tr[v] = t[r * V + v];
-    }
-    loss[r] = ref::klDivRow(sr.data(), tr.data(), V, temperature, reverse,
-                            &grad[r * V]);
-    for (int64_t v = 0; v < V; ++v)
-      grad[r * V + v] *= up[perRow ? r : 0];
-  }
+  distillationReference(
+      a, "student", "teacher",
+      [&](const double *s, const double *t, int64_t V, double *grad) {
+        return ref::klDivRow(s, t, V, temperature, reverse, grad);
+      });
 }
 
 } // namespace
 
 KernelSpec klDivSpec() {
-  KernelSpec s;
-  s.name = "kl_div";
-  s.summary = "KL divergence, forward or reverse, between softmax(student / "
-              "T) and softmax(teacher / T): per-row loss and student gradient";
-  s.params = rowLossParams({hasLabelParam()});
-  s.dtypes = {DType::BF16, DType::F16, DType::F32};
-  s.build = buildKlDiv;
-  s.tuneKey = {{"BT", true}, {"V", false}};
+  KernelSpec s = rowLossSpec(
+      "kl_div",
+      "KL divergence, forward or reverse, between softmax(student / T) and "
+      "softmax(teacher / T): per-row loss and student gradient",
+      buildKlDiv, {hasLabelParam()});
   using A = ArgSpec;
-  s.run.sizes = {{"BT", "tokens (rows)"}, {"V", "vocabulary size", 1}};
-  s.run.grid = {"BT"};
   // Loss: f32 sums of V terms of both signs with the GPU's approximate exp
   // and log; gradient: elementwise, relative to q, p <= 1 (over T).
   s.run.args = {A::input("student", {"BT", "V"}, ArgFill::normal(2)),
