@@ -89,3 +89,30 @@ def test_logits_errors_and_opcheck():
     torch.library.opcheck(torch.ops.tilejit.jsd_logits,
                           (s.clone().requires_grad_(), s.flip(0),
                            torch.tensor([1, -100, 2, 3]), 0.5, 2.0, -100, 0))
+
+
+@pytest.mark.parametrize("which", ["jsd", "jsd_logits", "kl_div"])
+def test_in_place_gives_the_same_loss_and_gradient(which):
+    from tilejit.torch import kl_div
+    fn = {"jsd": jsd, "jsd_logits": jsd_logits, "kl_div": kl_div}[which]
+    x = torch.randn(2, 3, V) * 2
+    if which == "jsd":
+        x = torch.log_softmax(x, -1)
+    y = torch.log_softmax(torch.randn(2, 3, V) * 2, -1)
+    target = torch.randint(0, V, (2, 3))
+    target[1, 2] = -100
+    a = x.clone().requires_grad_()
+    want = fn(a, y, target, reduction="sum")
+    (2 * want).backward()
+    b = x.clone().requires_grad_()
+    got = fn(b, y, target, reduction="sum", in_place=True)
+    (2 * got).backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(b.grad, a.grad)
+    assert b.grad.data_ptr() == b.data_ptr()  # written over the input
+    with pytest.raises(ValueError, match="in_place"):
+        fn(x.clone().requires_grad_(), y, target, reduction="none",
+           in_place=True)
+    with pytest.raises(ValueError, match="contiguous"):
+        fn(x.clone().transpose(0, 1).requires_grad_(), y.transpose(0, 1),
+           in_place=True)

@@ -31,7 +31,7 @@ jsd_op = c.Op("jsd", _jsd, rows.fake, rows.setup, rows.backward)
 
 
 def jsd(student_logp, teacher_logp, target=None, *, beta=0.5,
-        ignore_index=-100, reduction="batchmean"):
+        ignore_index=-100, reduction="batchmean", in_place=False):
     """beta KL(p || m) + (1 - beta) KL(q || m), m = beta p + (1 - beta) q,
     of the student's log-probabilities log q and the teacher's log p per
     row, as LigerJSD (beta 0: the forward KL, 1: the reverse).
@@ -39,12 +39,16 @@ def jsd(student_logp, teacher_logp, target=None, *, beta=0.5,
     student_logp, teacher_logp: (..., V), bf16/f16/f32, alike; target (...)
     optional: rows whose target is ignore_index are left out and not
     counted by "batchmean". Returns an f32 scalar, or (...,) for "none".
-    Only the student gets a gradient."""
+    Only the student gets a gradient. in_place ("batchmean" or "sum",
+    contiguous student, eager mode): the gradient is written over the
+    student's log-probabilities, which are lost."""
     if not 0.0 <= float(beta) <= 1.0:
         raise ValueError(f"beta must be in [0, 1], not {beta}")
     return rows.distill(jsd_op, student_logp, teacher_logp, target,
                         ("student_logp", "teacher_logp"), reduction,
-                        float(beta), int(ignore_index))
+                        float(beta), int(ignore_index),
+                        in_place=(_capi.JSD, 1.0, float(beta),
+                                  int(ignore_index)) if in_place else None)
 
 
 def _jsd_logits(student: Tensor, teacher: Tensor, target: Optional[Tensor],
@@ -61,18 +65,21 @@ jsd_logits_op = c.Op("jsd_logits", _jsd_logits, rows.fake, rows.setup,
 
 
 def jsd_logits(student, teacher, target=None, *, beta=0.5, temperature=1.0,
-               ignore_index=-100, reduction="batchmean"):
+               ignore_index=-100, reduction="batchmean", in_place=False):
     """jsd of log_softmax(student / T) and log_softmax(teacher / T): the
     loss of LigerFusedLinearJSD past its matmul, on logits, with the
     gradient with respect to the student's logits. Hinton's T^2 factor is
     the caller's.
 
     student, teacher: (..., V) logits, bf16/f16/f32, alike; target, beta,
-    ignore_index and reduction as in jsd."""
+    ignore_index, reduction and in_place as in jsd."""
     if not 0.0 <= float(beta) <= 1.0:
         raise ValueError(f"beta must be in [0, 1], not {beta}")
     if not float(temperature) > 0:
         raise ValueError(f"temperature must be > 0, not {temperature}")
     return rows.distill(jsd_logits_op, student, teacher, target,
                         ("student", "teacher"), reduction, float(beta),
-                        float(temperature), int(ignore_index))
+                        float(temperature), int(ignore_index),
+                        in_place=(_capi.JSD_LOGITS, float(temperature),
+                                  float(beta), int(ignore_index))
+                        if in_place else None)

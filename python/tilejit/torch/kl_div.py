@@ -31,7 +31,7 @@ kl_div_op = c.Op("kl_div", _kl_div, rows.fake, rows.setup, rows.backward)
 
 
 def kl_div(student, teacher, target=None, *, temperature=1.0, reverse=False,
-           ignore_index=-100, reduction="batchmean"):
+           ignore_index=-100, reduction="batchmean", in_place=False):
     """KL(softmax(teacher / T) || softmax(student / T)) per row (reverse:
     KL(softmax(student / T) || softmax(teacher / T))), as F.kl_div on
     log-softmaxed logits with log_target=True; Hinton's T^2 factor is the
@@ -42,9 +42,14 @@ def kl_div(student, teacher, target=None, *, temperature=1.0, reverse=False,
     gradient 0) and not counted by "batchmean", which averages over every
     leading position (all rows of BT = prod(...), as Liger does; F.kl_div
     divides by input.size(0)). Returns an f32 scalar, or (...,) for
-    "none". Only the student gets a gradient."""
+    "none". Only the student gets a gradient. in_place ("batchmean" or
+    "sum", contiguous student, eager mode): the gradient is written over
+    the student's logits, which are lost."""
     if not float(temperature) > 0:
         raise ValueError(f"temperature must be > 0, not {temperature}")
+    divergence = _capi.KL_REVERSE if reverse else _capi.KL_FORWARD
     return rows.distill(kl_div_op, student, teacher, target,
                         ("student", "teacher"), reduction, float(temperature),
-                        bool(reverse), int(ignore_index))
+                        bool(reverse), int(ignore_index),
+                        in_place=(divergence, float(temperature), 0.5,
+                                  int(ignore_index)) if in_place else None)
