@@ -27,7 +27,6 @@
 #include "kernels_spec/reference/CeTvdReference.h"
 #include "tilejit/KernelSpec.h"
 
-#include <tuple>
 
 using namespace tilejit::dsl;
 
@@ -74,16 +73,9 @@ TileModule buildCeTvdLossGrad(const Config &c) {
         // gradient there.
         Value yv = y.to(DType::I32);
         Value targetLogit = k.load(s, yv).to(DType::F32);
-        Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+        auto norms = logSoftmaxOfRows(k, s, t, V, logits);
+        RowLogSoftmax logP = norms.first, logQ = norms.second;
         Value zeros = k.full(BLOCK, zero);
-        Var ms = negInf, ds = zeros, mt = negInf, dt = zeros;
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          Value mask = offs < V;
-          std::tie(ms, ds) = k.softmaxFold(ms, ds, logits(s, offs, mask));
-          std::tie(mt, dt) = k.softmaxFold(mt, dt, logits(t, offs, mask));
-        });
-        RowLogSoftmax logP(k, ms, ds), logQ(k, mt, dt);
         auto probs = [&](Value offs, Value mask) {
           return std::make_pair(exp(logP.of(logits(s, offs, mask))),
                                 exp(logQ.of(logits(t, offs, mask))));

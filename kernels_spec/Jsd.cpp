@@ -39,7 +39,6 @@
 #include "tilejit/KernelSpec.h"
 
 #include <limits>
-#include <tuple>
 
 using namespace tilejit::dsl;
 
@@ -149,16 +148,9 @@ TileModule buildJsdLogits(const Config &c) {
       ignored,
       [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
-        Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+        auto norms = logSoftmaxOfRows(k, s, t, V, scaled);
+        RowLogSoftmax normQ = norms.first, normP = norms.second;
         Value zeros = k.full(BLOCK, k.constant(0, DType::F32));
-        Var mq = negInf, dq = zeros, mp = negInf, dp = zeros;
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          Value mask = offs < V;
-          std::tie(mq, dq) = k.softmaxFold(mq, dq, scaled(s, offs, mask));
-          std::tie(mp, dp) = k.softmaxFold(mp, dp, scaled(t, offs, mask));
-        });
-        RowLogSoftmax normQ(k, mq, dq), normP(k, mp, dp);
         auto logQ = [&](Value offs, Value mask) {
           return normQ.of(scaled(s, offs, mask));
         };

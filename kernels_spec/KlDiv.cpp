@@ -69,16 +69,9 @@ TileModule buildKlDiv(const Config &c) {
       [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
         // Pass 1: both rows' max and sum-exp.
-        Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+        auto norms = logSoftmaxOfRows(k, s, t, V, scaled);
+        RowLogSoftmax normQ = norms.first, normP = norms.second;
         Value zeros = k.full(BLOCK, f32Zero);
-        Var mq = negInf, dq = zeros, mp = negInf, dp = zeros;
-        k.forRange(0, V, BLOCK, [&](Value i) {
-          Value offs = i + k.arange(BLOCK);
-          Value mask = offs < V;
-          std::tie(mq, dq) = k.softmaxFold(mq, dq, scaled(s, offs, mask));
-          std::tie(mp, dp) = k.softmaxFold(mp, dp, scaled(t, offs, mask));
-        });
-        RowLogSoftmax normQ(k, mq, dq), normP(k, mp, dp);
         Value gScale = upstreamFactor(k, upstream, row, perRow) * invT;
         // log q - log p at each element, and each distribution.
         auto terms = [&](Value offs, Value mask) {

@@ -11,7 +11,9 @@
 
 #include "tilejit/DSL.h"
 
+#include <functional>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,6 +39,26 @@ struct RowLogSoftmax {
   }
   dsl::Value of(dsl::Value x) const { return (x - shift) - logSum; }
 };
+
+/// The log softmaxes of two rows from one walk over [0, V) in BLOCK_SIZE
+/// tiles: tile(row, offs, mask) is a tile of `row` as f32, -inf where the
+/// mask is off (a distillation loss's student and teacher).
+inline std::pair<RowLogSoftmax, RowLogSoftmax> logSoftmaxOfRows(
+    dsl::KernelBuilder &k, dsl::Value a, dsl::Value b, dsl::Value V,
+    const std::function<dsl::Value(dsl::Value, dsl::Value, dsl::Value)>
+        &tile) {
+  const int64_t BLOCK = k.param("BLOCK_SIZE");
+  dsl::Value negInf = k.full(BLOCK, k.constant(kNegInf, DType::F32));
+  dsl::Value zeros = k.full(BLOCK, k.constant(0, DType::F32));
+  dsl::Var ma = negInf, da = zeros, mb = negInf, db = zeros;
+  k.forRange(0, V, BLOCK, [&](dsl::Value i) {
+    dsl::Value offs = i + k.arange(BLOCK);
+    dsl::Value mask = offs < V;
+    std::tie(ma, da) = k.softmaxFold(ma, da, tile(a, offs, mask));
+    std::tie(mb, db) = k.softmaxFold(mb, db, tile(b, offs, mask));
+  });
+  return {RowLogSoftmax(k, ma, da), RowLogSoftmax(k, mb, db)};
+}
 
 /// Online softmax normalizer, per lane: folds tile x into the running
 /// per-lane (max m, sum d) with one exp per element (the smaller of x and m

@@ -1,6 +1,7 @@
 //===- CrossEntropy.cpp - cross-entropy on the caller's logits ------------===//
 #include "tilejit/ops/CrossEntropy.h"
 
+#include "ops/RowOpParts.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 #include "tilejit/Kernel.h"
@@ -35,8 +36,8 @@ void validate(const CrossEntropyArgs &a) {
   if (a.V < 1 || a.V > mostV)
     fail("V = " + std::to_string(a.V) + " must be in [1, 2^31 - 8192]");
   bool reduced = a.reduction != Reduction::None;
-  if (a.BT > 0 && (!a.logits || !a.grad || !a.target || !a.rowLoss ||
-                   !a.rowZLoss))
+  if (a.BT > 0 &&
+      (!a.logits || !a.grad || !a.target || !a.rowLoss || !a.rowZLoss))
     fail("logits, grad, target, rowLoss and rowZLoss are required");
   if (reduced && !a.loss)
     fail("mean and sum write the loss: loss is required");
@@ -85,8 +86,7 @@ const Kernels &kernelsFor(const CrossEntropyArgs &a) {
       cache;
   bool hasWeight = a.classWeight != nullptr, hasSoftcap = a.softcap > 0;
   std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Kernels> &slot =
-      cache[{a.dtype, hasWeight, hasSoftcap, a.V}];
+  std::unique_ptr<Kernels> &slot = cache[{a.dtype, hasWeight, hasSoftcap, a.V}];
   if (!slot) {
     KernelOptions rows{a.dtype,
                        {"HAS_WEIGHT=" + std::to_string(hasWeight),
@@ -96,10 +96,6 @@ const Kernels &kernelsFor(const CrossEntropyArgs &a) {
         Kernels{weights, Kernel::compile("cross_entropy", rows), sum});
   }
   return *slot;
-}
-
-KernelArg ptr(const void *p, DType t, int64_t n, bool cpu) {
-  return KernelArg::pointer(p, t, cpu ? n : -1);
 }
 
 } // namespace
@@ -120,17 +116,13 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
                   size_t workspaceBytes, Device device, CUstream stream) {
   validate(a);
   Layout l = layout(a);
-  if (!workspace || workspaceBytes < l.bytes)
-    throw Error("cross_entropy: the workspace has " +
-                std::to_string(workspaceBytes) + " bytes, " +
-                std::to_string(l.bytes) + " needed");
-  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-    throw Error("cross_entropy: the workspace must be 16-byte aligned");
+  checkWorkspace("cross_entropy", workspace, workspaceBytes, l.bytes);
   bool cpu = device == Device::Cpu;
   bool hasWeight = a.classWeight != nullptr;
   bool none = a.reduction == Reduction::None;
   if (a.BT == 0) { // the loss of nothing is 0; nothing is launched
-    for (void *p : {static_cast<void *>(a.loss), static_cast<void *>(a.badTarget)})
+    for (void *p :
+         {static_cast<void *>(a.loss), static_cast<void *>(a.badTarget)})
       if (p && cpu)
         std::memset(p, 0, p == a.loss ? 8 : 4);
       else if (p)
@@ -140,8 +132,8 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
   }
   uint8_t *ws = static_cast<uint8_t *>(workspace);
   float *stats = reinterpret_cast<float *>(ws + l.stats);
-  int32_t *bad = a.badTarget ? a.badTarget
-                             : reinterpret_cast<int32_t *>(ws + l.bad);
+  int32_t *bad =
+      a.badTarget ? a.badTarget : reinterpret_cast<int32_t *>(ws + l.bad);
   const float *upstream = stats;
   if (none) {
     upstream = a.gradOutput;
@@ -159,34 +151,33 @@ void crossEntropy(const CrossEntropyArgs &a, void *workspace,
   // Without class weights the kernels read none: any f32 pointer will do.
   const float *w = hasWeight ? a.classWeight : stats;
   int64_t nw = hasWeight ? a.V : 5, cells = a.BT * a.V;
-  auto run = [&](const Kernel &kernel, int64_t programs,
-                 const std::vector<KernelArg> &args) {
-    if (cpu)
-      kernel.runOnCpu({programs}, args);
-    else
-      kernel.launch({programs}, args, stream);
-  };
-  run(k.weights, 1,
-      {ptr(a.target, DType::I64, a.BT, cpu), ptr(w, DType::F32, nw, cpu),
-       ptr(stats, DType::F32, 5, cpu), ptr(bad, DType::I32, 1, cpu),
-       KernelArg::i32(int32_t(a.BT)), KernelArg::i32(int32_t(a.V)),
-       KernelArg::i64(a.ignoreIndex), KernelArg::i32(hasWeight),
-       KernelArg::i32(a.reduction == Reduction::Mean)});
-  run(k.rows, a.BT,
-        {ptr(a.logits, a.dtype, cells, cpu), ptr(a.grad, a.dtype, cells, cpu),
-         ptr(a.target, DType::I64, a.BT, cpu), ptr(w, DType::F32, nw, cpu),
-         ptr(upstream, DType::F32, none ? a.BT : 5, cpu),
-         ptr(a.rowLoss, DType::F32, a.BT, cpu),
-         ptr(a.rowZLoss, DType::F32, a.BT, cpu), KernelArg::i32(int32_t(a.V)),
-         KernelArg::i64(a.ignoreIndex),
-         KernelArg::f32(float(a.labelSmoothing)),
-         KernelArg::f32(float(a.zLoss)), KernelArg::f32(float(a.softcap)),
-         KernelArg::i32(none), KernelArg::f32(float(a.gradScale))});
+  runOrLaunch(device, stream, k.weights, 1,
+              {bufferArg(a.target, DType::I64, a.BT, device),
+               bufferArg(w, DType::F32, nw, device),
+               bufferArg(stats, DType::F32, 5, device),
+               bufferArg(bad, DType::I32, 1, device),
+               KernelArg::i32(int32_t(a.BT)), KernelArg::i32(int32_t(a.V)),
+               KernelArg::i64(a.ignoreIndex), KernelArg::i32(hasWeight),
+               KernelArg::i32(a.reduction == Reduction::Mean)});
+  runOrLaunch(device, stream, k.rows, a.BT,
+              {bufferArg(a.logits, a.dtype, cells, device),
+               bufferArg(a.grad, a.dtype, cells, device),
+               bufferArg(a.target, DType::I64, a.BT, device),
+               bufferArg(w, DType::F32, nw, device),
+               bufferArg(upstream, DType::F32, none ? a.BT : 5, device),
+               bufferArg(a.rowLoss, DType::F32, a.BT, device),
+               bufferArg(a.rowZLoss, DType::F32, a.BT, device),
+               KernelArg::i32(int32_t(a.V)), KernelArg::i64(a.ignoreIndex),
+               KernelArg::f32(float(a.labelSmoothing)),
+               KernelArg::f32(float(a.zLoss)), KernelArg::f32(float(a.softcap)),
+               KernelArg::i32(none), KernelArg::f32(float(a.gradScale))});
   if (!none)
-    run(k.sum, 1,
-        {ptr(a.rowLoss, DType::F32, a.BT, cpu),
-         ptr(a.rowZLoss, DType::F32, a.BT, cpu), ptr(stats, DType::F32, 5, cpu),
-         ptr(a.loss, DType::F32, 2, cpu), KernelArg::i32(int32_t(a.BT))});
+    runOrLaunch(device, stream, k.sum, 1,
+                {bufferArg(a.rowLoss, DType::F32, a.BT, device),
+                 bufferArg(a.rowZLoss, DType::F32, a.BT, device),
+                 bufferArg(stats, DType::F32, 5, device),
+                 bufferArg(a.loss, DType::F32, 2, device),
+                 KernelArg::i32(int32_t(a.BT))});
 }
 
 } // namespace ops

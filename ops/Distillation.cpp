@@ -1,7 +1,7 @@
 //===- Distillation.cpp - KL and JS divergence on the caller's rows -------===//
 #include "tilejit/ops/Distillation.h"
 
-#include "ops/FusedCeTvdParts.h"
+#include "ops/RowOpParts.h"
 #include "runtime/CudaDriver.h"
 #include "tilejit/Error.h"
 #include "tilejit/Kernel.h"
@@ -107,10 +107,6 @@ const Kernels &kernelsFor(const DistillationArgs &a) {
   return *slot;
 }
 
-KernelArg ptr(const void *p, DType t, int64_t n, bool cpu) {
-  return KernelArg::pointer(p, t, cpu ? n : -1);
-}
-
 } // namespace
 
 size_t distillationWorkspaceBytes(const DistillationArgs &args) {
@@ -129,11 +125,7 @@ void distillation(const DistillationArgs &a, void *workspace,
                   size_t workspaceBytes, Device device, CUstream stream) {
   validate(a);
   std::string op = kernelName(a.divergence);
-  if (!workspace || workspaceBytes < kWorkspaceBytes)
-    throw Error(op + ": the workspace has " + std::to_string(workspaceBytes) +
-                " bytes, " + std::to_string(kWorkspaceBytes) + " needed");
-  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-    throw Error(op + ": the workspace must be 16-byte aligned");
+  checkWorkspace(op, workspace, workspaceBytes, kWorkspaceBytes);
   bool cpu = device == Device::Cpu;
   bool none = a.reduction == Reduction::None;
   if (a.BT == 0) { // the loss of nothing is 0; nothing is launched
@@ -145,33 +137,27 @@ void distillation(const DistillationArgs &a, void *workspace,
     return;
   }
   const Kernels &k = kernelsFor(a);
-  auto run = [&](const Kernel &kernel, int64_t programs,
-                 const std::vector<KernelArg> &args) {
-    if (cpu)
-      kernel.runOnCpu({programs}, args);
-    else
-      kernel.launch({programs}, args, stream);
-  };
   float *scale = static_cast<float *>(workspace);
   bool hasLabel = a.label != nullptr;
   // Without labels row_scale reads none: any i64 pointer will do.
   const void *label = hasLabel ? static_cast<const void *>(a.label) : scale;
   int64_t labels = hasLabel ? a.BT : 1, cells = a.BT * a.V;
-  run(k.scale, 1,
-      {ptr(label, DType::I64, labels, cpu), ptr(scale, DType::F32, 1, cpu),
-       KernelArg::i32(int32_t(a.BT)), KernelArg::i64(a.ignoreIndex),
-       KernelArg::i32(hasLabel),
-       KernelArg::i32(a.reduction == Reduction::Mean)});
+  runOrLaunch(device, stream, k.scale, 1,
+              {bufferArg(label, DType::I64, labels, device),
+               bufferArg(scale, DType::F32, 1, device),
+               KernelArg::i32(int32_t(a.BT)), KernelArg::i64(a.ignoreIndex),
+               KernelArg::i32(hasLabel),
+               KernelArg::i32(a.reduction == Reduction::Mean)});
   // Reduction none without gradOutput: row_scale wrote 1 for every row.
   bool perRow = none && a.gradOutput;
   const float *upstream = perRow ? a.gradOutput : scale;
   std::vector<KernelArg> args = {
-      ptr(a.student, a.dtype, cells, cpu),
-      ptr(a.teacher, a.dtype, cells, cpu),
-      ptr(label, DType::I64, labels, cpu),
-      ptr(a.rowLoss, DType::F32, a.BT, cpu),
-      ptr(a.grad, a.dtype, cells, cpu),
-      ptr(upstream, DType::F32, perRow ? a.BT : 1, cpu)};
+      bufferArg(a.student, a.dtype, cells, device),
+      bufferArg(a.teacher, a.dtype, cells, device),
+      bufferArg(label, DType::I64, labels, device),
+      bufferArg(a.rowLoss, DType::F32, a.BT, device),
+      bufferArg(a.grad, a.dtype, cells, device),
+      bufferArg(upstream, DType::F32, perRow ? a.BT : 1, device)};
   if (isJsd(a.divergence)) {
     args.push_back(KernelArg::f32(float(a.beta)));
     if (a.divergence == Divergence::JsdLogits)
@@ -183,11 +169,13 @@ void distillation(const DistillationArgs &a, void *workspace,
   args.push_back(KernelArg::i64(a.ignoreIndex));
   args.push_back(KernelArg::i32(perRow));
   args.push_back(KernelArg::i32(int32_t(a.V)));
-  run(k.rows, a.BT, args);
+  runOrLaunch(device, stream, k.rows, a.BT, args);
   if (!none)
-    run(k.total, 1,
-        {ptr(a.rowLoss, DType::F32, a.BT, cpu), ptr(scale, DType::F32, 1, cpu),
-         ptr(a.loss, DType::F32, 1, cpu), KernelArg::i32(int32_t(a.BT))});
+    runOrLaunch(device, stream, k.total, 1,
+                {bufferArg(a.rowLoss, DType::F32, a.BT, device),
+                 bufferArg(scale, DType::F32, 1, device),
+                 bufferArg(a.loss, DType::F32, 1, device),
+                 KernelArg::i32(int32_t(a.BT))});
 }
 
 } // namespace ops

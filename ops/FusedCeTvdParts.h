@@ -4,12 +4,13 @@
 // (ops/harness/) read of the op beyond tilejit/ops/FusedCeTvd.h: the config
 // a call uses, its loss kernel (whose resources the tuner checks), and the
 // valid-row count the call leaves in its workspace; and what both CE+TVD
-// ops check of their buffers.
+// ops check of their shapes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TILEJIT_OPS_FUSEDCETVDPARTS_H
 #define TILEJIT_OPS_FUSEDCETVDPARTS_H
 
+#include "ops/RowOpParts.h"
 #include "tilejit/Kernel.h"
 #include "tilejit/ops/FusedCeTvd.h"
 
@@ -48,21 +49,6 @@ inline bool rowsStartAligned(const void *p, int64_t stride, size_t es) {
 /// or a teacher stride other than the student's (0 means the same).
 void checkLogitRows(const char *what, DType dtype, int64_t BT, int64_t V,
                     int64_t rowStride, int64_t teacherStride);
-
-/// Whether two (rows, V) buffers of `es`-byte elements, rows strideA and
-/// strideB elements apart, share a byte of their extents (first to last
-/// element): an output overlapping an input other than exactly in place
-/// would be read after it is written.
-inline bool extentsOverlap(const void *a, int64_t strideA, const void *b,
-                           int64_t strideB, int64_t rows, int64_t V,
-                           size_t es) {
-  if (rows <= 0 || !a || !b)
-    return false;
-  auto begin = [](const void *p) { return reinterpret_cast<uintptr_t>(p); };
-  uintptr_t endA = begin(a) + size_t((rows - 1) * strideA + V) * es;
-  uintptr_t endB = begin(b) + size_t((rows - 1) * strideB + V) * es;
-  return begin(a) < endB && begin(b) < endA;
-}
 
 } // namespace ops
 } // namespace tilejit
