@@ -178,8 +178,7 @@ void narrowState(tile::SoftmaxTotalOp total) {
   int64_t n = wide.getNumElements();
   int64_t group =
       plannedLayoutGroup(total->getParentOfType<func::FuncOp>(), n);
-  // (Row ops verify that their matrix would fit the 32 KiB a shared-memory
-  // exchange takes, though within a thread they take none.)
+  // (States above 32 KiB are left wide.)
   if (group <= 1 || n % group != 0 || n * 4 > 32 * 1024)
     return;
   auto narrow = RankedTensorType::get({n / group}, wide.getElementType());

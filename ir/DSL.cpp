@@ -322,7 +322,7 @@ Value KernelBuilder::broadcastRows(Value v, int64_t cols, SourceLoc loc) {
                                          k.b.getI64IntegerAttr(cols));
   if (mlir::failed(mlir::verify(r)))
     k.fail("broadcastRows(" + std::to_string(cols) +
-           "): the matrix must fit 32 KiB of shared memory");
+           "): the row values must fit 32 KiB of shared memory");
   return k.wrap(this, r);
 }
 

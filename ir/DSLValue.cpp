@@ -76,7 +76,7 @@ static Value reduceRows(const Value &v, ReduceKind kind, int64_t cols,
                                       k.b.getI64IntegerAttr(cols));
   if (mlir::failed(mlir::verify(r)))
     k.fail(std::string(".") + name + "(" + std::to_string(cols) +
-           "): the matrix must fit 32 KiB of shared memory");
+           "): the row values must fit 32 KiB of shared memory");
   return k.wrap(&v.builder(), r);
 }
 

@@ -195,10 +195,12 @@ static LogicalResult verifyRows(Operation *op, Value matrix, Value vector,
            << m.getNumElements();
   if (m.getElementType() != v.getElementType())
     return op->emitOpError("changes the element type");
-  // The GPU lowering exchanges the matrix through shared memory.
-  if (m.getNumElements() * m.getElementTypeBitWidth() / 8 > 32 * 1024)
+  // The GPU lowering exchanges the R row values through shared memory (and
+  // the matrix too where its rows do not lie in lanes of one warp: checked
+  // by tile-lower-to-simt, which knows the layout).
+  if (v.getNumElements() * v.getElementTypeBitWidth() / 8 > 32 * 1024)
     return op->emitOpError("needs at most 32 KiB of shared memory for the "
-                           "matrix");
+                           "row values");
   return success();
 }
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/LinearCe.h"
 
+#include "kernels_spec/GemmProgram.h"
 #include "kernels_spec/SoftmaxParts.h"
 
 #include "tilejit/Error.h"
@@ -63,6 +64,10 @@ TileModule buildLogitsGrad(const Config &cfg) {
   Value hasWeight = k.scalarArg("has_class_weight", DType::I32) != 0.0;
   Value perRowUpstream = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
   Value dzScale = k.scalarArg("dz_scale", DType::F32);
+  Value partialMax = k.pointerArg("row_max", DType::F32);
+  Value partialSum = k.pointerArg("row_sum", DType::F32);
+  Value statsLd = k.scalarArg("stats_ld", DType::I64);
+  Value blocks = k.scalarArg("blocks", DType::I32);
 
   Value local = k.programId(0); // row within the chunk
   Value row = local + firstRow; // row within the batch
@@ -113,14 +118,25 @@ TileModule buildLogitsGrad(const Config &cfg) {
   // 2 may overwrite it once pass 1's reductions are behind us.
   Value zy = logitAt(y32, valid).second;
 
-  // Pass 1: the row's max and sum-exp, per lane.
+  // Pass 1: the row's max and sum-exp, per lane: from the logits, or from
+  // the per-block partials lce_logits folded in its epilogue.
   Var m = k.full(BLOCK, k.constant(kNegInf, DType::F32)), d = zero;
-  forEachStep([&](Tiles offs, Masks masks) {
-    std::vector<Value> x;
-    for (size_t u = 0; u < offs.size(); ++u)
-      x.push_back(logitAt(offs[u], masks[u]).second);
-    onlineUpdateLanes(m, d, x);
-  });
+  if (k.param("PARTIALS")) {
+    Value at = local.to(DType::I64) * statsLd;
+    k.forRange(0, blocks, BLOCK, [&](Value j0) {
+      Value j = j0 + k.arange(BLOCK);
+      Value in = j < blocks;
+      mergeState(m, d, k.load(partialMax + at, j, in, kNegInf),
+                 k.load(partialSum + at, j, in, 0.0));
+    });
+  } else {
+    forEachStep([&](Tiles offs, Masks masks) {
+      std::vector<Value> x;
+      for (size_t u = 0; u < offs.size(); ++u)
+        x.push_back(logitAt(offs[u], masks[u]).second);
+      onlineUpdateLanes(m, d, x);
+    });
+  }
   auto [rowMax, sumExp] = rowNormalizer(m, d);
   Value shift = safeShift(rowMax);
   Value logSum = log(sumExp);
@@ -182,6 +198,58 @@ TileModule buildLogitsGrad(const Config &cfg) {
   k.store(rowLoss, row, where(valid, rowTerm + zTerm, f32Zero));
   k.store(rowZLoss, row, where(valid, zTerm, f32Zero));
   k.store(lseOut, row, where(valid, lse, f32Zero));
+  return k.finish();
+}
+
+TileModule buildLogits(const Config &cfg) {
+  KernelBuilder k("lce_logits", cfg);
+  const int64_t BM = k.param("BLOCK_M"), BN = k.param("BLOCK_N");
+  // The per-row values are a tile of BLOCK_M elements, and a tile holds a
+  // multiple of the program's threads.
+  const int64_t threads = 32 * k.param("num_warps");
+  if (BM % threads != 0)
+    throw Error("lce_logits: BLOCK_M (" + std::to_string(BM) +
+                ") must be a multiple of 32 num_warps (" +
+                std::to_string(threads) + ")");
+  const bool SOFTCAP = k.param("SOFTCAP"), BIAS = k.param("BIAS");
+  const DType logitsType = k.param("NARROW_LOGITS") ? cfg.dtype : DType::F32;
+  Value h = k.pointerArg("h", cfg.dtype);
+  Value W = k.pointerArg("W", cfg.dtype);
+  Value logits = k.pointerArg("logits", logitsType);
+  Value bias = k.pointerArg("bias", DType::F32);
+  Value rowMax = k.pointerArg("row_max", DType::F32);
+  Value rowSum = k.pointerArg("row_sum", DType::F32);
+  Value rows = k.scalarArg("rows", DType::I32);
+  Value V = k.scalarArg("V", DType::I32);
+  Value d = k.scalarArg("d", DType::I32);
+  Value ldh = k.scalarArg("ldh", DType::I64);
+  Value ldw = k.scalarArg("ldw", DType::I64);
+  Value ldLogits = k.scalarArg("ld_logits", DType::I64);
+  Value statsLd = k.scalarArg("stats_ld", DType::I64);
+  Value cap = k.scalarArg("softcap", DType::F32);
+  Value hasBias = k.scalarArg("has_bias", DType::I32) != 0.0;
+
+  // z = h W^T: W (V x d) read as the d x V view W^T.
+  GemmBlock b = gemmBlock(k, matrixView(k, h, rows, d, ldh, false),
+                          matrixView(k, W, d, V, ldw, true), d);
+  Value inZ = b.row < rows && b.col < V;
+  Value z = b.acc.to(logitsType);
+  k.store(logits, b.row.to(DType::I64) * ldLogits + b.col.to(DType::I64), z,
+          inZ);
+  // The row's terms from the logits as stored, which lce_logits_grad reads
+  // back for the gradient: the two then agree on every softmax probability.
+  Value x = z.to(DType::F32);
+  if (BIAS)
+    x = x + k.load(bias, b.col, inZ && hasBias, 0.0);
+  if (SOFTCAP)
+    x = softcapped(x, cap, cap > 0.0);
+  x = where(inZ, x, kNegInf);
+  Value m = x.maxRows(BN);
+  Value s = exp(x - k.broadcastRows(safeShift(m), BN)).sumRows(BN);
+  Value r = b.m0 + k.arange(BM);
+  Value at = r.to(DType::I64) * statsLd + b.pn.to(DType::I64);
+  k.store(rowMax, at, m, r < rows);
+  k.store(rowSum, at, s, r < rows);
   return k.finish();
 }
 
@@ -278,6 +346,7 @@ void lceProblemFlags(Config &c, const std::map<std::string, int64_t> &problem) {
        {"SOFTCAP", "SMOOTHING", "Z_LOSS", "BIAS", "CLASS_WEIGHT"})
     setSwitchFromProblem(c, problem, feature, true);
   setSwitchFromProblem(c, problem, "NARROW_LOGITS", false);
+  setSwitchFromProblem(c, problem, "PARTIALS", false);
   deriveAligned(c, problem);
 }
 
@@ -291,6 +360,28 @@ KernelSpec linearCeLogitsGradSpec() {
                {DType::BF16, DType::F16, DType::F32},
                buildLogitsGrad,
                {{"N", true}, {"V", false}}};
+  s.deriveParams = lceProblemFlags;
+  return s;
+}
+
+KernelSpec linearCeLogitsSpec() {
+  // 256 x 128 blocks: as many products per byte copied as lce_gemm's
+  // 128 x 256, with BLOCK_M a multiple of the 256 threads.
+  std::vector<ParamSpec> params = gemmScheduleParams();
+  for (ParamSpec &p : params)
+    if (p.name == "BLOCK_M")
+      p = {"BLOCK_M", {256}, 256, p.help};
+    else if (p.name == "BLOCK_N") // 256 x 256 sums do not fit a program
+      p = {"BLOCK_N", {64, 128}, 128, p.help};
+    else if (p.name == "num_warps") // two warpgroups: 128 f32 sums a thread
+      p = {"num_warps", {8}, 8, p.help};
+  KernelSpec s{"lce_logits",
+               "linear CE: a chunk's logits h W^T on tensor cores, with "
+               "each row's max and sum-exp per block of columns",
+               params,
+               {DType::BF16, DType::F16},
+               buildLogits,
+               {{"rows", false}, {"V", false}, {"d", false}}};
   s.deriveParams = lceProblemFlags;
   return s;
 }

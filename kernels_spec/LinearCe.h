@@ -16,9 +16,13 @@
 //                 dz_stride: i64; first_row: i32 (the chunk's first row in
 //                 the batch); ignore_index: i64; label_smoothing, z_loss,
 //                 softcap: f32; has_bias, has_class_weight,
-//                 per_row_upstream: i32; dz_scale: f32)
+//                 per_row_upstream: i32; dz_scale: f32; row_max,
+//                 row_sum: ptr<f32> (rows, blocks) with stats_ld: i64;
+//                 blocks: i32)
 //   z = logits + bias;
-//   z <- c tanh(z / c) when softcap c > 0; lse over the row;
+//   z <- c tanh(z / c) when softcap c > 0; lse over the row (with
+//   PARTIALS=1, combined from lce_logits' per-block max and sum-exp of the
+//   row, without reading the logits for it);
 //   row_loss = (1 - eps) w_y (lse - z_y) + eps / V (sum_v w_v) lse
 //              - eps / V sum_v w_v z_v + z_loss lse^2   (0 for ignored rows;
 //   PyTorch's cross_entropy convention for weights and label smoothing),
@@ -65,6 +69,21 @@ KernelSpec linearCeLossSumSpec();
 ///   TRANS_B), f32 accumulation on tensor cores (LinearCeGemm.cpp); bf16
 ///   and f16 operands. beta = 0 does not read C.
 KernelSpec linearCeGemmSpec();
+/// lce_gemm's tuned parameters (tiles, stages, warps, program order), which
+/// lce_logits shares.
+std::vector<ParamSpec> gemmScheduleParams();
+/// lce_logits(h, W: ptr<dtype>; logits: ptr<f32>, or ptr<dtype> with
+///   NARROW_LOGITS; bias: ptr<f32> (V); row_max, row_sum: ptr<f32> (rows,
+///   blocks) with stats_ld; rows, V, d: i32; ldh, ldw, ld_logits, stats_ld:
+///   i64; softcap: f32; has_bias: i32), grid = (ceil(rows / BLOCK_M),
+///   blocks = ceil(V / BLOCK_N)): the chunk's logits h W^T (row-major,
+///   without the bias) as lce_gemm computes them, and, for each row r and
+///   column block j, over the block's columns v of the stored logit
+///   x_v = softcap(z_v + b_v): row_max[r, j] = max_v x_v and row_sum[r, j] =
+///   sum_v exp(x_v - row_max[r, j]) (shift 0 for an all -inf block).
+///   lce_logits_grad with PARTIALS=1 combines them into the row's LSE
+///   instead of walking the row for it.
+KernelSpec linearCeLogitsSpec();
 
 } // namespace tilejit
 

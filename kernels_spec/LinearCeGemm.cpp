@@ -9,7 +9,7 @@
 // input-dtype C.
 //
 //===----------------------------------------------------------------------===//
-#include "kernels_spec/BlockIndex.h"
+#include "kernels_spec/GemmProgram.h"
 #include "kernels_spec/LinearCe.h"
 
 using namespace tilejit::dsl;
@@ -19,8 +19,6 @@ namespace {
 
 TileModule buildGemm(const Config &cfg) {
   KernelBuilder k("lce_gemm", cfg);
-  const int64_t BM = k.param("BLOCK_M"), BN = k.param("BLOCK_N"),
-                BK = k.param("BLOCK_K");
   const bool TRANS_A = k.param("TRANS_A"), TRANS_B = k.param("TRANS_B");
   Value A = k.pointerArg("A", cfg.dtype);
   Value B = k.pointerArg("B", cfg.dtype);
@@ -34,34 +32,10 @@ TileModule buildGemm(const Config &cfg) {
   Value alpha = k.scalarArg("alpha", DType::F32);
   Value beta = k.scalarArg("beta", DType::F32);
 
-  // op(X) as a rows x cols view of X (leading dimension ld), or of X^T.
-  Value one = k.constant(1, DType::I64);
-  auto view = [&](Value X, Value rows, Value cols, Value ld, bool transposed) {
-    return transposed ? TensorDescriptor{X, rows, cols, one, ld}
-                      : TensorDescriptor{X, rows, cols, ld, one};
-  };
-  TensorDescriptor opA = view(A, M, K, lda, TRANS_A);
-  TensorDescriptor opB = view(B, K, N, ldb, TRANS_B);
-
-  // Programs run in launch order, x fastest; grouping GROUP_M row blocks
-  // per column block keeps the blocks of A and B that programs running
-  // together read in L2 (Triton's grouped ordering).
-  const int64_t GROUP_M = k.param("GROUP_M");
-  Value gm = k.numPrograms(0), gn = k.numPrograms(1);
-  Value pid = k.programId(0) + k.programId(1) * gm;
-  Value width = gn * double(GROUP_M);
-  Value firstM = (pid / width) * double(GROUP_M);
-  Value groupRows = min(gm - firstM, k.constant(GROUP_M, DType::I32));
-  Value pm = firstM + (pid % width) % groupRows;
-  Value pn = (pid % width) / groupRows;
-  Value m0 = pm * double(BM), n0 = pn * double(BN);
-  Var acc = k.full(BM * BN, k.constant(0, DType::F32));
-  k.forRange(0, K, BK, [&](Value k0) {
-    acc = k.dot(k.loadBlock(opA, m0, k0, BM, BK),
-                k.loadBlock(opB, k0, n0, BK, BN), acc, BM, BN, BK);
-  });
-  Value cRow = m0 + blockRow(k, BM * BN, BN),
-        cCol = n0 + blockCol(k, BM * BN, BN);
+  TensorDescriptor opA = matrixView(k, A, M, K, lda, TRANS_A);
+  TensorDescriptor opB = matrixView(k, B, K, N, ldb, TRANS_B);
+  GemmBlock b = gemmBlock(k, opA, opB, K);
+  Value acc = b.acc, cRow = b.row, cCol = b.col;
   Value inC = cRow < M && cCol < N;
   Value cOffs = cRow.to(DType::I64) * ldc + cCol.to(DType::I64);
   // beta = 0 must not read C: it may hold anything, NaN included.
@@ -102,12 +76,8 @@ void gemmLeadingDims(Config &c, const std::map<std::string, int64_t> &shape) {
 
 } // namespace
 
-KernelSpec linearCeGemmSpec() {
-  KernelSpec s;
-  s.name = "lce_gemm";
-  s.summary = "linear CE chunk GEMM in the DSL: C = alpha op(A) op(B) + beta C "
-              "(tile dot)";
-  s.params = {
+std::vector<ParamSpec> gemmScheduleParams() {
+  return {
       {"BLOCK_M", {64, 128}, 128, "rows of C per program"},
       {"BLOCK_N", {64, 128, 256}, 256, "columns of C per program"},
       {"BLOCK_K", {32, 64}, 64, "K per dot step"},
@@ -117,18 +87,27 @@ KernelSpec linearCeGemmSpec() {
       {"DOT_SPECIALIZE", {0, 1}, 1,
        "sm_90, views the copy engine cannot read: one warpgroup copies, the "
        "other multiplies (8 warps)"},
-      {"GROUP_M", {1, 8}, 8, "row blocks of C per group of programs sharing L2"},
-      // Not tuned: correct on the GPU but 0.44-0.76x as fast as RESIDENT=0
-      // (its loop over programs makes ptxas spill 2.2 KB per thread).
-      {"RESIDENT", {0, 1}, 0,
-       "sm_90, views the copy engine reads: one block per SM runs the "
-       "programs in turn, filling the next one's first blocks during the "
-       "epilogue",
-       false},
+      {"GROUP_M", {1, 8}, 8, "row blocks of C per group of programs sharing L2"}};
+}
+
+KernelSpec linearCeGemmSpec() {
+  KernelSpec s;
+  s.name = "lce_gemm";
+  s.summary = "linear CE chunk GEMM in the DSL: C = alpha op(A) op(B) + beta C "
+              "(tile dot)";
+  s.params = gemmScheduleParams();
+  // Not tuned: correct on the GPU but 0.44-0.76x as fast as RESIDENT=0
+  // (its loop over programs makes ptxas spill 2.2 KB per thread).
+  s.params.push_back({"RESIDENT", {0, 1}, 0,
+                      "sm_90, views the copy engine reads: one block per SM "
+                      "runs the programs in turn, filling the next one's "
+                      "first blocks during the epilogue",
+                      false});
+  s.params.insert(s.params.end(), {
       // The problem, not its schedule: never tuned.
       {"TRANS_A", {0, 1}, 0, "op(A) = A^T", false},
       {"TRANS_B", {0, 1}, 0, "op(B) = B^T", false},
-      {"C_F32", {0, 1}, 1, "C in f32 (1) or the input dtype (0)", false}};
+      {"C_F32", {0, 1}, 1, "C in f32 (1) or the input dtype (0)", false}});
   s.dtypes = {DType::BF16, DType::F16};
   s.build = buildGemm;
   s.tuneKey = {{"M", false}, {"N", false}, {"K", false}};

@@ -287,6 +287,7 @@ static std::deque<KernelSpec> &registry() {
       linearCeRowWeightsSpec(),
       linearCeLossSumSpec(),
       linearCeGemmSpec(),
+      linearCeLogitsSpec(),
       withRowSchedules(jsdSpec(), "V", {1, 2, 4, 8}),
       withRowSchedules(jsdLogitsSpec(), "V", {1, 2, 4, 8}, 2),
       scaleGradSpec(),

@@ -88,6 +88,16 @@ inline void onlineUpdateLanes(dsl::Var &m, dsl::Var &d,
   m = mNew;
 }
 
+/// Folds per-lane partial states (max mj, sum-exp dj against mj) into the
+/// running per-lane (m, d): the softmax normalizer of the union.
+inline void mergeState(dsl::Var &m, dsl::Var &d, dsl::Value mj,
+                       dsl::Value dj) {
+  dsl::Value mNew = dsl::max(m, mj);
+  dsl::Value shift = safeShift(mNew);
+  d = d * dsl::exp(m - shift) + dj * dsl::exp(mj - shift);
+  m = mNew;
+}
+
 constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLn2 = 0.6931471805599453;
 

@@ -29,7 +29,9 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 /// or one buffer for both.
 int64_t chunkRowBytes(const LinearCeArgs &a) {
   int64_t es = dtypeSize(a.dtype);
-  return a.V * (dzInPlace(a) ? int64_t(dtypeSize(logitsType(a))) : 4 + es);
+  int64_t partials = mayFoldLogits(a) ? 2 * 4 * logitsBlocks(a) : 0;
+  return a.V * (dzInPlace(a) ? int64_t(dtypeSize(logitsType(a))) : 4 + es) +
+         partials;
 }
 
 /// The most rows whose chunk buffers fit in the budget (at least one); the
@@ -90,6 +92,10 @@ Layout layout(const LinearCeArgs &a, Device device, int64_t chunk) {
   size_t cells = size_t(chunk) * a.V;
   l.logits = take(true, cells * (gpu ? dtypeSize(logitsType(a)) : 4));
   l.dz = take(gpu && !dzInPlace(a), cells * es);
+  // The CPU folds the logits only on the DSL path (auto runs plain loops).
+  bool fold = mayFoldLogits(a) && (gpu || a.gemmBackend == GemmBackend::Dsl);
+  l.partials =
+      take(fold, fold ? 2 * sizeof(float) * chunk * logitsBlocks(a) : 0);
   l.ones = take(gpu && a.bias, size_t(chunk) * es);
   l.gemm = take(gpu && usesCublasLt(a), size_t(a.gemmWorkspaceBytes));
   l.bytes = at;
@@ -113,6 +119,14 @@ Buffers buffers(const LinearCeArgs &a, const Layout &l, void *workspace) {
   b.dz = at(l.dz);
   b.ones = at(l.ones);
   b.gemm = at(l.gemm);
+  if (l.partials != l.ones) { // taken
+    b.blocks = logitsBlocks(a);
+    b.partialCount = (l.ones - l.partials) / (2 * sizeof(float));
+    b.rowMax = static_cast<float *>(at(l.partials));
+    b.rowSum = b.rowMax + b.partialCount;
+  } else {
+    b.rowMax = b.rowSum = b.stats;
+  }
   b.bias = a.bias ? a.bias : b.stats;
   b.classWeight = a.classWeight ? a.classWeight : b.stats;
   b.gradOutput = a.gradOutput ? a.gradOutput : b.stats;
@@ -146,10 +160,28 @@ Programs buildPrograms(const LinearCeArgs &a, DType rowsType) {
   };
   // --set reaches lce_logits_grad (and lce_gemm through gemmConfig); the
   // one-program helpers have a single config.
-  return {helper("lce_row_weights"),
-          Kernel::compile(rows, {rowsType, rows.ownOverrides(a.set),
-                                 problem(a)}),
-          helper("lce_loss_sum")};
+  Programs p{helper("lce_row_weights"),
+             Kernel::compile(rows,
+                             {rowsType, rows.ownOverrides(a.set), problem(a)}),
+             helper("lce_loss_sum"),
+             std::nullopt};
+  if (mayFoldLogits(a)) {
+    std::map<std::string, int64_t> folded = problem(a);
+    folded["PARTIALS"] = 1;
+    p.rowsFolded =
+        Kernel::compile(rows, {rowsType, rows.ownOverrides(a.set), folded});
+  }
+  return p;
+}
+
+dsl::Config logitsConfig(const LinearCeArgs &a) {
+  const KernelSpec &spec = findKernel("lce_logits");
+  return spec.config(a.dtype, spec.ownOverrides(a.set), problem(a));
+}
+
+int64_t logitsBlocks(const LinearCeArgs &a) {
+  int64_t bn = logitsConfig(a).get("BLOCK_N");
+  return (a.V + bn - 1) / bn;
 }
 
 dsl::Config gemmConfig(const LinearCeArgs &a, bool transA, bool transB,
@@ -203,7 +235,34 @@ std::vector<KernelArg> rowsArgs(const LinearCeArgs &a, const Buffers &b,
           A::i32(flag(a.bias)),
           A::i32(flag(a.classWeight)),
           A::i32(flag(a.reduction == Reduction::None)),
-          A::f32(dzScale(a))};
+          A::f32(dzScale(a)),
+          A::pointer(b.rowMax, DType::F32, b.partialCount),
+          A::pointer(b.rowSum, DType::F32, b.partialCount),
+          A::i64(b.blocks),
+          A::i32(int32_t(b.blocks))};
+}
+
+std::vector<KernelArg> logitsArgs(const LinearCeArgs &a, const Buffers &b,
+                                  KernelArg logits, int64_t firstRow,
+                                  int64_t rows) {
+  int64_t ldh = inputStride(a), ldw = weightStride(a);
+  const char *h = static_cast<const char *>(a.input) +
+                  firstRow * ldh * int64_t(dtypeSize(a.dtype));
+  return {A::pointer(h, a.dtype, (rows - 1) * ldh + a.d),
+          A::pointer(a.weight, a.dtype, (a.V - 1) * ldw + a.d),
+          logits,
+          A::pointer(b.bias, DType::F32, a.bias ? a.V : 5),
+          A::pointer(b.rowMax, DType::F32, b.partialCount),
+          A::pointer(b.rowSum, DType::F32, b.partialCount),
+          A::i32(int32_t(rows)),
+          A::i32(int32_t(a.V)),
+          A::i32(int32_t(a.d)),
+          A::i64(ldh),
+          A::i64(ldw),
+          A::i64(a.V), // the chunk's logits rows are contiguous
+          A::i64(b.blocks),
+          A::f32(float(a.softcap)),
+          A::i32(flag(a.bias))};
 }
 
 std::vector<KernelArg> sumArgs(const LinearCeArgs &a, const Buffers &b) {
@@ -303,15 +362,27 @@ void runOnCpu(const LinearCeArgs &a, const Buffers &b, int64_t chunk) {
          KernelArg::i64(ldc), KernelArg::f32(alpha), KernelArg::f32(beta)});
   };
 
+  dsl::Config logitsCfg;
+  std::optional<Kernel> logitsKernel;
+  if (dslGemms) {
+    logitsCfg = logitsConfig(a);
+    logitsKernel.emplace(findKernel("lce_logits").build(logitsCfg));
+  }
   std::vector<uint8_t> dzNarrow(dslGemms ? chunk * V * es : 0);
   const float unscale = 1.f / dzScale(a);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     int64_t rows = std::min(chunk, N - r0);
-    // z = h_c W^T with fp32 accumulation (the kernel adds the bias).
-    if (dslGemms)
-      dslGemm(ptr(a.input, r0 * ldx, es), false, ldx, a.weight, true, ldw,
-              logits, V, rows, V, d, 1.f, 0.f);
-    else
+    KernelArg z = narrow
+                      ? KernelArg::pointer(narrowLogits.data(), a.dtype,
+                                           chunk * V)
+                      : KernelArg::pointer(logits, DType::F32, chunk * V);
+    // z = h_c W^T with fp32 accumulation (the kernel adds the bias): by
+    // lce_logits, with the rows' partials, or by plain loops.
+    if (dslGemms) {
+      int64_t bm = logitsCfg.get("BLOCK_M");
+      logitsKernel->runOnCpu({(rows + bm - 1) / bm, b.blocks},
+                             logitsArgs(a, b, z, r0, rows));
+    } else {
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t v = 0; v < V; ++v) {
           float acc = 0;
@@ -319,15 +390,13 @@ void runOnCpu(const LinearCeArgs &a, const Buffers &b, int64_t chunk) {
             acc += h[(r0 + i) * d + k] * W[v * d + k];
           logits[i * V + v] = acc;
         }
-    if (narrow)
-      for (int64_t i = 0; i < rows * V; ++i)
-        storeFromDouble(narrowLogits.data(), a.dtype, i, logits[i]);
-    KernelArg z = narrow
-                      ? KernelArg::pointer(narrowLogits.data(), a.dtype,
-                                           chunk * V)
-                      : KernelArg::pointer(logits, DType::F32, chunk * V);
+      if (narrow)
+        for (int64_t i = 0; i < rows * V; ++i)
+          storeFromDouble(narrowLogits.data(), a.dtype, i, logits[i]);
+    }
     // dz overwrites the logits.
-    p.rows.runOnCpu({rows}, rowsArgs(a, b, z, z, r0));
+    (dslGemms ? *p.rowsFolded : p.rows).runOnCpu({rows},
+                                                 rowsArgs(a, b, z, z, r0));
     if (narrow) {
       std::vector<float> wide = loadAsFloats(narrowLogits.data(), a.dtype,
                                              rows * V);

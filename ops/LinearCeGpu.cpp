@@ -22,6 +22,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -62,6 +63,8 @@ struct Plan {
   std::string note;
   std::optional<Programs> programs;
   std::map<std::string, std::pair<Kernel, dsl::Config>> dslGemms;
+  std::optional<Kernel> logitsKernel; ///< lce_logits, where mayFoldLogits
+  int64_t logitsBlockM = 0;
   std::optional<cublaslt::Gemm> gemm;
   std::optional<GemmPaths> paths;
   /// Rows per chunk of the call being enqueued (chunkFor).
@@ -96,6 +99,14 @@ struct Plan {
     programs = buildPrograms(a, a.dtype);
     for (const Kernel *k : {&programs->weights, &programs->rows, &programs->sum})
       k->compileForGpu();
+    if (mayFoldLogits(a) && backend != GemmBackend::CublasLt &&
+        (backend == GemmBackend::Dsl || dslEligible)) {
+      dsl::Config c = logitsConfig(a);
+      logitsBlockM = c.get("BLOCK_M");
+      logitsKernel.emplace(findKernel("lce_logits").build(c));
+      logitsKernel->compileForGpu();
+      programs->rowsFolded->compileForGpu();
+    }
   }
 
   /// The rows per chunk for `a`: a timed choice for its N, else the budget's.
@@ -150,6 +161,25 @@ struct Plan {
     viaCublas();
   }
 
+  /// Whether the chunk's logits come from lce_logits (the DSL path, or
+  /// auto where the pair lce_logits + the row program on its partials ran
+  /// faster than cuBLASLt + the row program's own walk, timed together as
+  /// one problem).
+  bool foldsLogits(const LinearCeArgs &a, const cublaslt::Matrix &hc,
+                   const cublaslt::Matrix &W, const cublaslt::Matrix &z,
+                   const std::function<void()> &walk,
+                   const std::function<void()> &fold, CUstream stream) {
+    if (!logitsKernel)
+      return false;
+    if (!gemm || !paths)
+      return true;
+    std::string problem = gemm->problemKey(hc, false, W, true, z, 0.f) +
+                          ", lce_logits " + logitsConfig(a).str() +
+                          " and lce_logits_grad " + programs->rows.config();
+    return paths->useDsl(problem, 2.0 * z.rows * z.cols * a.d, walk, fold,
+                         stream, mayTimePaths);
+  }
+
   /// The GEMMs and the row program of the chunk at row r0 (all of them, or
   /// the one `only` names).
   void chunkSteps(const LinearCeArgs &a, const Buffers &b, int64_t r0,
@@ -169,14 +199,32 @@ struct Plan {
     cublaslt::Matrix dz{at(dzPtr, 0, 1), a.dtype, rows, a.V, a.V};
     auto runs = [&](Step s) { return !only || *only == s; };
     float unscale = 1.f / dzScale(a); // the GEMMs' alpha
-    if (runs(Step::LogitsGemm))
-      runGemm(a, hc, false, W, true, z, 1.f, 0.f, stream); // z = h_c W^T
-    if (runs(Step::RowsProgram))
-      programs->rows.launch(
-          {rows},
-          rowsArgs(a, b, KernelArg::pointer(b.logits, logitsType(a)),
-                   KernelArg::pointer(dzPtr, a.dtype), r0),
-          stream);
+    // z = h_c W^T, then the row program: the logits' LSE from a walk over
+    // them, or from lce_logits' partials.
+    KernelArg zArg = KernelArg::pointer(b.logits, logitsType(a));
+    std::vector<KernelArg> rowArgs =
+        rowsArgs(a, b, zArg, KernelArg::pointer(dzPtr, a.dtype), r0);
+    auto walked = [&](bool gemm, bool program) {
+      if (gemm)
+        runGemm(a, hc, false, W, true, z, 1.f, 0.f, stream);
+      if (program)
+        programs->rows.launch({rows}, rowArgs, stream);
+    };
+    auto folded = [&](bool gemm, bool program) {
+      if (gemm)
+        logitsKernel->launch(
+            {(rows + logitsBlockM - 1) / logitsBlockM, b.blocks},
+            logitsArgs(a, b, zArg, r0, rows), stream);
+      if (program)
+        programs->rowsFolded->launch({rows}, rowArgs, stream);
+    };
+    bool gemmStep = runs(Step::LogitsGemm), rowStep = runs(Step::RowsProgram);
+    if (foldsLogits(
+            a, hc, W, z, [&] { walked(true, true); },
+            [&] { folded(true, true); }, stream))
+      folded(gemmStep, rowStep);
+    else
+      walked(gemmStep, rowStep);
     // The first chunk overwrites dW and db (beta 0): no memset, no read.
     float beta = r0 == 0 ? 0.f : 1.f;
     if (runs(Step::DwGemm)) {

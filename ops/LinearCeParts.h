@@ -12,6 +12,7 @@
 #include "tilejit/ops/LinearCe.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace tilejit {
@@ -55,11 +56,23 @@ inline bool usesCublasLt(const LinearCeArgs &a) {
   return a.gemmBackend != GemmBackend::Dsl;
 }
 
+/// Whether the chunk's logits may come from lce_logits, which folds each
+/// row's max and sum-exp per block of columns into its epilogue, so that
+/// lce_logits_grad (PARTIALS=1) reads the logits once: bf16/f16 inputs on
+/// the DSL path (always) or the auto path (where timing picks it).
+inline bool mayFoldLogits(const LinearCeArgs &a) {
+  return a.dtype != DType::F32 && a.gemmBackend != GemmBackend::CublasLt;
+}
+/// lce_logits' config for the call (--set, then the problem's features).
+dsl::Config logitsConfig(const LinearCeArgs &a);
+/// Column blocks of lce_logits per row: its partials per row.
+int64_t logitsBlocks(const LinearCeArgs &a);
+
 /// Byte offsets into the workspace; each part 256-byte aligned (cuBLASLt's
 /// and the vector loads' alignment). A part the caller provides is empty.
 struct Layout {
   size_t stats = 0, bad = 0, loss = 0, rowLoss = 0, rowZLoss = 0, lse = 0,
-         logits = 0, dz = 0, ones = 0, gemm = 0, bytes = 0;
+         logits = 0, dz = 0, partials = 0, ones = 0, gemm = 0, bytes = 0;
 };
 Layout layout(const LinearCeArgs &a, Device device, int64_t chunk);
 
@@ -71,15 +84,21 @@ struct Buffers {
   int32_t *bad;
   void *logits, *dz, *ones, *gemm;
   const float *bias, *classWeight, *gradOutput;
+  /// lce_logits' row max and sum-exp, (chunk, blocks) each; with no
+  /// partials, blocks = 0 and both point at stats.
+  float *rowMax, *rowSum;
+  int64_t blocks = 0, partialCount = 5;
 };
 Buffers buffers(const LinearCeArgs &a, const Layout &l, void *workspace);
 
 /// The problem lce_logits_grad is specialized for (features compiled in).
 std::map<std::string, int64_t> problem(const LinearCeArgs &a);
 
-/// The three programs of the chunk loop, with logits of `rowsType`.
+/// The programs of the chunk loop, with logits of `rowsType`: rowsFolded
+/// (lce_logits_grad on lce_logits' partials) where mayFoldLogits.
 struct Programs {
   Kernel weights, rows, sum;
+  std::optional<Kernel> rowsFolded;
 };
 Programs buildPrograms(const LinearCeArgs &a, DType rowsType);
 
@@ -94,6 +113,10 @@ std::vector<KernelArg> weightsArgs(const LinearCeArgs &a, const Buffers &b);
 std::vector<KernelArg> rowsArgs(const LinearCeArgs &a, const Buffers &b,
                                 KernelArg logits, KernelArg dz,
                                 int64_t firstRow);
+/// lce_logits' arguments for the `rows` rows of the chunk at `firstRow`.
+std::vector<KernelArg> logitsArgs(const LinearCeArgs &a, const Buffers &b,
+                                  KernelArg logits, int64_t firstRow,
+                                  int64_t rows);
 std::vector<KernelArg> sumArgs(const LinearCeArgs &a, const Buffers &b);
 
 /// Chunk sizes worth timing: N split into k equal chunks (rounded as in

@@ -63,7 +63,11 @@ GemmPaths::GemmPaths(const cuda::Device &device, DType dtype)
   base_.device = deviceIdentity(device);
   base_.kernelVersion = std::string(compilerSourceHash()) + ", cublasLt " +
                         cublaslt::version() + ", lce_gemm " +
-                        specHash(findKernel("lce_gemm"), dtype, {});
+                        specHash(findKernel("lce_gemm"), dtype, {}) +
+                        ", lce_logits " +
+                        specHash(findKernel("lce_logits"), dtype, {}) +
+                        ", lce_logits_grad " +
+                        specHash(findKernel("lce_logits_grad"), dtype, {});
 }
 
 bool GemmPaths::useDsl(const std::string &problem, double flop,

@@ -74,19 +74,41 @@ template <int N, typename T> __device__ __forceinline__ T *tj_rows_buffer() {
   __shared__ T buf[N];
   return buf;
 }
-// dst = the R row reductions (in column order) of the R x C matrix src.
+// dst = the R row reductions of the R x C matrix src. Where a row is whole
+// groups of VS held by C / VS adjacent lanes of one warp (C / VS dividing
+// 32), each thread combines its groups, the lanes combine by shuffles, and
+// only the R results pass through shared memory; otherwise the matrix does,
+// and each row is combined in column order.
 template <int R, int C, int P, int VS, int VR, typename Op, typename T>
 __device__ void tj_reduce_rows(const T *src, T *dst) {
-  T *buf = tj_rows_buffer<R * C, T>();
-  for (int e = 0; e < R * C / P; ++e)
-    buf[tj_tile_index<P, VS>(e)] = src[e];
-  __syncthreads();
-  for (int e = 0; e < R / P; ++e) {
-    const T *row = buf + tj_tile_index<P, VR>(e) * C;
-    T acc = row[0];
-    for (int j = 1; j < C; ++j)
-      acc = Op::apply(acc, row[j]);
-    dst[e] = acc;
+  constexpr int lanes = C / VS;
+  if constexpr (C % VS == 0 && 32 % lanes == 0) {
+    T *buf = tj_rows_buffer<R, T>();
+    for (int g = 0; g < R * C / P / VS; ++g) {
+      T acc = src[g * VS];
+      for (int j = 1; j < VS; ++j)
+        acc = Op::apply(acc, src[g * VS + j]);
+      for (int o = lanes / 2; o > 0; o /= 2)
+        acc = Op::apply(acc, __shfl_xor_sync(0xffffffffu, acc, o));
+      // Group g of thread t is group g P + t of the matrix.
+      if (threadIdx.x % lanes == 0)
+        buf[(g * P + int(threadIdx.x)) / lanes] = acc;
+    }
+    __syncthreads();
+    for (int e = 0; e < R / P; ++e)
+      dst[e] = buf[tj_tile_index<P, VR>(e)];
+  } else {
+    T *buf = tj_rows_buffer<R * C, T>();
+    for (int e = 0; e < R * C / P; ++e)
+      buf[tj_tile_index<P, VS>(e)] = src[e];
+    __syncthreads();
+    for (int e = 0; e < R / P; ++e) {
+      const T *row = buf + tj_tile_index<P, VR>(e) * C;
+      T acc = row[0];
+      for (int j = 1; j < C; ++j)
+        acc = Op::apply(acc, row[j]);
+      dst[e] = acc;
+    }
   }
   __syncthreads();
 }
