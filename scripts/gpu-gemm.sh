@@ -10,7 +10,8 @@
 #          CLI_CONFIGS (space-separated, comma-separated NAME=VALUE; default
 #          "default"): TFLOP/s and the fraction of cuBLASLt, one process
 #   lce    `tilejit bench fused_linear_ce` at N = 8192, d = 4096,
-#          V = 128256 with its GEMMs on cuBLASLt, then on lce_gemm
+#          V = 128256 for each --gemm of LCE_GEMMS (default "cublaslt
+#          tilejit"), LCE_SET added to each
 set -uo pipefail
 parts=${PARTS:-test bench}
 source scripts/gpu-env.sh
@@ -38,7 +39,7 @@ if has cli; then
   done 2>&1 | tee "$out/cli.log"
 fi
 if has lce; then
-  for gemm in cublaslt tilejit; do
+  for gemm in ${LCE_GEMMS:-cublaslt tilejit}; do
     echo "== --gemm=$gemm"
     timeout 280 ./gpu-bin/tilejit bench fused_linear_ce --bt 8192 --hidden 4096 \
       --vocab 128256 --dtype bf16 --gemm=$gemm --check ${LCE_SET:-}
