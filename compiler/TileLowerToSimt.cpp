@@ -252,8 +252,6 @@ struct RowsLowering : OpConversionPattern<RowOp> {
       return failure();
     if (!rowsAreThreadLocal(kernel, op.getSrc(), op.getResult(),
                             op.getCols())) {
-      if (failed(checkExchange(op)))
-        return failure();
       rewriter.replaceOpWithNewOp<SimtOp>(op, *vec, adaptor.getOperands(),
                                           op->getAttrs());
       return success();
@@ -267,31 +265,32 @@ struct RowsLowering : OpConversionPattern<RowOp> {
   /// The K elements of the thread's result.
   virtual SmallVector<Value> inThread(RowOp op, Value src, int64_t k,
                                       OpBuilder &b) const = 0;
-  /// Fails, with an error on `op`, where its exchange between threads
-  /// cannot be done (the verifier has bounded the row values already).
-  virtual LogicalResult checkExchange(RowOp) const { return success(); }
 };
+
+/// Fails, with an error, where `op`'s rows cannot be combined across
+/// threads: tj_reduce_rows combines a row held by lanes of one warp (whole
+/// groups, C / G lanes dividing 32) by shuffles, and any other row through
+/// shared memory with the whole matrix, which must fit 32 KiB (the verifier
+/// bounds the row values).
+static LogicalResult checkRowsExchange(func::FuncOp kernel,
+                                       tile::ReduceRowsOp op) {
+  auto m = cast<RankedTensorType>(op.getSrc().getType());
+  int64_t g = layoutGroup(kernel, m.getNumElements()), c = op.getCols();
+  bool inWarp = c % g == 0 && 32 % (c / g) == 0;
+  if (inWarp || rowsAreThreadLocal(kernel, op.getSrc(), op.getResult(), c) ||
+      m.getNumElements() * m.getElementTypeBitWidth() / 8 <= 32 * 1024)
+    return success();
+  return op.emitOpError("needs the ")
+         << m.getNumElements() << "-element matrix in shared memory (rows of "
+         << c << " columns are not whole groups of " << g
+         << " elements in lanes of one warp), at most 32 KiB";
+}
 
 /// tile.reduce_rows in a thread: entry e of the result combines the C
 /// elements e * C .. e * C + C - 1, in column order.
 struct ReduceRowsLowering
     : RowsLowering<tile::ReduceRowsOp, simt::ReduceRowsOp> {
   using RowsLowering::RowsLowering;
-  /// Across threads, tj_reduce_rows combines a row held by lanes of one
-  /// warp (whole groups, C / G lanes dividing 32) by shuffles; any other
-  /// row goes through shared memory with the whole matrix.
-  LogicalResult checkExchange(tile::ReduceRowsOp op) const override {
-    auto m = cast<RankedTensorType>(op.getSrc().getType());
-    int64_t g = layoutGroup(kernel, m.getNumElements()), c = op.getCols();
-    bool inWarp = c % g == 0 && 32 % (c / g) == 0;
-    if (inWarp || m.getNumElements() * m.getElementTypeBitWidth() / 8 <=
-                      32 * 1024)
-      return success();
-    return op.emitOpError("needs the ")
-           << m.getNumElements() << "-element matrix in shared memory (rows of "
-           << c << " columns are not whole groups of " << g
-           << " elements in lanes of one warp), at most 32 KiB";
-  }
   SmallVector<Value> inThread(tile::ReduceRowsOp op, Value src, int64_t k,
                               OpBuilder &b) const override {
     vector::CombiningKind kind = combiningKind(op.getKind(), op.getType());
@@ -444,6 +443,9 @@ struct TileLowerToSimtPass
             << "': only splat tile constants are supported";
         return WalkResult::interrupt();
       }
+      if (auto rows = dyn_cast<tile::ReduceRowsOp>(op);
+          rows && failed(checkRowsExchange(func, rows)))
+        return WalkResult::interrupt();
       for (Type t :
            llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
         if (!isa<TensorType>(t))

@@ -1,4 +1,4 @@
-//===- GemmProgram.h - one program's block of a tile-dot product -*- C++ -*-===//
+//===- GemmProgram.h - one program's block of a tile-dot product *- C++ -*-===//
 //
 // The main loop a GEMM written in the DSL shares with every kernel that
 // puts an epilogue after a product: program (i, j) of a 2-D grid owns the

@@ -87,7 +87,8 @@ std::vector<ParamSpec> gemmScheduleParams() {
       {"DOT_SPECIALIZE", {0, 1}, 1,
        "sm_90, views the copy engine cannot read: one warpgroup copies, the "
        "other multiplies (8 warps)"},
-      {"GROUP_M", {1, 8}, 8, "row blocks of C per group of programs sharing L2"}};
+      {"GROUP_M", {1, 8}, 8,
+       "row blocks of C per group of programs sharing L2"}};
 }
 
 KernelSpec linearCeGemmSpec() {

@@ -16,3 +16,17 @@ func.func @wrapping_arange(%p: !tile.ptr<i32>) attributes {tile.kernel, tile.num
   %r = tile.arange : tensor<4294967296xi32>
   return
 }
+
+// -----
+
+// Rows of 256 span 64 lanes: the matrix would go through shared memory,
+// and 64 KiB does not fit.
+func.func @rows_beyond_a_warp(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 2 : i64} {
+  %a = tile.arange : tensor<16384xi32>
+  %x = tile.load %p[%a] : !tile.ptr<f32>[tensor<16384xi32>] -> tensor<16384xf32>
+  // expected-error @+1 {{'tile.reduce_rows' op needs the 16384-element matrix in shared memory (rows of 256 columns are not whole groups of 4 elements in lanes of one warp), at most 32 KiB}}
+  %s = tile.reduce_rows sum %x {cols = 256 : i64} : tensor<16384xf32> -> tensor<64xf32>
+  %r = tile.arange : tensor<64xi32>
+  tile.store %p[%r], %s : !tile.ptr<f32>[tensor<64xi32>], tensor<64xf32>
+  return
+}

@@ -264,3 +264,17 @@ func.func @rows_in_thread(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_
   tile.store %p[%r], %m : !tile.ptr<f32>[tensor<64xi32>], tensor<64xf32>
   return
 }
+
+// A 64 KiB matrix whose rows of 128 are 32 groups of 4 held by the 32 lanes
+// of one warp: the lanes combine by shuffles and only the row values pass
+// through shared memory, so the matrix may exceed 32 KiB.
+// CHECK-LABEL: func.func @rows_in_warp_lanes(
+// CHECK:         simt.reduce_rows sum %{{.*}} {cols = 128 : i64} : vector<256xf32> -> vector<2xf32>
+func.func @rows_in_warp_lanes(%p: !tile.ptr<f32>) attributes {tile.kernel, tile.num_warps = 2 : i64} {
+  %a = tile.arange : tensor<16384xi32>
+  %x = tile.load %p[%a] : !tile.ptr<f32>[tensor<16384xi32>] -> tensor<16384xf32>
+  %s = tile.reduce_rows sum %x {cols = 128 : i64} : tensor<16384xf32> -> tensor<128xf32>
+  %r = tile.arange : tensor<128xi32>
+  tile.store %p[%r], %s : !tile.ptr<f32>[tensor<128xi32>], tensor<128xf32>
+  return
+}

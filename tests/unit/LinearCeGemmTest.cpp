@@ -164,3 +164,81 @@ TEST(LinearCeGemmGpu, CublasLtOnTheDeclaredOperandsMatchesTheReference) {
 }
 
 } // namespace
+
+namespace {
+
+// lce_logits in the interpreter: the logits h W^T it stores (f32, or bf16
+// with NARROW_LOGITS) against an fp64 product, and each row's max and
+// sum-exp per block of 128 columns against fp64 sums over the stored
+// logits plus the bias under the softcap, with rows and V that no block
+// divides (the last block has 44 columns, the second program 44 rows).
+TEST(LinearCeLogits, PartialsMatchFp64) {
+  const int64_t rows = 300, V = 300, d = 40;
+  const DType t = DType::BF16;
+  const KernelSpec &spec = findKernel("lce_logits");
+  std::mt19937 rng(5);
+  Stored h = randomMatrix(rows, d, false, t, rng);
+  Stored W = randomMatrix(V, d, false, t, rng);
+  std::vector<float> bias(V);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (float &b : bias)
+    b = dist(rng);
+  for (bool narrow : {false, true})
+    for (bool features : {false, true}) {
+      dsl::Config c = spec.config(t, {},
+                                  {{"NARROW_LOGITS", narrow},
+                                   {"BIAS", features},
+                                   {"SOFTCAP", features}});
+      const int64_t bm = c.get("BLOCK_M"), bn = c.get("BLOCK_N");
+      const int64_t blocks = (V + bn - 1) / bn;
+      const float cap = features ? 4.f : 0.f;
+      DType zt = narrow ? t : DType::F32;
+      std::vector<uint8_t> z(rows * V * dtypeSize(zt));
+      std::vector<float> rowMax(rows * blocks, NAN), rowSum(rows * blocks, NAN);
+      TileModule m = spec.build(c);
+      optimizeTile(m);
+      std::vector<InterpArg> args = {
+          InterpBuffer{h.data.data(), t, int64_t(h.data.size() / 2)},
+          InterpBuffer{W.data.data(), t, int64_t(W.data.size() / 2)},
+          InterpBuffer{z.data(), zt, rows * V},
+          InterpBuffer{bias.data(), DType::F32, V},
+          InterpBuffer{rowMax.data(), DType::F32, rows * blocks},
+          InterpBuffer{rowSum.data(), DType::F32, rows * blocks},
+          int32_t(rows), int32_t(V), int32_t(d), h.ld, W.ld, V, blocks, cap,
+          int32_t(features)};
+      interpret(m.operation(), "lce_logits",
+                {(rows + bm - 1) / bm, blocks, 1}, args);
+      double worstZ = 0, worstM = 0, worstS = 0;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < blocks; ++j) {
+          double mx = -INFINITY;
+          std::vector<double> x;
+          for (int64_t v = j * bn; v < std::min(V, (j + 1) * bn); ++v) {
+            double want = 0;
+            for (int64_t k = 0; k < d; ++k)
+              want += h.at(i, k, false, t) * W.at(v, k, false, t);
+            double got = loadAsFloats(z.data() + (i * V + v) * dtypeSize(zt),
+                                      zt, 1)[0];
+            double tol = (narrow ? 8e-3 : 1e-5) * (std::fabs(want) + 1.0);
+            worstZ = std::max(worstZ, std::fabs(got - want) / tol);
+            double xv = got + (features ? bias[v] : 0.0);
+            if (features)
+              xv = cap * std::tanh(xv / cap);
+            x.push_back(xv);
+            mx = std::max(mx, xv);
+          }
+          double sum = 0;
+          for (double xv : x)
+            sum += std::exp(xv - mx);
+          worstM = std::max(worstM, std::fabs(rowMax[i * blocks + j] - mx) /
+                                        (1e-5 * (std::fabs(mx) + 1.0)));
+          worstS = std::max(worstS, std::fabs(rowSum[i * blocks + j] - sum) /
+                                        (1e-5 * sum));
+        }
+      EXPECT_LE(worstZ, 1.0) << "narrow " << narrow << " features " << features;
+      EXPECT_LE(worstM, 1.0) << "narrow " << narrow << " features " << features;
+      EXPECT_LE(worstS, 1.0) << "narrow " << narrow << " features " << features;
+    }
+}
+
+} // namespace
