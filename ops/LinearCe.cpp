@@ -29,7 +29,7 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 /// or one buffer for both.
 int64_t chunkRowBytes(const LinearCeArgs &a) {
   int64_t es = dtypeSize(a.dtype);
-  int64_t partials = mayFoldLogits(a) ? 2 * 4 * logitsBlocks(a) : 0;
+  int64_t partials = mayFoldLogits(a) ? 2 * 4 * partialsStride(a) : 0;
   return a.V * (dzInPlace(a) ? int64_t(dtypeSize(logitsType(a))) : 4 + es) +
          partials;
 }
@@ -95,7 +95,7 @@ Layout layout(const LinearCeArgs &a, Device device, int64_t chunk) {
   // The CPU folds the logits only on the DSL path (auto runs plain loops).
   bool fold = mayFoldLogits(a) && (gpu || a.gemmBackend == GemmBackend::Dsl);
   l.partials =
-      take(fold, fold ? 2 * sizeof(float) * chunk * logitsBlocks(a) : 0);
+      take(fold, fold ? 2 * sizeof(float) * chunk * partialsStride(a) : 0);
   l.ones = take(gpu && a.bias, size_t(chunk) * es);
   l.gemm = take(gpu && usesCublasLt(a), size_t(a.gemmWorkspaceBytes));
   l.bytes = at;
@@ -121,6 +121,7 @@ Buffers buffers(const LinearCeArgs &a, const Layout &l, void *workspace) {
   b.gemm = at(l.gemm);
   if (l.partials != l.ones) { // taken
     b.blocks = logitsBlocks(a);
+    b.stride = partialsStride(a);
     b.partialCount = (l.ones - l.partials) / (2 * sizeof(float));
     b.rowMax = static_cast<float *>(at(l.partials));
     b.rowSum = b.rowMax + b.partialCount;
@@ -174,9 +175,16 @@ Programs buildPrograms(const LinearCeArgs &a, DType rowsType) {
   return p;
 }
 
+std::vector<std::string> logitsOverrides(const LinearCeArgs &a) {
+  std::vector<std::string> own;
+  for (llvm::StringRef s : a.set)
+    if (s.consume_front(kLogitsPrefix))
+      own.push_back(s.str());
+  return own;
+}
+
 dsl::Config logitsConfig(const LinearCeArgs &a) {
-  const KernelSpec &spec = findKernel("lce_logits");
-  return spec.config(a.dtype, spec.ownOverrides(a.set), problem(a));
+  return findKernel("lce_logits").config(a.dtype, logitsOverrides(a), problem(a));
 }
 
 int64_t logitsBlocks(const LinearCeArgs &a) {
@@ -238,7 +246,7 @@ std::vector<KernelArg> rowsArgs(const LinearCeArgs &a, const Buffers &b,
           A::f32(dzScale(a)),
           A::pointer(b.rowMax, DType::F32, b.partialCount),
           A::pointer(b.rowSum, DType::F32, b.partialCount),
-          A::i64(b.blocks),
+          A::i64(b.stride),
           A::i32(int32_t(b.blocks))};
 }
 
@@ -260,7 +268,7 @@ std::vector<KernelArg> logitsArgs(const LinearCeArgs &a, const Buffers &b,
           A::i64(ldh),
           A::i64(ldw),
           A::i64(a.V), // the chunk's logits rows are contiguous
-          A::i64(b.blocks),
+          A::i64(b.stride),
           A::f32(float(a.softcap)),
           A::i32(flag(a.bias))};
 }
@@ -505,9 +513,14 @@ void validateLinearCe(const LinearCeArgs &a) {
   checkF32Scalar("fused_linear_ce: label smoothing", a.labelSmoothing);
   checkF32Scalar("fused_linear_ce: z-loss", a.zLoss);
   checkF32Scalar("fused_linear_ce: softcap", a.softcap);
+  const KernelSpec &logits = findKernel("lce_logits");
   for (const std::string &s : a.set)
     if (s.find('=') == std::string::npos)
       fail("--set takes NAME=VALUE (got '" + s + "')");
+    else if (llvm::StringRef(s).starts_with(lce::kLogitsPrefix)) {
+      if (logits.ownOverrides({s.substr(lce::kLogitsPrefix.size())}).empty())
+        fail("'" + s + "' names no parameter of lce_logits (see tilejit list)");
+    }
     else if (llvm::is_contained({"TRANS_A", "TRANS_B", "C_F32"},
                                 s.substr(0, s.find('='))))
       fail("'" + s +
@@ -523,6 +536,7 @@ void validateLinearCe(const LinearCeArgs &a) {
     const KernelSpec &spec = findKernel(name);
     spec.config(spec.dtypes.front(), spec.ownOverrides(a.set));
   }
+  logits.config(logits.dtypes.front(), lce::logitsOverrides(a));
   if (a.bf16GradAccumulation && a.dtype != DType::BF16)
     fail("bf16 gradient accumulation needs bf16 inputs (got " +
          std::string(dtypeName(a.dtype)) + ")");

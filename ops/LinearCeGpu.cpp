@@ -75,12 +75,13 @@ struct Plan {
 
   explicit Plan(const LinearCeArgs &a) {
     // Auto picks per problem where lce_gemm can run (bf16/f16, tensor
-    // cores from sm_80) and fits: its default tiles take 129 KiB of shared
-    // memory, which sm_90 has (227 KiB) and sm_86/89 (99 KiB) do not. It
-    // falls back to lce_gemm alone when cuBLASLt cannot be opened.
+    // cores from sm_80) and fits: the default tiles of lce_gemm and
+    // lce_logits take 197,696 bytes of shared memory, which sm_90 has (227
+    // KiB) and sm_80 (163 KiB) and sm_86/89 (99 KiB) do not. It falls back
+    // to lce_gemm alone when cuBLASLt cannot be opened.
     bool tensorCores = device.computeCapability().first >= 8;
     bool dslEligible = a.dtype != DType::F32 && tensorCores &&
-                       device.maxSharedMemoryPerBlockOptin() >= 160 * 1024;
+                       device.maxSharedMemoryPerBlockOptin() >= 197696;
     backend = a.gemmBackend;
     if (backend == GemmBackend::Dsl && !tensorCores)
       throw Error("fused_linear_ce: the DSL GEMMs (lce_gemm) need sm_80 or "

@@ -11,6 +11,8 @@
 #include "tilejit/Kernel.h"
 #include "tilejit/ops/LinearCe.h"
 
+#include "llvm/ADT/StringRef.h"
+
 #include <map>
 #include <optional>
 #include <string>
@@ -63,10 +65,21 @@ inline bool usesCublasLt(const LinearCeArgs &a) {
 inline bool mayFoldLogits(const LinearCeArgs &a) {
   return a.dtype != DType::F32 && a.gemmBackend != GemmBackend::CublasLt;
 }
-/// lce_logits' config for the call (--set, then the problem's features).
+/// The prefix of the --set entries that pin lce_logits' parameters.
+inline constexpr llvm::StringLiteral kLogitsPrefix = "lce_logits.";
+/// Those entries, without the prefix.
+std::vector<std::string> logitsOverrides(const LinearCeArgs &a);
+/// lce_logits' config for the call: the --set entries prefixed
+/// "lce_logits." (it shares lce_gemm's parameter names, not its values),
+/// then the problem's features.
 dsl::Config logitsConfig(const LinearCeArgs &a);
-/// Column blocks of lce_logits per row: its partials per row.
+/// Column blocks of lce_logits per row.
 int64_t logitsBlocks(const LinearCeArgs &a);
+/// Floats between two rows' partials: the blocks rounded up to 16 bytes,
+/// as lce_logits_grad loads them in 16-byte groups.
+inline int64_t partialsStride(const LinearCeArgs &a) {
+  return (logitsBlocks(a) + 3) / 4 * 4;
+}
 
 /// Byte offsets into the workspace; each part 256-byte aligned (cuBLASLt's
 /// and the vector loads' alignment). A part the caller provides is empty.
@@ -84,10 +97,11 @@ struct Buffers {
   int32_t *bad;
   void *logits, *dz, *ones, *gemm;
   const float *bias, *classWeight, *gradOutput;
-  /// lce_logits' row max and sum-exp, (chunk, blocks) each; with no
-  /// partials, blocks = 0 and both point at stats.
+  /// lce_logits' row max and sum-exp, (chunk, blocks) each, rows
+  /// partialsStride apart; with no partials, blocks = 0 and both point at
+  /// stats.
   float *rowMax, *rowSum;
-  int64_t blocks = 0, partialCount = 5;
+  int64_t blocks = 0, stride = 0, partialCount = 5;
 };
 Buffers buffers(const LinearCeArgs &a, const Layout &l, void *workspace);
 

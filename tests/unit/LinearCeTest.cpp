@@ -272,6 +272,19 @@ TEST(LinearCe, DslGemmsMatchTheReference) {
       }
 }
 
+// lce_gemm's --set entries leave lce_logits alone (its BLOCK_M must cover
+// the program's threads); entries prefixed "lce_logits." pin it.
+TEST(LinearCe, DslGemmsTakeTheirOwnBlocks) {
+  ref::LinearCeInputs in =
+      makeLinearCeInputs(13, 40, 300, DType::BF16, false, false, 9);
+  LinearCeOptions o = everyFeature(in, Reduction::Sum, 8);
+  o.narrowLogits = true;
+  o.gemmBackend = LinearCeOptions::GemmBackend::Dsl;
+  o.overrides = {"BLOCK_M=64", "BLOCK_N=64", "lce_logits.BLOCK_N=64"};
+  LinearCeCheck c = checkLinearCe(in, o, runLinearCeCpu(in, o), 1e-3, 1e-2);
+  EXPECT_TRUE(c.passed) << c.summary;
+}
+
 TEST(LinearCe, TheMemoryBudgetSetsTheChunkRows) {
   ref::LinearCeInputs f32 =
       makeLinearCeInputs(100, 8, 1000, DType::F32, false, false, 1);
@@ -352,6 +365,10 @@ TEST(LinearCe, BadInputsAreClearErrors) {
            auto &o) { o.gemmBackend = LinearCeOptions::GemmBackend::Dsl; },
         "need bf16 or f16");
   fails([](auto &, auto &o) { o.overrides = {"C_F32=0"}; }, "cannot be pinned");
+  fails([](auto &, auto &o) { o.overrides = {"lce_logits.BLOCK_Q=1"}; },
+        "no parameter of lce_logits");
+  fails([](auto &, auto &o) { o.overrides = {"lce_logits.BLOCK_N=x"}; },
+        "non-integer value");
   EXPECT_THROW(parseGemmBackend("cutlass"), Error);
 }
 
