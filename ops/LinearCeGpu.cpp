@@ -177,8 +177,9 @@ struct Plan {
     std::string problem = gemm->problemKey(hc, false, W, true, z, 0.f) +
                           ", lce_logits " + logitsConfig(a).str() +
                           " and lce_logits_grad " + programs->rows.config();
-    return paths->useDsl(problem, 2.0 * z.rows * z.cols * a.d, walk, fold,
-                         stream, mayTimePaths);
+    return paths->useDsl(problem, 0, walk, fold, stream, mayTimePaths,
+                         "logits GEMM + lce_logits_grad",
+                         "lce_logits + lce_logits_grad on its partials");
   }
 
   /// The GEMMs and the row program of the chunk at row r0 (all of them, or

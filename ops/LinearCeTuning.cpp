@@ -73,7 +73,8 @@ GemmPaths::GemmPaths(const cuda::Device &device, DType dtype)
 bool GemmPaths::useDsl(const std::string &problem, double flop,
                        const std::function<void()> &cublas,
                        const std::function<void()> &dsl, CUstream stream,
-                       bool mayTime) {
+                       bool mayTime, std::string cublasName,
+                       std::string dslName) {
   used_.insert(problem);
   auto known = chosen_.find(problem);
   if (known != chosen_.end())
@@ -82,6 +83,8 @@ bool GemmPaths::useDsl(const std::string &problem, double flop,
   key.shape = problem;
   Choice c;
   c.flop = flop;
+  c.cublasName = std::move(cublasName);
+  c.dslName = std::move(dslName);
   if (std::optional<TuningEntry> e = db_.lookup(key);
       e && e->best.count("DSL_GEMM")) {
     c.dsl = e->best.at("DSL_GEMM") != 0;
@@ -121,7 +124,8 @@ void GemmPaths::report(ops::LinearCePlanInfo &out) const {
     out.gemmPathsOnDsl += c.dsl;
     if (timedNow_.count(problem))
       out.gemmPathTimings.push_back(
-          {problem, c.cublasLtMs, c.lceGemmMs, c.flop});
+          {problem, c.cublasLtMs, c.lceGemmMs, c.flop, c.cublasName,
+           c.dslName});
     else // from the tuning database, or chosen earlier in this process
       ++out.gemmPathsFromStore;
   }

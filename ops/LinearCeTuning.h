@@ -39,11 +39,14 @@ public:
   /// True when `problem` (everything the choice depends on) runs on
   /// lce_gemm. A problem not chosen yet is looked up, or timed when
   /// `mayTime` (each of `cublas` and `dsl` queues the product once on
-  /// `stream`), or else left to cuBLASLt. `flop` (2 M N K) is reported
-  /// beside the times.
+  /// `stream`), or else left to cuBLASLt. `flop` (2 M N K; 0 when a
+  /// side runs more than the product) is reported beside the times, under
+  /// the paths' names.
   bool useDsl(const std::string &problem, double flop,
               const std::function<void()> &cublas,
-              const std::function<void()> &dsl, CUstream stream, bool mayTime);
+              const std::function<void()> &dsl, CUstream stream, bool mayTime,
+              std::string cublasName = "cuBLASLt",
+              std::string dslName = "lce_gemm");
 
   /// The report covers the problems run from here on (the chunk tuner's
   /// candidates are not the chunk that runs).
@@ -59,6 +62,7 @@ private:
     bool dsl = false, stored = false;
     double cublasLtMs = 0, lceGemmMs = 0; ///< when timed now
     double flop = 0;
+    std::string cublasName, dslName;
   };
   TuningDatabase db_;
   TuningKey base_;

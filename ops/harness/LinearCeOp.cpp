@@ -67,11 +67,20 @@ std::string describeGemmPaths(const LinearCeOutputs &out) {
      << " from the tuning database\n";
   auto tflops = [](double flop, double ms) { return flop / ms / 1e9; };
   for (const auto &t : out.gemmPathTimings)
-    os << llvm::format("      timed now: %s: cuBLASLt %.3f ms (%.0f TFLOP/s), "
-                       "lce_gemm %.3f ms (%.0f TFLOP/s, %.2f of cuBLASLt)\n",
-                       t.problem.c_str(), t.cublasLtMs,
-                       tflops(t.flop, t.cublasLtMs), t.lceGemmMs,
-                       tflops(t.flop, t.lceGemmMs), t.cublasLtMs / t.lceGemmMs);
+    if (t.flop > 0)
+      os << llvm::format("      timed now: %s: %s %.3f ms (%.0f TFLOP/s), "
+                         "%s %.3f ms (%.0f TFLOP/s, %.2f of %s)\n",
+                         t.problem.c_str(), t.cublasLtPath.c_str(),
+                         t.cublasLtMs, tflops(t.flop, t.cublasLtMs),
+                         t.dslPath.c_str(), t.lceGemmMs,
+                         tflops(t.flop, t.lceGemmMs),
+                         t.cublasLtMs / t.lceGemmMs, t.cublasLtPath.c_str());
+    else
+      os << llvm::format("      timed now: %s: %s %.3f ms, %s %.3f ms (%.2f "
+                         "of the first)\n",
+                         t.problem.c_str(), t.cublasLtPath.c_str(),
+                         t.cublasLtMs, t.dslPath.c_str(), t.lceGemmMs,
+                         t.cublasLtMs / t.lceGemmMs);
   return s;
 }
 

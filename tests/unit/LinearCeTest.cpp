@@ -389,12 +389,14 @@ TEST(LinearCe, GemmBackendNamesAndReport) {
   out.gemmPathProblems = 3;
   out.gemmPathsOnDsl = 1;
   out.gemmPathsFromStore = 2;
-  out.gemmPathTimings = {{"p", 1.5, 40.25, 3e12}};
+  out.gemmPathTimings = {{"p", 1.5, 40.25, 3e12, "cuBLASLt", "lce_gemm"},
+                         {"q", 3.0, 2.5, 0, "walk", "fold"}};
   EXPECT_EQ(describeGemmPaths(out),
             "    GEMM paths (auto): 3 problems, 1 on lce_gemm, 2 on cuBLASLt; "
             "2 from the tuning database\n      timed now: p: cuBLASLt 1.500 "
             "ms (2000 TFLOP/s), lce_gemm 40.250 ms (75 TFLOP/s, 0.04 of "
-            "cuBLASLt)\n");
+            "cuBLASLt)\n      timed now: q: walk 3.000 ms, fold 2.500 ms "
+            "(1.20 of the first)\n");
 }
 
 // On the GPU (cuBLASLt GEMMs): the same checks, at the tolerances of GEMMs

@@ -159,7 +159,10 @@ struct LinearCePlanInfo {
   struct GemmPathTiming {
     std::string problem;
     double cublasLtMs, lceGemmMs;
-    double flop; ///< 2 M N K of the product
+    double flop; ///< 2 M N K of the product; 0 for a pair of steps
+    /// What each side ran: "cuBLASLt" and "lce_gemm", or the logits step
+    /// with its row program.
+    std::string cublasLtPath, dslPath;
   };
   std::vector<GemmPathTiming> gemmPathTimings;
   int gemmPathProblems = 0, gemmPathsFromStore = 0, gemmPathsOnDsl = 0;
