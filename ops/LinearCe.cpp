@@ -184,7 +184,8 @@ std::vector<std::string> logitsOverrides(const LinearCeArgs &a) {
 }
 
 dsl::Config logitsConfig(const LinearCeArgs &a) {
-  return findKernel("lce_logits").config(a.dtype, logitsOverrides(a), problem(a));
+  return findKernel("lce_logits")
+      .config(a.dtype, logitsOverrides(a), problem(a));
 }
 
 int64_t logitsBlocks(const LinearCeArgs &a) {
@@ -514,23 +515,25 @@ void validateLinearCe(const LinearCeArgs &a) {
   checkF32Scalar("fused_linear_ce: z-loss", a.zLoss);
   checkF32Scalar("fused_linear_ce: softcap", a.softcap);
   const KernelSpec &logits = findKernel("lce_logits");
-  for (const std::string &s : a.set)
+  for (const std::string &s : a.set) {
+    llvm::StringRef name = llvm::StringRef(s).split('=').first;
     if (s.find('=') == std::string::npos)
       fail("--set takes NAME=VALUE (got '" + s + "')");
-    else if (llvm::StringRef(s).starts_with(lce::kLogitsPrefix)) {
-      if (logits.ownOverrides({s.substr(lce::kLogitsPrefix.size())}).empty())
-        fail("'" + s + "' names no parameter of lce_logits (see tilejit list)");
-    }
-    else if (llvm::is_contained({"TRANS_A", "TRANS_B", "C_F32"},
-                                s.substr(0, s.find('='))))
+    if (name.consume_front(lce::kLogitsPrefix)) {
+      if (!logits.param(name.str()))
+        fail("'" + s + "' names no parameter of lce_logits (see tilejit "
+                       "list)");
+    } else if (llvm::is_contained({"TRANS_A", "TRANS_B", "C_F32"}, name)) {
       fail("'" + s +
            "': lce_gemm's TRANS_A, TRANS_B and C_F32 follow from each "
            "product and cannot be pinned");
-    else if (findKernel("lce_logits_grad").ownOverrides({s}).empty() &&
-             findKernel("lce_gemm").ownOverrides({s}).empty())
+    } else if (findKernel("lce_logits_grad").ownOverrides({s}).empty() &&
+               findKernel("lce_gemm").ownOverrides({s}).empty()) {
       fail("'" + s +
            "' names no parameter of lce_logits_grad or lce_gemm (see "
            "tilejit list)");
+    }
+  }
   // Values are checked even for a kernel this call does not use.
   for (const char *name : {"lce_logits_grad", "lce_gemm"}) {
     const KernelSpec &spec = findKernel(name);
