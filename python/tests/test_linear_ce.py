@@ -83,6 +83,21 @@ def test_bf16_no_bias_chunks():
     close(got, want, 3e-2)
 
 
+@pytest.mark.parametrize("kw", [dict(), dict(label_smoothing=0.1,
+                                            lse_square_scale=1e-2, softcap=3.0,
+                                            reduction="none")],
+                         ids=["plain", "features"])
+def test_bf16_tilejit_gemms(kw):
+    """gemm="tilejit": the DSL's GEMMs, the logits folded with their row
+    statistics (the interpreter, on the CPU), at bf16 tolerances."""
+    x, w, y, b = make(torch.bfloat16)
+    got = run(lambda *a, **k: linear_cross_entropy(*a, return_z_loss=True,
+                                                   gemm="tilejit", **k),
+              x, w, y, b, chunk_rows=4, **kw)
+    want = run(reference, x.double(), w.double(), y, b.double(), **kw)
+    close(got, want, 3e-2)
+
+
 def test_bias_dtype_follows_parameter():
     x, w, y, b = make(torch.bfloat16)
     got = run(lambda *a, **k: linear_cross_entropy(*a, return_z_loss=True, **k),
@@ -130,6 +145,10 @@ def test_bad_inputs():
         linear_cross_entropy(x.double(), w.double(), y)
     with pytest.raises(ValueError, match="reduction"):
         FusedLinearCrossEntropyLoss(reduction="avg")
+    with pytest.raises(ValueError, match="gemm"):
+        linear_cross_entropy(x, w, y, gemm="cutlass")
+    with pytest.raises(TypeError, match="bf16 or f16"):
+        linear_cross_entropy(x, w, y, gemm="tilejit")
 
 
 def test_second_backward_is_refused():

@@ -47,7 +47,8 @@ def test_opcheck_linear_ce(reduction):
     x, w, y, b = lce_inputs(bias=reduction != 2)
     cw = torch.rand(V) if reduction == 1 else None
     torch.library.opcheck(ops.linear_ce, (x, w, y, b, cw, None, -100, 1e-3,
-                                          0.1, 0.0, reduction, 2, 0, False))
+                                          0.1, 0.0, reduction, 2, 0, False,
+                                          0))
 
 
 def test_fake_shapes():

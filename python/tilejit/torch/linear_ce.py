@@ -25,6 +25,8 @@ from . import _common as c
 
 _REDUCTIONS = {"none": _capi.REDUCTION_NONE, "mean": _capi.REDUCTION_MEAN,
                "sum": _capi.REDUCTION_SUM}
+_GEMMS = {"cublaslt": _capi.GEMM_CUBLASLT, "tilejit": _capi.GEMM_TILEJIT,
+          "auto": _capi.GEMM_AUTO}
 _GEMM_WORKSPACE = 8 << 20
 
 
@@ -41,7 +43,7 @@ def _prepare_once(a, ws, nbytes, stream, dev):
     key = (dev.index, a.dtype, a.n, a.d, a.v, bool(a.bias),
            bool(a.class_weight), a.reduction, a.label_smoothing > 0,
            a.z_loss > 0, a.softcap > 0, a.chunk_rows, a.memory_budget_bytes,
-           a.bf16_grad_accumulation)
+           a.bf16_grad_accumulation, a.gemm_backend)
     if key in _prepared or torch.cuda.is_current_stream_capturing():
         return
     _capi.check(_capi.lib().tilejit_linear_ce_prepare(
@@ -55,8 +57,8 @@ def _linear_ce(input: Tensor, weight: Tensor, target: Tensor,
                grad_output: Optional[Tensor], ignore_index: int,
                lse_square_scale: float, label_smoothing: float,
                softcap: float, reduction: int, chunk_rows: int,
-               memory_budget: int, bf16_grad_accumulation: bool
-               ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+               memory_budget: int, bf16_grad_accumulation: bool,
+               gemm: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                           Tensor]:
     """(loss (2): loss and its z-loss part, row_loss (n), row_z_loss (n),
     grad_input (n, d), grad_weight (v, d; bf16 for bf16 weights, else f32),
@@ -96,7 +98,7 @@ def _linear_ce(input: Tensor, weight: Tensor, target: Tensor,
         grad_bias.data_ptr() if bias is not None else None, bad.data_ptr(),
         chunk_rows, memory_budget, _GEMM_WORKSPACE if gpu else 0,
         int(gpu and input.dtype != torch.float32),
-        int(bf16_grad_accumulation), _capi.GEMM_CUBLASLT, None, 0)
+        int(bf16_grad_accumulation), gemm, None, 0)
     lib = _capi.lib()
 
     def run(device, stream):
@@ -135,7 +137,7 @@ def _grad_weight_dtype(weight_dtype, bf16_grad_accumulation):
 def _linear_ce_fake(input, weight, target, bias, ce_weight, grad_output,
                     ignore_index, lse_square_scale, label_smoothing, softcap,
                     reduction, chunk_rows, memory_budget,
-                    bf16_grad_accumulation):
+                    bf16_grad_accumulation, gemm):
     n, d = input.shape
     v = weight.size(0)
     acc = torch.bfloat16 if bf16_grad_accumulation else torch.float32
@@ -216,7 +218,7 @@ def linear_cross_entropy(input, weight, target, bias=None, *, ce_weight=None,
                          label_smoothing=0.0, reduction="mean", softcap=None,
                          return_z_loss=False, chunk_rows=None,
                          memory_budget=None, accum_dtype=None,
-                         return_bad_target=False):
+                         return_bad_target=False, gemm="cublaslt"):
     """cross_entropy(softcap(input @ weight.T + bias), target,
     weight=ce_weight, ignore_index=, label_smoothing=, reduction=) plus
     lse_square_scale * lse^2 per valid row (Liger's z-loss), without the
@@ -231,9 +233,21 @@ def linear_cross_entropy(input, weight, target, bias=None, *, ce_weight=None,
     (bf16 inputs). With return_bad_target, also the int32 (1,) flag: 0, or
     1 + a row whose target is outside [0, V) and not ignore_index (counted
     as ignored); the op never reads it on the host.
+
+    gemm picks who runs the chunk's products: "cublaslt"; "tilejit", the
+    DSL's own tensor-core GEMMs (bf16/f16), with the logits GEMM folding
+    each row's max and sum-exp into its epilogue so that the row program
+    reads the logits once (on the CPU: the interpreter, slowly); or "auto",
+    which times both per product on the first call of each shape.
     """
     _check(input, weight, target, bias, ce_weight, reduction,
            float(label_smoothing), float(lse_square_scale), softcap)
+    if gemm not in _GEMMS:
+        raise ValueError(f"gemm must be 'cublaslt', 'tilejit' or 'auto', not "
+                         f"{gemm!r}")
+    if gemm == "tilejit" and input.dtype == torch.float32:
+        raise TypeError("gemm='tilejit' takes bf16 or f16 inputs, not "
+                        "float32")
     if accum_dtype not in (None, torch.float32, torch.bfloat16):
         raise ValueError(f"accum_dtype must be None, float32 or bfloat16, not "
                          f"{accum_dtype}")
@@ -244,7 +258,7 @@ def linear_cross_entropy(input, weight, target, bias=None, *, ce_weight=None,
         None if ce_weight is None else ce_weight.detach().float(), None,
         int(ignore_index), float(lse_square_scale), float(label_smoothing),
         float(softcap or 0.0), _REDUCTIONS[reduction], int(chunk_rows or 0),
-        int(memory_budget or 0), accum_dtype == torch.bfloat16)
+        int(memory_budget or 0), accum_dtype == torch.bfloat16, _GEMMS[gemm])
     if reduction == "none":
         loss, z_loss = out[1], out[2].detach()
     else:
@@ -263,7 +277,7 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
     def __init__(self, ce_weight=None, ignore_index=-100,
                  lse_square_scale=0.0, label_smoothing=0.0, reduction="mean",
                  softcap=None, return_z_loss=False, accum_dtype=None,
-                 chunk_rows=None, memory_budget=None):
+                 chunk_rows=None, memory_budget=None, gemm="cublaslt"):
         super().__init__()
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1], not "
@@ -280,6 +294,7 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
         self.return_z_loss = return_z_loss
         self.accum_dtype = accum_dtype
         self.chunk_rows, self.memory_budget = chunk_rows, memory_budget
+        self.gemm = gemm
 
     def forward(self, lin_weight, _input, target, bias=None):
         return linear_cross_entropy(
@@ -289,4 +304,4 @@ class FusedLinearCrossEntropyLoss(torch.nn.Module):
             label_smoothing=self.label_smoothing, reduction=self.reduction,
             softcap=self.softcap, return_z_loss=self.return_z_loss,
             chunk_rows=self.chunk_rows, memory_budget=self.memory_budget,
-            accum_dtype=self.accum_dtype)
+            accum_dtype=self.accum_dtype, gemm=self.gemm)
