@@ -12,6 +12,8 @@
 #   lce    `tilejit bench fused_linear_ce` at N = 8192, d = 4096,
 #          V = 128256 for each --gemm of LCE_GEMMS (default "cublaslt
 #          tilejit"), LCE_SET added to each
+#   torch  scripts/bench/torch_ops.py lce: the PyTorch op at the same shape
+#          beside torch.compile (and Liger when .peers/liger is carried)
 set -uo pipefail
 parts=${PARTS:-test bench}
 source scripts/gpu-env.sh
@@ -44,4 +46,8 @@ if has lce; then
     timeout 280 ./gpu-bin/tilejit bench fused_linear_ce --bt 8192 --hidden 4096 \
       --vocab 128256 --dtype bf16 --gemm=$gemm --check ${LCE_SET:-}
   done 2>&1 | tee "$out/lce.log"
+fi
+if has torch; then
+  timeout 200 python3 scripts/bench/torch_ops.py lce 2>&1 | grep -v Warning |
+    tee "$out/torch_ops.jsonl"
 fi

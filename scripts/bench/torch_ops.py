@@ -291,6 +291,12 @@ def lce(n=8192, d=4096, v=128256):
     timed("tilejit (512 MiB budget)", step(tj, h, w), check, kernels=True,
           **meta)
     timed("tilejit CUDA graph", graphed(step(tj, h, w)), **meta)
+    for gemm in ("tilejit", "auto"):  # the DSL's GEMMs, logits folded
+        run = lambda gemm=gemm: linear_cross_entropy(
+            h, w, y, memory_budget=budget, gemm=gemm)
+        timed(f"tilejit gemm={gemm}", step(run, h, w),
+              lambda run=run: {"loss_diff": abs(run().item() - want)},
+              kernels=True, **meta)
     compiled = torch.compile(torch_ref)
     timed("torch.compile", step(lambda: compiled(h, w), h, w), **meta)
     if LigerFusedLinearCrossEntropyFunction is not None:
