@@ -3,8 +3,11 @@
 // The chunk loop of the linear cross-entropy (docs/semantics.md §2) is:
 // logits of a chunk of rows = h_chunk W^T (+ b); lce_logits_grad turns them,
 // row by row, into the loss terms and, in place, into d loss / d logits;
-// then dh_chunk = dz W and dW += dz^T h_chunk. The GEMMs are the host's (or a
-// GEMM library's); these programs are everything between them.
+// then dh_chunk = dz W and dW += dz^T h_chunk. The GEMMs are cuBLASLt's or
+// lce_gemm's (LinearCeGemm.cpp); these programs are everything between
+// them, and lce_logits, the logits GEMM with each row's max and sum-exp per
+// block of columns folded into its epilogue, so that lce_logits_grad
+// (PARTIALS=1) need not walk the row for them.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels_spec/LinearCe.h"
