@@ -72,25 +72,13 @@ JsdTerms jsdTerms(KernelBuilder &k, Value x, Value y, Value beta) {
 TileModule buildJsd(const Config &c) {
   KernelBuilder k("jsd", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  // grad may be the student (in place): each element is read, then written.
-  Value X = k.aliasedPointerArg("student_logp", c.dtype);
-  Value Y = k.pointerArg("teacher_logp", c.dtype);
-  Value label = k.pointerArg("label", DType::I64);
-  Value loss = k.pointerArg("loss", DType::F32);
-  Value grad = k.aliasedPointerArg("grad", c.dtype);
-  Value upstream = k.pointerArg("upstream", DType::F32);
-  Value beta = k.scalarArg("beta", DType::F32);
-  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
-  Value perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
-  Value V = k.scalarArg("V", DType::I32);
-
-  Value row = k.programId(0);
-  Value rowOffset = row.to(DType::I64) * V.to(DType::I64);
-  Value x = X + rowOffset, y = Y + rowOffset, g = grad + rowOffset;
-  Value ignored = k.param("HAS_LABEL") ? k.load(label, row) == ignoreIndex
-                                       : k.constant(0, DType::I1);
+  Value beta;
+  DistillationRow r = distillationRow(k, "student_logp", "teacher_logp", [&] {
+    beta = k.scalarArg("beta", DType::F32);
+  });
+  Value row = r.row, x = r.s, y = r.t, g = r.g, loss = r.loss, V = r.V;
   k.ifThen(
-      ignored,
+      r.ignored,
       [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
         auto terms = [&](Value offs, Value mask) {
@@ -103,7 +91,7 @@ TileModule buildJsd(const Config &c) {
           rowLoss = rowLoss + terms(offs, offs < V).loss.sum();
         });
         k.store(loss, row, rowLoss);
-        Value scale = upstreamFactor(k, upstream, row, perRow);
+        Value scale = upstreamFactor(k, r.upstream, row, r.perRow);
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;
@@ -121,31 +109,18 @@ TileModule buildJsd(const Config &c) {
 TileModule buildJsdLogits(const Config &c) {
   KernelBuilder k("jsd_logits", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  // grad may be the student (in place): each element is read, then written.
-  Value S = k.aliasedPointerArg("student", c.dtype);
-  Value Tl = k.pointerArg("teacher", c.dtype);
-  Value label = k.pointerArg("label", DType::I64);
-  Value loss = k.pointerArg("loss", DType::F32);
-  Value grad = k.aliasedPointerArg("grad", c.dtype);
-  Value upstream = k.pointerArg("upstream", DType::F32);
-  Value beta = k.scalarArg("beta", DType::F32);
-  Value temperature = k.scalarArg("temperature", DType::F32);
-  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
-  Value perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
-  Value V = k.scalarArg("V", DType::I32);
-
-  Value row = k.programId(0);
-  Value rowOffset = row.to(DType::I64) * V.to(DType::I64);
-  Value s = S + rowOffset, t = Tl + rowOffset, g = grad + rowOffset;
+  Value beta, temperature;
+  DistillationRow r = distillationRow(k, "student", "teacher", [&] {
+    beta = k.scalarArg("beta", DType::F32);
+    temperature = k.scalarArg("temperature", DType::F32);
+  });
+  Value row = r.row, s = r.s, t = r.t, g = r.g, loss = r.loss, V = r.V;
   Value invT = 1.0 / temperature;
   auto scaled = [&](Value ptr, Value offs, Value mask) {
-    return where(mask, k.load(ptr, offs, mask, 0).to(DType::F32) * invT,
-                 kNegInf);
+    return logitsOverT(k, ptr, offs, mask, invT);
   };
-  Value ignored = k.param("HAS_LABEL") ? k.load(label, row) == ignoreIndex
-                                       : k.constant(0, DType::I1);
   k.ifThen(
-      ignored,
+      r.ignored,
       [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
         auto norms = logSoftmaxOfRows(k, s, t, V, scaled);
@@ -167,7 +142,7 @@ TileModule buildJsdLogits(const Config &c) {
         });
         k.store(loss, row, rowLoss.sum());
         Value total = gSum.sum();
-        Value scale = upstreamFactor(k, upstream, row, perRow) * invT;
+        Value scale = upstreamFactor(k, r.upstream, row, r.perRow) * invT;
         k.forRange(0, V, BLOCK, [&](Value i) {
           Value offs = i + k.arange(BLOCK);
           Value mask = offs < V;

@@ -40,39 +40,26 @@ namespace {
 TileModule buildKlDiv(const Config &c) {
   KernelBuilder k("kl_div", c);
   const int64_t BLOCK = k.param("BLOCK_SIZE");
-  // grad may be the student (in place): each element is read, then written.
-  Value S = k.aliasedPointerArg("student", c.dtype);
-  Value Tl = k.pointerArg("teacher", c.dtype);
-  Value label = k.pointerArg("label", DType::I64);
-  Value loss = k.pointerArg("loss", DType::F32);
-  Value grad = k.aliasedPointerArg("grad", c.dtype);
-  Value upstream = k.pointerArg("upstream", DType::F32);
-  Value temperature = k.scalarArg("temperature", DType::F32);
-  Value reverse = k.scalarArg("reverse", DType::I32) != 0.0;
-  Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
-  Value perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
-  Value V = k.scalarArg("V", DType::I32);
-
-  Value row = k.programId(0);
-  Value rowOffset = row.to(DType::I64) * V.to(DType::I64);
-  Value s = S + rowOffset, t = Tl + rowOffset, g = grad + rowOffset;
+  Value temperature, reverse;
+  DistillationRow r = distillationRow(k, "student", "teacher", [&] {
+    temperature = k.scalarArg("temperature", DType::F32);
+    reverse = k.scalarArg("reverse", DType::I32) != 0.0;
+  });
+  Value row = r.row, s = r.s, t = r.t, g = r.g, loss = r.loss, V = r.V;
   Value invT = 1.0 / temperature;
   auto scaled = [&](Value ptr, Value offs, Value mask) {
-    return where(mask, k.load(ptr, offs, mask, 0).to(DType::F32) * invT,
-                 kNegInf);
+    return logitsOverT(k, ptr, offs, mask, invT);
   };
-  Value ignored = k.param("HAS_LABEL") ? k.load(label, row) == ignoreIndex
-                                       : k.constant(0, DType::I1);
   Value f32Zero = k.constant(0, DType::F32);
   k.ifThen(
-      ignored,
+      r.ignored,
       [&] { storeIgnoredRow(k, {loss}, row, g, V, c.dtype); },
       [&] {
         // Pass 1: both rows' max and sum-exp.
         auto norms = logSoftmaxOfRows(k, s, t, V, scaled);
         RowLogSoftmax normQ = norms.first, normP = norms.second;
         Value zeros = k.full(BLOCK, f32Zero);
-        Value gScale = upstreamFactor(k, upstream, row, perRow) * invT;
+        Value gScale = upstreamFactor(k, r.upstream, row, r.perRow) * invT;
         // log q - log p at each element, and each distribution.
         auto terms = [&](Value offs, Value mask) {
           Value logQ = normQ.of(scaled(s, offs, mask));

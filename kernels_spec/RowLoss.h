@@ -82,6 +82,39 @@ inline void distillationReference(
   }
 }
 
+/// A distillation kernel's arguments (kl_div, jsd, jsd_logits) and this
+/// program's row. The arguments, in order: `student` and `teacher` (rows V
+/// apart, in the kernel's dtype), label (i64), loss (f32), grad (may be the
+/// student: each element is read, then written), upstream (f32), the
+/// kernel's own scalars (declared by `ownScalars`), ignore_index,
+/// per_row_upstream and V. `s`, `t` and `g` point at the row; `ignored`
+/// says whether its label is ignore_index (never without HAS_LABEL).
+struct DistillationRow {
+  dsl::Value row, s, t, g, loss, upstream, perRow, V, ignored;
+};
+inline DistillationRow
+distillationRow(dsl::KernelBuilder &k, const char *student,
+                const char *teacher, const std::function<void()> &ownScalars) {
+  DType dtype = k.config().dtype;
+  dsl::Value S = k.aliasedPointerArg(student, dtype);
+  dsl::Value T = k.pointerArg(teacher, dtype);
+  dsl::Value label = k.pointerArg("label", DType::I64);
+  DistillationRow r;
+  r.loss = k.pointerArg("loss", DType::F32);
+  dsl::Value grad = k.aliasedPointerArg("grad", dtype);
+  r.upstream = k.pointerArg("upstream", DType::F32);
+  ownScalars();
+  dsl::Value ignoreIndex = k.scalarArg("ignore_index", DType::I64);
+  r.perRow = k.scalarArg("per_row_upstream", DType::I32) != 0.0;
+  r.V = k.scalarArg("V", DType::I32);
+  r.row = k.programId(0);
+  dsl::Value offset = r.row.to(DType::I64) * r.V.to(DType::I64);
+  r.s = S + offset, r.t = T + offset, r.g = grad + offset;
+  r.ignored = k.param("HAS_LABEL") ? k.load(label, r.row) == ignoreIndex
+                                   : k.constant(0, DType::I1);
+  return r;
+}
+
 /// Zeros in `losses` at `row` and in the V gradient elements at `grad`.
 inline void storeIgnoredRow(dsl::KernelBuilder &k,
                             std::initializer_list<dsl::Value> losses,

@@ -27,6 +27,15 @@ inline dsl::Value safeShift(dsl::Value m) {
   return dsl::where(m == kNegInf, 0.0, m);
 }
 
+/// The row's elements at `offs` as f32 times `invT` (logits at a
+/// temperature), -inf where `mask` is off: classes of probability 0.
+inline dsl::Value logitsOverT(dsl::KernelBuilder &k, dsl::Value row,
+                              dsl::Value offs, dsl::Value mask,
+                              dsl::Value invT) {
+  return dsl::where(mask, k.load(row, offs, mask, 0).to(DType::F32) * invT,
+                    kNegInf);
+}
+
 /// log softmax of a row from the per-lane (max, sum-exp) a walk folded with
 /// softmaxFold: of(x) for a tile x of the row. The max comes off first, so
 /// that logits sharing a large offset keep their differences.
