@@ -29,7 +29,8 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 /// or one buffer for both.
 int64_t chunkRowBytes(const LinearCeArgs &a) {
   int64_t es = dtypeSize(a.dtype);
-  int64_t partials = mayFoldLogits(a) ? 2 * 4 * partialsStride(a) : 0;
+  int64_t partials =
+      mayFoldLogits(a) ? 2 * 4 * partialsStride(logitsBlocks(a)) : 0;
   return a.V * (dzInPlace(a) ? int64_t(dtypeSize(logitsType(a))) : 4 + es) +
          partials;
 }
@@ -94,8 +95,12 @@ Layout layout(const LinearCeArgs &a, Device device, int64_t chunk) {
   l.dz = take(gpu && !dzInPlace(a), cells * es);
   // The CPU folds the logits only on the DSL path (auto runs plain loops).
   bool fold = mayFoldLogits(a) && (gpu || a.gemmBackend == GemmBackend::Dsl);
-  l.partials =
-      take(fold, fold ? 2 * sizeof(float) * chunk * partialsStride(a) : 0);
+  if (fold) {
+    l.blocks = logitsBlocks(a);
+    l.partialsStride = partialsStride(l.blocks);
+    l.partialCount = chunk * l.partialsStride;
+  }
+  l.partials = take(fold, 2 * sizeof(float) * l.partialCount);
   l.ones = take(gpu && a.bias, size_t(chunk) * es);
   l.gemm = take(gpu && usesCublasLt(a), size_t(a.gemmWorkspaceBytes));
   l.bytes = at;
@@ -119,14 +124,13 @@ Buffers buffers(const LinearCeArgs &a, const Layout &l, void *workspace) {
   b.dz = at(l.dz);
   b.ones = at(l.ones);
   b.gemm = at(l.gemm);
-  if (l.partials != l.ones) { // taken
-    b.blocks = logitsBlocks(a);
-    b.stride = partialsStride(a);
-    b.partialCount = (l.ones - l.partials) / (2 * sizeof(float));
+  b.blocks = l.blocks;
+  b.stride = l.partialsStride;
+  b.rowMax = b.rowSum = b.stats;
+  if (l.partialCount > 0) {
+    b.partialCount = l.partialCount;
     b.rowMax = static_cast<float *>(at(l.partials));
-    b.rowSum = b.rowMax + b.partialCount;
-  } else {
-    b.rowMax = b.rowSum = b.stats;
+    b.rowSum = b.rowMax + l.partialCount;
   }
   b.bias = a.bias ? a.bias : b.stats;
   b.classWeight = a.classWeight ? a.classWeight : b.stats;

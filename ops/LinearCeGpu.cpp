@@ -65,6 +65,7 @@ struct Plan {
   std::map<std::string, std::pair<Kernel, dsl::Config>> dslGemms;
   std::optional<Kernel> logitsKernel; ///< lce_logits, where mayFoldLogits
   int64_t logitsBlockM = 0;
+  std::string logitsConfigKey;
   std::optional<cublaslt::Gemm> gemm;
   std::optional<GemmPaths> paths;
   /// Rows per chunk of the call being enqueued (chunkFor).
@@ -100,10 +101,11 @@ struct Plan {
     programs = buildPrograms(a, a.dtype);
     for (const Kernel *k : {&programs->weights, &programs->rows, &programs->sum})
       k->compileForGpu();
-    if (mayFoldLogits(a) && backend != GemmBackend::CublasLt &&
-        (backend == GemmBackend::Dsl || dslEligible)) {
+    // (mayFoldLogits: the call asks for the DSL or the auto path.)
+    if (mayFoldLogits(a) && (backend == GemmBackend::Dsl || dslEligible)) {
       dsl::Config c = logitsConfig(a);
       logitsBlockM = c.get("BLOCK_M");
+      logitsConfigKey = c.str();
       logitsKernel.emplace(findKernel("lce_logits").build(c));
       logitsKernel->compileForGpu();
       programs->rowsFolded->compileForGpu();
@@ -166,8 +168,8 @@ struct Plan {
   /// auto where the pair lce_logits + the row program on its partials ran
   /// faster than cuBLASLt + the row program's own walk, timed together as
   /// one problem).
-  bool foldsLogits(const LinearCeArgs &a, const cublaslt::Matrix &hc,
-                   const cublaslt::Matrix &W, const cublaslt::Matrix &z,
+  bool foldsLogits(const cublaslt::Matrix &hc, const cublaslt::Matrix &W,
+                   const cublaslt::Matrix &z,
                    const std::function<void()> &walk,
                    const std::function<void()> &fold, CUstream stream) {
     if (!logitsKernel)
@@ -175,7 +177,7 @@ struct Plan {
     if (!gemm || !paths)
       return true;
     std::string problem = gemm->problemKey(hc, false, W, true, z, 0.f) +
-                          ", lce_logits " + logitsConfig(a).str() +
+                          ", lce_logits " + logitsConfigKey +
                           " and lce_logits_grad " + programs->rows.config();
     return paths->useDsl(problem, 0, walk, fold, stream, mayTimePaths,
                          "logits GEMM + lce_logits_grad",
@@ -222,7 +224,7 @@ struct Plan {
     };
     bool gemmStep = runs(Step::LogitsGemm), rowStep = runs(Step::RowsProgram);
     if (foldsLogits(
-            a, hc, W, z, [&] { walked(true, true); },
+            hc, W, z, [&] { walked(true, true); },
             [&] { folded(true, true); }, stream))
       folded(gemmStep, rowStep);
     else

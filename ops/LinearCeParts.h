@@ -77,15 +77,16 @@ dsl::Config logitsConfig(const LinearCeArgs &a);
 int64_t logitsBlocks(const LinearCeArgs &a);
 /// Floats between two rows' partials: the blocks rounded up to 16 bytes,
 /// as lce_logits_grad loads them in 16-byte groups.
-inline int64_t partialsStride(const LinearCeArgs &a) {
-  return (logitsBlocks(a) + 3) / 4 * 4;
-}
+inline int64_t partialsStride(int64_t blocks) { return (blocks + 3) / 4 * 4; }
 
 /// Byte offsets into the workspace; each part 256-byte aligned (cuBLASLt's
 /// and the vector loads' alignment). A part the caller provides is empty.
 struct Layout {
   size_t stats = 0, bad = 0, loss = 0, rowLoss = 0, rowZLoss = 0, lse = 0,
          logits = 0, dz = 0, partials = 0, ones = 0, gemm = 0, bytes = 0;
+  /// lce_logits' column blocks, partialsStride of them and the floats of
+  /// each partials array: 0 when the layout has no partials.
+  int64_t blocks = 0, partialsStride = 0, partialCount = 0;
 };
 Layout layout(const LinearCeArgs &a, Device device, int64_t chunk);
 
