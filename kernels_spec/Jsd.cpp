@@ -184,17 +184,9 @@ KernelSpec jsdSpec() {
   using A = ArgSpec;
   // Loss: f32 sums of V terms of both signs. Gradient: elementwise f32 with
   // the GPU's approximate exp and log, relative to Q_v <= 1.
-  s.run.args = {
-      A::input("student_logp", {"BT", "V"}, ArgFill::logSoftmax(2)),
-      A::input("teacher_logp", {"BT", "V"}, ArgFill::logSoftmax(2)),
-      A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
-      A::output("loss", {"BT"}, {1e-6, 1e-4}),
-      A::output("grad", {"BT", "V"}, {1e-7, 1e-4}),
-      A::input("upstream", {"BT"}, ArgFill::normal(0.5, 1)),
-      A::scalar("beta", 0.5, 0, 1),
-      A::scalar("ignore_index", -100),
-      A::scalar("per_row_upstream", 1, 0, 1),
-      A::sizeScalar("V", "V")};
+  s.run.args = distillationRunArgs(
+      "student_logp", "teacher_logp", ArgFill::logSoftmax(2), {1e-6, 1e-4},
+      {1e-7, 1e-4}, {A::scalar("beta", 0.5, 0, 1)});
   // bytesMoved unset: the roofline reads both inputs and the labels and
   // writes both outputs once (3 BT V elements).
   s.run.reference = jsdReference;
@@ -209,17 +201,9 @@ KernelSpec jsdLogitsSpec() {
                              buildJsdLogits, {hasLabelParam()});
   using A = ArgSpec;
   // As jsd, and the gradient's sum over the row: relative to q_v <= 1, over T.
-  s.run.args = {A::input("student", {"BT", "V"}, ArgFill::normal(2)),
-                A::input("teacher", {"BT", "V"}, ArgFill::normal(2)),
-                A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
-                A::output("loss", {"BT"}, {1e-5, 1e-4}),
-                A::output("grad", {"BT", "V"}, {1e-7, 5e-4}),
-                A::input("upstream", {"BT"}, ArgFill::normal(0.5, 1)),
-                A::scalar("beta", 0.5, 0, 1),
-                A::scalar("temperature", 2, 1e-3),
-                A::scalar("ignore_index", -100),
-                A::scalar("per_row_upstream", 1, 0, 1),
-                A::sizeScalar("V", "V")};
+  s.run.args = distillationRunArgs(
+      "student", "teacher", ArgFill::normal(2), {1e-5, 1e-4}, {1e-7, 5e-4},
+      {A::scalar("beta", 0.5, 0, 1), A::scalar("temperature", 2, 1e-3)});
   s.run.reference = jsdLogitsReference;
   return s;
 }

@@ -119,17 +119,9 @@ KernelSpec klDivSpec() {
   using A = ArgSpec;
   // Loss: f32 sums of V terms of both signs with the GPU's approximate exp
   // and log; gradient: elementwise, relative to q, p <= 1 (over T).
-  s.run.args = {A::input("student", {"BT", "V"}, ArgFill::normal(2)),
-                A::input("teacher", {"BT", "V"}, ArgFill::normal(2)),
-                A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
-                A::output("loss", {"BT"}, {1e-5, 1e-4}),
-                A::output("grad", {"BT", "V"}, {1e-7, 5e-4}),
-                A::input("upstream", {"BT"}, ArgFill::normal(0.5, 1)),
-                A::scalar("temperature", 2, 1e-3),
-                A::scalar("reverse", 0, 0, 1),
-                A::scalar("ignore_index", -100),
-                A::scalar("per_row_upstream", 1, 0, 1),
-                A::sizeScalar("V", "V")};
+  s.run.args = distillationRunArgs(
+      "student", "teacher", ArgFill::normal(2), {1e-5, 1e-4}, {1e-7, 5e-4},
+      {A::scalar("temperature", 2, 1e-3), A::scalar("reverse", 0, 0, 1)});
   // bytesMoved unset: the roofline reads both inputs and the labels and
   // writes both outputs once, although this plain kernel reads the inputs
   // two or three times.

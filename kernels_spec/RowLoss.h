@@ -115,6 +115,31 @@ distillationRow(dsl::KernelBuilder &k, const char *student,
   return r;
 }
 
+/// `tilejit run`'s arguments of a distillationRow kernel, in its order:
+/// `student` and `teacher` filled with `fill`, labels with every 7th row
+/// ignored, loss and grad checked within `lossTol` and `gradTol`, upstream
+/// factors around 1, the kernel's `own` scalars, ignore_index -100,
+/// per_row_upstream 1 and V.
+inline std::vector<ArgSpec> distillationRunArgs(const char *student,
+                                                const char *teacher,
+                                                ArgFill fill, Tolerance lossTol,
+                                                Tolerance gradTol,
+                                                std::vector<ArgSpec> own) {
+  using A = ArgSpec;
+  std::vector<ArgSpec> args = {
+      A::input(student, {"BT", "V"}, fill),
+      A::input(teacher, {"BT", "V"}, fill),
+      A::input("label", {"BT"}, ArgFill::classIndex("V", 7, -100)),
+      A::output("loss", {"BT"}, lossTol),
+      A::output("grad", {"BT", "V"}, gradTol),
+      A::input("upstream", {"BT"}, ArgFill::normal(0.5, 1))};
+  args.insert(args.end(), own.begin(), own.end());
+  args.insert(args.end(), {A::scalar("ignore_index", -100),
+                           A::scalar("per_row_upstream", 1, 0, 1),
+                           A::sizeScalar("V", "V")});
+  return args;
+}
+
 /// Zeros in `losses` at `row` and in the V gradient elements at `grad`.
 inline void storeIgnoredRow(dsl::KernelBuilder &k,
                             std::initializer_list<dsl::Value> losses,
